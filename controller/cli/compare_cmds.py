@@ -1,0 +1,3 @@
+"""CLI commands of the compare area (placeholder until its issue lands)."""
+
+from controller.cli.app import app  # noqa: F401

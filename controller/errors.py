@@ -1,0 +1,73 @@
+"""Exception types of dfctl, each carrying its process exit code.
+
+The CLI maps these to exit codes in exactly one place (controller/cli/__init__.py), so a
+module deep in the stack raises the error that says *what* went wrong and never calls
+sys.exit itself. Messages name what and where (file, key, host, run) and never contain
+secrets.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNREACHABLE = 3
+EXIT_FAILURE_FOUND = 4
+EXIT_REGRESSION = 5
+
+
+class DfctlError(Exception):
+    """Base of every error dfctl reports to the user without a traceback."""
+
+    exit_code = EXIT_UNEXPECTED
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class BadInputError(DfctlError):
+    """Bad input or usage: a playbook, an argument, an unknown run."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class PlaybookError(BadInputError):
+    """A playbook failed to load or validate; the message is `file: key: problem`."""
+
+
+class UnknownRunError(BadInputError):
+    """A run id or name that the registry does not hold."""
+
+
+class UnreachableError(DfctlError):
+    """A host or container cannot be reached (connect timeout, auth, stopped CT)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class HostKeyError(UnreachableError):
+    """The host's key is unknown (refused by default) or changed (always refused)."""
+
+
+class ContainerStateError(UnreachableError):
+    """The container is stopped, absent, or on another node."""
+
+
+class RemoteCommandError(DfctlError):
+    """A remote step of ours (not the training run) failed; carries its Result."""
+
+    def __init__(self, message: str, *, result=None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.result = result
+
+
+class DeployError(DfctlError):
+    """A deploy could not complete; the previous release stays live."""
+
+
+class LockedError(DfctlError):
+    """Another dfctl holds the deploy lock of this target."""
+
+    exit_code = EXIT_BAD_INPUT

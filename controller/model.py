@@ -1,0 +1,219 @@
+"""The typed records that flow through dfctl: probe -> parsers -> detectors -> renderers.
+
+One state object (`RunState`) is what the dashboard draws, what `--json` prints and what
+the detectors read, so the screen and the machine output can never disagree. Every field
+that may be unreadable is Optional and means "unknown" when None (JSON null) -- for that
+field and that GPU only (nvitop's rule). Units are in the names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
+
+FindingKind = Literal[
+    "oom", "crash", "hang", "stale_log", "regression", "nan", "recompile",
+    "gpu_idle", "startup_stall", "unreachable",
+]
+
+
+@dataclass
+class GpuSample:
+    """One row of `nvidia-smi --query-gpu=<GPU_QUERY_FIELDS> --format=csv,noheader,nounits`.
+
+    Each field names the query it came from; `[N/A]`/`[Not Supported]`/garbage -> None.
+    """
+
+    index: int                          # index
+    uuid: str | None = None             # uuid
+    name: str | None = None             # name
+    util_pct: float | None = None       # utilization.gpu
+    mem_used_mib: float | None = None   # memory.used
+    mem_total_mib: float | None = None  # memory.total
+    temp_c: float | None = None         # temperature.gpu
+    power_w: float | None = None        # power.draw
+    clocks_event_reasons: str | None = None  # clocks_event_reasons.active (hex bitmask)
+    users: list[str] = field(default_factory=list)
+    """Who uses it: run ids / `ct <vmid>` labels, from --query-compute-apps + cgroups."""
+
+
+@dataclass
+class GpuProcess:
+    """One row of `nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory`, mapped to a CT."""
+
+    pid: int
+    gpu_uuid: str | None
+    used_mib: float | None
+    vmid: int | None = None  # from /proc/<pid>/cgroup `/lxc/<vmid>/`; None = host process
+
+
+@dataclass
+class ProgressSample:
+    """One training progress point, from a log line, metrics.jsonl, or wandb history."""
+
+    step: int
+    time_s: float | None = None          # unix time the trainer reported (or we observed)
+    tok_per_s: float | None = None       # target tokens / s over the last interval
+    samples_per_s: float | None = None
+    step_time_s: float | None = None
+    data_wait_s: float | None = None
+    loss: float | None = None
+    acc: float | None = None
+    tau: float | None = None
+    mem_alloc_gib: float | None = None
+    mem_peak_gib: float | None = None
+    lr: float | None = None
+    source: str = "log"                  # "log" | "metrics" | "wandb"
+
+
+@dataclass
+class ProcessState:
+    """The training process as the probe saw it."""
+
+    state: Literal["running", "zombie", "exited", "not_started", "unknown"] = "unknown"
+    pid: int | None = None
+    exit_code: int | None = None         # from the wrapper's exit_code file
+    cpu_pct: float | None = None         # whole process tree
+    rss_bytes: int | None = None         # whole process tree
+    threads: int | None = None
+
+
+@dataclass
+class WandbInfo:
+    """Where the run's wandb data lives."""
+
+    run_id: str | None = None
+    url: str | None = None               # online runs only
+    mode: Literal["online", "offline", "disabled", "unknown"] = "unknown"
+    offline_dir: str | None = None       # .../wandb/offline-run-<ts>-<id>
+    state: str | None = None             # running / finished / crashed / failed (API)
+
+
+@dataclass
+class LogStatus:
+    """The run's log file as of this tick."""
+
+    path: str | None = None
+    inode: int | None = None
+    size_bytes: int | None = None
+    mtime_s: float | None = None
+    offset_bytes: int = 0                # how far we have read (the cursor)
+    rotated: bool = False                # a new inode or a truncation restarted the cursor
+
+
+@dataclass
+class HostSample:
+    """Host/container-wide readings of one tick (shared by every run on that target)."""
+
+    host: str
+    reachable: bool = True
+    error: str | None = None
+    time_s: float | None = None          # the host's clock
+    gpus: list[GpuSample] = field(default_factory=list)
+    gpu_error: str | None = None         # why the GPU table is empty (no nvidia-smi, ...)
+    gpu_processes: list[GpuProcess] = field(default_factory=list)
+    oom_kill_count: int | None = None    # cgroup v2 memory.events / v1 memory.oom_control
+    mem_peak_bytes: int | None = None
+    mem_limit_bytes: int | None = None
+    probe_duration_s: float | None = None
+
+
+@dataclass
+class TickObservation:
+    """What one probe tick saw for one run (the raw material of the detectors)."""
+
+    run_id: str
+    time_s: float                        # controller's clock when the tick finished
+    log: LogStatus = field(default_factory=LogStatus)
+    new_lines: list[str] = field(default_factory=list)
+    first_line_no: int = 1               # 1-based number of new_lines[0] in the log
+    process: ProcessState = field(default_factory=ProcessState)
+    progress: list[ProgressSample] = field(default_factory=list)  # new samples this tick
+    wandb: WandbInfo | None = None
+    host: HostSample | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something wrong (or worth knowing), with the evidence and the next step."""
+
+    kind: str
+    severity: Severity
+    summary: str                         # one line: "CUDA OOM on GPU 5 (tried 2.1 GiB)"
+    evidence: tuple[str, ...] = ()       # the log lines or numbers behind it
+    hint: str = ""                       # what to do next
+    first_seen_s: float | None = None
+    line: int | None = None              # 1-based log line, when it came from the log
+    run_id: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Identity for de-duplication across ticks: the same kind + summary is one finding."""
+        return (self.kind, self.summary)
+
+
+@dataclass
+class RunState:
+    """Everything known about one watched run; what the dashboard renders and --json prints."""
+
+    run_id: str
+    name: str = ""
+    target: str = ""                     # "local", "ssh root@pve1", "pct 200 on pve1"
+    host: str | None = None
+    vmid: int | None = None
+    release_id: str | None = None
+    run_dir: str | None = None
+    started_s: float | None = None
+    state: Literal["starting", "running", "finished", "failed", "unreachable", "unknown"] = "unknown"
+    process: ProcessState = field(default_factory=ProcessState)
+    wandb: WandbInfo | None = None
+    log: LogStatus = field(default_factory=LogStatus)
+    last_log_growth_s: float | None = None
+    last_progress_s: float | None = None
+    gpus: list[GpuSample] = field(default_factory=list)
+    host_sample: HostSample | None = None
+    progress: list[ProgressSample] = field(default_factory=list)   # bounded history
+    log_tail: list[str] = field(default_factory=list)              # bounded, last lines
+    milestones: dict[str, float] = field(default_factory=dict)     # name -> unix time seen
+    findings: list[Finding] = field(default_factory=list)
+    baseline_tok_per_s: float | None = None
+    updated_s: float | None = None
+
+    @property
+    def worst_severity(self) -> str | None:
+        if not self.findings:
+            return None
+        return max((f.severity for f in self.findings), key=SEVERITY_RANK.__getitem__)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/Inf become null (json.dumps would write invalid JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclass (or list/dict of them) -> plain JSON-able data."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _clean(dataclasses.asdict(obj))
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    return _clean(obj)
+
+
+def dumps(obj: Any, **kw: Any) -> str:
+    """One JSON document for `--json` output."""
+    return json.dumps(to_jsonable(obj), ensure_ascii=False, **kw)

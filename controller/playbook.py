@@ -1,0 +1,273 @@
+"""Playbooks: TOML run recipes, validated at load time into frozen, typed dataclasses.
+
+A bad playbook gets one message naming file, key and problem
+(`playbooks/ct200.toml: target.vmid: expected an integer, got "abc"`) and exit code 2 --
+never a traceback. Field docs live next to the fields (torchtitan's habit) and README's
+playbook reference is written from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from controller.errors import PlaybookError
+
+SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+
+
+def doc(text: str, **kw: Any) -> Any:
+    """A dataclass field with a one-line doc (shown by `dfctl playbook-reference`)."""
+    return field(metadata={"doc": text}, **kw)
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    kind: Literal["local", "ssh", "pct"] = doc("Where the run lives: this machine, a plain SSH host, or a Proxmox LXC container.", default="local")
+    host: str | None = doc("SSH host name or ~/.ssh/config alias (ssh, pct).", default=None)
+    user: str | None = doc("SSH user; default from ~/.ssh/config, else root.", default=None)
+    port: int | None = doc("SSH port; default from ~/.ssh/config, else 22.", default=None)
+    identity_file: str | None = doc("Private key file; default from ~/.ssh/config / ssh-agent.", default=None)
+    vmid: int | None = doc("Proxmox container id (pct targets).", default=None)
+    workdir: str = doc("Directory on the target holding releases/, current and runs/.", default=".dfctl-local")
+    python: str = doc("Python interpreter on the target that runs the trainer.", default="python3")
+    path: str = doc("PATH the run gets (pct's own PATH lacks /usr/local/bin and venvs).", default="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    connect_timeout_s: float = doc("SSH connect + banner timeout; past it: exit 3 naming the host.", default=10.0)
+    keepalive_s: int = doc("SSH keepalive interval.", default=15)
+    known_hosts: str | None = doc("known_hosts file to check host keys against (default ~/.ssh/known_hosts).", default=None)
+    accept_new_host_key: bool = doc("Add an unknown host key to known_hosts (a changed key is always refused).", default=False)
+    ssh_config: str | None = doc("ssh_config file to read aliases from (default ~/.ssh/config).", default=None)
+
+
+@dataclass(frozen=True)
+class BundleConfig:
+    paths: tuple[str, ...] = doc("Paths (relative to the project root) that make up the bundle.", default=("trainer",))
+    exclude: tuple[str, ...] = doc("Extra glob patterns to leave out (on top of .gitignore).", default=())
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str = doc("Run name; the run directory is runs/<name>-<UTC timestamp>/.", default="run")
+    module: str = doc("Python module to run with `python -u -m` inside the release.", default="trainer")
+    args: tuple[str, ...] = doc("Arguments for the module (argv, no shell).", default=())
+    env: dict[str, str] = doc("Environment for the run. Names that look secret are sent like secret_env.", default_factory=dict)
+    secret_env: tuple[str, ...] = doc("Names of local environment variables passed to the run through a 0600 file, never argv.", default=("WANDB_API_KEY",))
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    interval_s: float = doc("Seconds between ticks.", default=2.0)
+    baseline_tok_per_s: float | None = doc("Reference throughput (target tok/s); a regression is measured against it.", default=None)
+    regression_threshold_pct: float = doc("Deficit below the baseline that counts as a regression.", default=15.0)
+    regression_windows: int = doc("Consecutive windows below the threshold before a regression is reported.", default=3)
+    warmup_s: float = doc("Seconds after the first step excluded from throughput judgements.", default=60.0)
+    warmup_steps: int = doc("Progress samples after the first step excluded from throughput judgements.", default=3)
+    stale_log_s: float = doc("Log not grown this long while the run advances -> stale_log.", default=120.0)
+    hang_factor: float = doc("No progress for hang_factor x median step interval (and GPUs idle) -> hang.", default=10.0)
+    hang_min_s: float = doc("Never call a hang before this many seconds without progress.", default=300.0)
+    startup_deadlines_s: dict[str, float] = doc("Milestone -> seconds after launch by which it must be seen.", default_factory=lambda: {"dataset_loaded": 600.0, "first_step": 1800.0})
+    progress_pattern: str | None = doc("Regex with named groups (step, tok_per_s, loss, ...) for another trainer's progress lines.", default=None)
+    gpus_expected: int | None = doc("GPUs the run should use; fewer busy -> gpu_idle.", default=None)
+
+
+@dataclass(frozen=True)
+class Playbook:
+    target: TargetConfig = doc("Where to deploy and run.", default_factory=TargetConfig)
+    bundle: BundleConfig = doc("What code to ship.", default_factory=BundleConfig)
+    run: RunConfig = doc("What to launch.", default_factory=RunConfig)
+    watch: WatchConfig = doc("How to watch and what counts as a failure.", default_factory=WatchConfig)
+    source: str = doc("File this playbook was loaded from (set by the loader).", default="<memory>")
+
+    def secret_names(self) -> tuple[str, ...]:
+        """Env names whose values never appear in argv, logs, the registry or --json."""
+        names = set(self.run.secret_env)
+        names.update(k for k in self.run.env if SECRET_NAME_RE.search(k))
+        return tuple(sorted(names))
+
+    def redacted(self) -> dict[str, Any]:
+        """The playbook as resolved, secrets replaced by "<redacted>": what the registry stores."""
+        data = dataclasses.asdict(self)
+        secrets = set(self.secret_names())
+        data["run"]["env"] = {k: ("<redacted>" if k in secrets else v) for k, v in self.run.env.items()}
+        return data
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + (value if len(value) <= 60 else value[:57] + "...") + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)[:60]
+
+
+def _convert(tp: Any, value: Any, where: str, src: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, where, src)
+    if origin is Literal:
+        if value not in args:
+            choices = ", ".join(f'"{a}"' for a in args)
+            raise PlaybookError(f"{src}: {where}: expected one of {choices}, got {_describe(value)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise PlaybookError(f"{src}: {where}: expected a list, got {_describe(value)}")
+        return tuple(_convert(args[0], v, f"{where}[{i}]", src) for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
+        return {str(k): _convert(args[1], v, f"{where}.{k}", src) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
+        return _build(tp, value, where, src)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise PlaybookError(f"{src}: {where}: expected true or false, got {_describe(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PlaybookError(f"{src}: {where}: expected an integer, got {_describe(value)}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PlaybookError(f"{src}: {where}: expected a number, got {_describe(value)}")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise PlaybookError(f"{src}: {where}: expected a finite number, got {value}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise PlaybookError(f"{src}: {where}: expected a string, got {_describe(value)}")
+        if "\x00" in value:
+            raise PlaybookError(f"{src}: {where}: NUL characters are not allowed")
+        return value
+    raise PlaybookError(f"{src}: {where}: unsupported type {tp!r}")  # pragma: no cover
+
+
+def _build(cls: type, table: dict[str, Any], prefix: str, src: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "source"}
+    kwargs: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"{prefix}.{key}" if prefix else key
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            extra = f' (did you mean "{close[0]}"?)' if close else f" (known: {', '.join(fields)})"
+            raise PlaybookError(f"{src}: {where}: unknown key{extra}")
+        kwargs[key] = _convert(hints[key], value, where, src)
+    return cls(**kwargs)
+
+
+def _check(pb: Playbook) -> None:
+    src, t, w = pb.source, pb.target, pb.watch
+    if t.kind in ("ssh", "pct") and not t.host:
+        raise PlaybookError(f"{src}: target.host: required when target.kind is \"{t.kind}\"")
+    if t.kind == "pct" and t.vmid is None:
+        raise PlaybookError(f"{src}: target.vmid: required when target.kind is \"pct\"")
+    if t.vmid is not None and not (100 <= t.vmid <= 999_999_999):
+        raise PlaybookError(f"{src}: target.vmid: expected a Proxmox id from 100 to 999999999, got {t.vmid}")
+    if t.port is not None and not (1 <= t.port <= 65535):
+        raise PlaybookError(f"{src}: target.port: expected 1..65535, got {t.port}")
+    if not (0 < t.connect_timeout_s <= 600):
+        raise PlaybookError(f"{src}: target.connect_timeout_s: expected 0 < seconds <= 600, got {t.connect_timeout_s}")
+    if not t.workdir.strip():
+        raise PlaybookError(f"{src}: target.workdir: must not be empty")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", pb.run.name):
+        raise PlaybookError(f"{src}: run.name: expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit), got {_describe(pb.run.name)}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", pb.run.module):
+        raise PlaybookError(f"{src}: run.module: expected a Python module name, got {_describe(pb.run.module)}")
+    for k in list(pb.run.env) + list(pb.run.secret_env):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise PlaybookError(f"{src}: run.env: {_describe(k)} is not a valid environment variable name")
+    if not pb.bundle.paths:
+        raise PlaybookError(f"{src}: bundle.paths: must name at least one path")
+    for p in pb.bundle.paths:
+        if p.startswith("/") or ".." in Path(p).parts:
+            raise PlaybookError(f"{src}: bundle.paths: {_describe(p)} must be relative and inside the project")
+    if not (0.05 <= w.interval_s <= 3600):
+        raise PlaybookError(f"{src}: watch.interval_s: expected 0.05..3600 seconds, got {w.interval_s}")
+    if w.baseline_tok_per_s is not None and w.baseline_tok_per_s <= 0:
+        raise PlaybookError(f"{src}: watch.baseline_tok_per_s: expected a positive number, got {w.baseline_tok_per_s}")
+    if not (0 < w.regression_threshold_pct < 100):
+        raise PlaybookError(f"{src}: watch.regression_threshold_pct: expected 0 < pct < 100, got {w.regression_threshold_pct}")
+    if w.regression_windows < 1:
+        raise PlaybookError(f"{src}: watch.regression_windows: expected at least 1, got {w.regression_windows}")
+    for name, value in (("warmup_s", w.warmup_s), ("stale_log_s", w.stale_log_s), ("hang_min_s", w.hang_min_s)):
+        if value < 0:
+            raise PlaybookError(f"{src}: watch.{name}: expected a number >= 0, got {value}")
+    if w.hang_factor <= 0:
+        raise PlaybookError(f"{src}: watch.hang_factor: expected a positive number, got {w.hang_factor}")
+    if w.progress_pattern is not None:
+        try:
+            rx = re.compile(w.progress_pattern)
+        except re.error as exc:
+            raise PlaybookError(f"{src}: watch.progress_pattern: not a valid regex: {exc}") from None
+        if "step" not in rx.groupindex:
+            raise PlaybookError(f"{src}: watch.progress_pattern: needs a named group (?P<step>...)")
+
+
+def parse_playbook(text: str | bytes, source: str = "<memory>") -> Playbook:
+    """Parse and validate playbook text; raises PlaybookError with `source: key: problem`."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PlaybookError(f"{source}: not valid UTF-8 (byte {exc.start})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlaybookError(f"{source}: not valid TOML: {exc}") from None
+    pb = _build(Playbook, data, "", source)
+    pb = dataclasses.replace(pb, source=source)
+    _check(pb)
+    return pb
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    """Read a playbook file. Missing or unreadable file -> PlaybookError (exit 2)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise PlaybookError(f"{p}: no such playbook file") from None
+    except IsADirectoryError:
+        raise PlaybookError(f"{p}: is a directory, expected a .toml playbook") from None
+    except OSError as exc:
+        raise PlaybookError(f"{p}: cannot read: {exc.strerror}") from None
+    return parse_playbook(raw, str(path))
+
+
+def reference_markdown() -> str:
+    """The playbook reference (README) generated from the field docs."""
+    out = []
+    for sec in dataclasses.fields(Playbook):
+        if sec.name == "source":
+            continue
+        out.append(f"### [{sec.name}] — {sec.metadata['doc']}\n")
+        out.append("| key | type | default | meaning |\n|---|---|---|---|")
+        cls = typing.get_type_hints(Playbook)[sec.name]
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else "")
+            tp = str(typing.get_type_hints(cls)[f.name]).replace("typing.", "")
+            out.append(f"| `{f.name}` | `{tp}` | `{default!r}` | {f.metadata.get('doc', '')} |")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,185 @@
+"""The local run registry: which runs exist, where they live, and how far we have read them.
+
+SQLite (WAL, busy timeout) under the user's data directory, so two dfctl processes -- a
+deploy and a watch, or two watchers -- can share it safely. The watch cursor and findings
+live here too: a watcher killed and restarted continues with no log line lost or repeated.
+Secrets are never stored: the playbook arrives already redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+from controller.errors import UnknownRunError
+from controller.model import Finding
+
+
+def data_dir() -> Path:
+    """$DFCTL_HOME, else $XDG_DATA_HOME/dfctl, else ~/.local/share/dfctl."""
+    if os.environ.get("DFCTL_HOME"):
+        return Path(os.environ["DFCTL_HOME"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "dfctl"
+
+
+@dataclass
+class RunRecord:
+    """One launched (or deployed) run, as the registry keeps it."""
+
+    run_id: str                       # "<name>-<UTC timestamp>", also the run dir's name
+    name: str
+    target_kind: str                  # local | ssh | pct
+    target: str                       # human: "pct 200 on pve1"
+    host: str | None = None
+    vmid: int | None = None
+    workdir: str = ""
+    run_dir: str = ""
+    log_path: str = ""
+    pid: int | None = None
+    release_id: str | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    playbook: dict[str, Any] = field(default_factory=dict)   # redacted
+    playbook_path: str | None = None
+    started_s: float | None = None
+    wandb_run_id: str | None = None
+    state: str = "launched"           # launched | running | finished | failed | stopped | unknown
+    exit_code: int | None = None
+    ended_s: float | None = None
+
+
+@dataclass
+class Cursor:
+    """How far a watcher has read one run's files (FIELD-NOTES: inode + byte offset)."""
+
+    run_id: str
+    log_inode: int | None = None
+    log_offset: int = 0
+    log_line_no: int = 0              # complete lines consumed so far
+    metrics_offset: int = 0
+    wandb_offset: int = 0
+    updated_s: float | None = None
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY, name TEXT, target_kind TEXT, target TEXT, host TEXT, vmid INTEGER,
+  workdir TEXT, run_dir TEXT, log_path TEXT, pid INTEGER, release_id TEXT, git_commit TEXT,
+  git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, wandb_run_id TEXT,
+  state TEXT, exit_code INTEGER, ended_s REAL
+);
+CREATE TABLE IF NOT EXISTS cursors (
+  run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
+  metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL
+);
+CREATE TABLE IF NOT EXISTS findings (
+  run_id TEXT, kind TEXT, summary TEXT, severity TEXT, first_seen_s REAL, evidence TEXT,
+  hint TEXT, line INTEGER, PRIMARY KEY (run_id, kind, summary)
+);
+"""
+
+
+class RunStore:
+    """The registry database. Cheap to open; every method is one short transaction."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else data_dir() / "registry.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(_SCHEMA)
+        try:
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- runs ---------------------------------------------------------------------------
+    def add_run(self, rec: RunRecord) -> None:
+        row = asdict(rec)
+        row["playbook"] = json.dumps(row["playbook"], sort_keys=True)
+        row["git_dirty"] = None if rec.git_dirty is None else int(rec.git_dirty)
+        cols = ", ".join(row)
+        marks = ", ".join(f":{k}" for k in row)
+        self._db.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", row)
+
+    def update_run(self, run_id: str, **changes: Any) -> None:
+        allowed = {f.name for f in fields(RunRecord)} - {"run_id"}
+        bad = set(changes) - allowed
+        if bad:
+            raise ValueError(f"unknown run fields: {sorted(bad)}")
+        if "playbook" in changes:
+            changes["playbook"] = json.dumps(changes["playbook"], sort_keys=True)
+        sets = ", ".join(f"{k} = :{k}" for k in changes)
+        self._db.execute(f"UPDATE runs SET {sets} WHERE run_id = :run_id", {**changes, "run_id": run_id})
+
+    @staticmethod
+    def _record(row: sqlite3.Row) -> RunRecord:
+        d = dict(row)
+        d["playbook"] = json.loads(d["playbook"] or "{}")
+        d["git_dirty"] = None if d["git_dirty"] is None else bool(d["git_dirty"])
+        return RunRecord(**d)
+
+    def runs(self) -> list[RunRecord]:
+        """All runs, newest first."""
+        rows = self._db.execute("SELECT * FROM runs ORDER BY started_s DESC, run_id DESC").fetchall()
+        return [self._record(r) for r in rows]
+
+    def get_run(self, ref: str) -> RunRecord:
+        """A run by exact id, by name (the newest of that name), or by unique id prefix."""
+        row = self._db.execute("SELECT * FROM runs WHERE run_id = ?", (ref,)).fetchone()
+        if row is None:
+            row = self._db.execute(
+                "SELECT * FROM runs WHERE name = ? ORDER BY started_s DESC LIMIT 1", (ref,)).fetchone()
+        if row is None:
+            rows = self._db.execute(
+                "SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\'",
+                (ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",)).fetchall()
+            if len(rows) > 1:
+                raise UnknownRunError(f"run {ref!r}: ambiguous, matches {', '.join(r['run_id'] for r in rows[:5])}")
+            row = rows[0] if rows else None
+        if row is None:
+            raise UnknownRunError(f"run {ref!r}: not in the registry ({self.path}); `dfctl runs` lists known runs")
+        return self._record(row)
+
+    # -- cursors ------------------------------------------------------------------------
+    def get_cursor(self, run_id: str) -> Cursor:
+        row = self._db.execute("SELECT * FROM cursors WHERE run_id = ?", (run_id,)).fetchone()
+        return Cursor(**dict(row)) if row else Cursor(run_id=run_id)
+
+    def set_cursor(self, cur: Cursor) -> None:
+        cur.updated_s = time.time()
+        row = asdict(cur)
+        cols = ", ".join(row)
+        marks = ", ".join(f":{k}" for k in row)
+        self._db.execute(f"INSERT OR REPLACE INTO cursors ({cols}) VALUES ({marks})", row)
+
+    # -- findings -----------------------------------------------------------------------
+    def add_findings(self, run_id: str, found: Iterable[Finding]) -> list[Finding]:
+        """Record findings; returns only those not recorded before (for --notify)."""
+        new: list[Finding] = []
+        for f in found:
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, f.kind, f.summary, f.severity, f.first_seen_s, json.dumps(list(f.evidence)),
+                 f.hint, f.line))
+            if cur.rowcount:
+                new.append(f)
+        return new
+
+    def findings(self, run_id: str) -> list[Finding]:
+        rows = self._db.execute(
+            "SELECT * FROM findings WHERE run_id = ? ORDER BY first_seen_s", (run_id,)).fetchall()
+        return [Finding(kind=r["kind"], severity=r["severity"], summary=r["summary"],
+                        evidence=tuple(json.loads(r["evidence"] or "[]")), hint=r["hint"] or "",
+                        first_seen_s=r["first_seen_s"], line=r["line"], run_id=run_id) for r in rows]

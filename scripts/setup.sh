@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian machine (root, no GPU) or a developer's box:
+# system packages the test rig needs, then a virtual environment at .venv with dfctl,
+# the trainer's torch and the test tools. Re-running it does only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+command -v lxc-create >/dev/null 2>&1 || need_apt+=(lxc)
+[ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || need_apt+=(busybox-static)
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v rsync >/dev/null 2>&1 || need_apt+=(rsync)
+if [ "${#need_apt[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing system packages: ${need_apt[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+stamp=.venv/.dfctl-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  "$VPY" -m pip install -q --upgrade pip >/dev/null
+  # torch first, pinned to the CPU build that lies on this kind of machine's disk; a GPU box
+  # can set DFCTL_TORCH_SPEC (e.g. "torch") to take its own.
+  "$VPY" -c 'import torch' 2>/dev/null || "$VPY" -m pip install -q "${DFCTL_TORCH_SPEC:-torch==2.13.0}"
+  "$VPY" -m pip install -q -e '.[trainer,dev]'
+  touch "$stamp"
+fi
+echo "setup: ready (.venv)" >&2

@@ -183,6 +183,7 @@ class RunState:
     milestones: dict[str, float] = field(default_factory=dict)     # name -> unix time seen
     findings: list[Finding] = field(default_factory=list)
     baseline_tok_per_s: float | None = None
+    oom_kill_at_launch: int | None = None  # the CT cgroup's oom_kill counter when launched
     updated_s: float | None = None
 
     @property

@@ -16,6 +16,7 @@ from controller.errors import DfctlError
 from controller.cli import deploy_cmds as _deploy_cmds  # noqa: E402,F401
 from controller.cli import watch_cmds as _watch_cmds  # noqa: E402,F401
 from controller.cli import compare_cmds as _compare_cmds  # noqa: E402,F401
+from controller.cli import checklog_cmds as _checklog_cmds  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

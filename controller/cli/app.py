@@ -11,3 +11,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.command()
+def version() -> None:
+    """Print dfctl's version."""
+    from controller import __version__
+
+    typer.echo(__version__)

@@ -1,0 +1,166 @@
+"""Model and training configurations: dataclasses with one line of doc per field, validated
+when built, and the named presets the CLI accepts (`--config tiny` and friends).
+
+Why presets: dfctl's playbooks and the tests name a configuration, not forty numbers; the
+numbers live here, next to the reason they were chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names the field."""
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """The frozen target: a Qwen3-style decoder."""
+
+    vocab_size: int = 151936          # tokens; the lm_head and embedding are shared with the drafter
+    hidden_size: int = 2048           # model width H
+    num_layers: int = 16              # decoder layers
+    num_heads: int = 16               # query heads
+    num_kv_heads: int = 8             # key/value heads (GQA groups = num_heads / num_kv_heads)
+    head_dim: int = 128               # per-head width (Qwen3 decouples it from H / heads)
+    intermediate_size: int = 6144     # SwiGLU inner width
+    rope_theta: float = 1_000_000.0   # RoPE base
+    rms_norm_eps: float = 1e-6        # RMSNorm epsilon
+    tie_word_embeddings: bool = False  # lm_head shares the embedding matrix
+
+    def validate(self) -> None:
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"target.num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")
+        for name in ("vocab_size", "hidden_size", "num_layers", "head_dim", "intermediate_size"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"target.{name} must be positive")
+
+
+@dataclass(frozen=True)
+class DrafterConfig:
+    """The DFlash drafter: a few Qwen3-style layers fed with the target's hidden states."""
+
+    num_layers: int = 5               # draft decoder layers
+    num_heads: int = 16               # query heads
+    num_kv_heads: int = 8             # key/value heads
+    head_dim: int = 128               # per-head width
+    intermediate_size: int = 6144     # SwiGLU inner width
+    target_layers: tuple[int, ...] = (1, 4, 8, 11, 14)  # target layers whose outputs (hidden_states[l+1]) feed fc
+    block_size: int = 16              # B: [anchor, MASK x (B-1)]; slot k predicts token anchor+k
+    max_anchors: int = 512            # anchors sampled per sample (from supervised positions)
+    loss_gamma: float = 7.0           # CE weight of slot k is exp(-(k-1)/gamma)
+    loss_chunk_tokens: int = 8192     # rows of logits alive at once in the chunked loss
+    mask_token_id: int = -1           # id fed in the B-1 MASK slots; -1 means vocab_size - 1
+
+    def validate(self, target: TargetConfig) -> None:
+        if self.block_size < 2:
+            raise ConfigError(f"drafter.block_size={self.block_size} must be at least 2")
+        if self.num_heads % self.num_kv_heads:
+            raise ConfigError(f"drafter.num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")
+        bad = [layer for layer in self.target_layers if not 0 <= layer < target.num_layers]
+        if bad or not self.target_layers:
+            raise ConfigError(
+                f"drafter.target_layers={list(self.target_layers)}: each must be in [0, {target.num_layers})")
+        if self.max_anchors < 1 or self.loss_chunk_tokens < 1:
+            raise ConfigError("drafter.max_anchors and drafter.loss_chunk_tokens must be positive")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, batching and precision."""
+
+    lr: float = 6e-4                  # peak learning rate (reference recipes)
+    warmup_frac: float = 0.04         # share of steps spent warming up linearly
+    min_lr_frac: float = 0.1          # cosine decays to lr * min_lr_frac
+    weight_decay: float = 0.0         # AdamW decay
+    grad_clip: float = 1.0            # global grad-norm clip
+    token_budget: int = 49152         # target tokens per batch (sum of padded lengths)
+    max_batch_samples: int = 64       # cap on samples per batch (short buckets)
+    num_buckets: int = 6              # length buckets (quantile edges)
+    max_length: int = 8192            # longer samples are cut to this many tokens
+    dtype: str = "bfloat16"           # compute dtype on GPU ("float32" on CPU configs)
+
+    def validate(self) -> None:
+        if self.token_budget < self.max_length:
+            raise ConfigError(f"train.token_budget={self.token_budget} is below max_length={self.max_length}: "
+                              "the longest sample could never form a batch")
+        if self.dtype not in ("bfloat16", "float32", "float16"):
+            raise ConfigError(f"train.dtype={self.dtype!r}: expected bfloat16, float32 or float16")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that shapes a run, logged to wandb and saved in checkpoints."""
+
+    name: str
+    target: TargetConfig
+    drafter: DrafterConfig
+    train: TrainConfig
+    synth_min_len: int = 64           # synthetic data: shortest sample (tokens)
+    synth_max_len: int = 512          # synthetic data: longest sample (tokens)
+    needs_target_model: bool = False  # random init makes no sense (the user's real target)
+
+    def validate(self) -> "RunConfig":
+        self.target.validate()
+        self.drafter.validate(self.target)
+        self.train.validate()
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS: dict[str, RunConfig] = {
+    # CPU demo and tests: first progress line in seconds on 2 cores, loss falls within a minute.
+    "tiny": RunConfig(
+        name="tiny",
+        target=TargetConfig(vocab_size=256, hidden_size=64, num_layers=4, num_heads=4, num_kv_heads=2,
+                            head_dim=16, intermediate_size=128, rope_theta=10_000.0),
+        drafter=DrafterConfig(num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128,
+                              target_layers=(0, 1, 3), block_size=8, max_anchors=16, loss_gamma=4.0,
+                              loss_chunk_tokens=1024),
+        train=TrainConfig(lr=3e-3, warmup_frac=0.04, token_budget=1024, max_batch_samples=16,
+                          num_buckets=4, max_length=256, dtype="float32"),
+        synth_min_len=48, synth_max_len=160,
+    ),
+    # GPU benchmark: a ~1.1B target (Qwen3-1.7B-like width, 16 layers) and a ~270M drafter,
+    # sequences to 8K, the seed's token budget.
+    "bench-1b": RunConfig(
+        name="bench-1b",
+        target=TargetConfig(),
+        drafter=DrafterConfig(),
+        train=TrainConfig(),
+        synth_min_len=1024, synth_max_len=8192,
+    ),
+    # The user's run: Qwen3.6-27B target, 5-layer drafter of the same width.
+    "qwen36-27b-dflash": RunConfig(
+        name="qwen36-27b-dflash",
+        target=TargetConfig(vocab_size=248320, hidden_size=5120, num_layers=64, num_heads=24, num_kv_heads=4,
+                            head_dim=256, intermediate_size=17408, rope_theta=10_000_000.0),
+        drafter=DrafterConfig(num_layers=5, num_heads=32, num_kv_heads=8, head_dim=128,
+                              intermediate_size=17408, target_layers=(1, 16, 31, 46, 61), block_size=16,
+                              max_anchors=512, loss_gamma=7.0),
+        train=TrainConfig(token_budget=49152, num_buckets=6, max_length=8192),
+        synth_min_len=512, synth_max_len=8192,
+        needs_target_model=True,
+    ),
+}
+
+
+def get_preset(name: str) -> RunConfig:
+    """The named preset, validated; a clear error listing the names otherwise."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown --config {name!r}; known: {', '.join(sorted(PRESETS))}")
+    return PRESETS[name].validate()
+
+
+def with_overrides(cfg: RunConfig, *, token_budget: int | None = None, target: TargetConfig | None = None) -> RunConfig:
+    """A copy with CLI overrides applied (and re-validated)."""
+    train = cfg.train if token_budget is None else replace(cfg.train, token_budget=token_budget,
+                                                           max_length=min(cfg.train.max_length, token_budget))
+    return replace(cfg, train=train, target=target or cfg.target).validate()
+
+
+__all__ = ["ConfigError", "TargetConfig", "DrafterConfig", "TrainConfig", "RunConfig", "PRESETS",
+           "get_preset", "with_overrides"]

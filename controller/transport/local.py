@@ -25,6 +25,10 @@ class LocalTransport(Transport):
         self.env = dict(env) if env is not None else None
         self.name = "local"
 
+    def describe(self, argv: Sequence[str]) -> str:
+        """The exact command this transport would run (for --dry-run)."""
+        return f"[local] {join_argv(argv)}"
+
     def run(self, argv: Sequence[str], *, stdin: Stdin = None, timeout_s: float | None = None) -> Result:
         argv = [str(a) for a in argv]
         t0 = time.monotonic()

@@ -1,0 +1,79 @@
+"""The DFlash attention mask, in the three forms the trainer uses.
+
+Layout of one sample's keys: L context positions (the target's hidden states, projected),
+then A blocks of Bk draft tokens. Queries are the A*Bk draft tokens only. The rule:
+
+    query in block a (anchor position p_a) may see
+      - context position j  iff  j < p_a          (strictly before the anchor)
+      - draft token in block a' iff a' == a       (its own block, both directions)
+      - nothing else (no other block)
+
+Forms: `dense_mask` (bool [S,1,Q,L+Q], for SDPA on CPU / without flex), `mask_mod` (the
+same rule as a flex_attention mask function) and `block_mask` (a flex BlockMask with
+H=None built straight from the anchors, tile by tile, so no dense [Q, KV] mask is ever
+materialised: at L=8K, A=512, Bk=16 that would be 0.8 G booleans per batch).
+"""
+
+from __future__ import annotations
+
+import torch
+
+TILE = 128   # flex_attention's default Q and KV block size
+
+
+def dense_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Tensor:
+    """bool [S, 1, A*Bk, ctx_len + A*Bk]; True = may attend."""
+    s, a = anchors.shape
+    q = a * block_size
+    dev = anchors.device
+    q_anchor = anchors.repeat_interleave(block_size, dim=1)                    # [S, Q]
+    ctx = torch.arange(ctx_len, device=dev)[None, None, :] < q_anchor[:, :, None]
+    q_block = torch.arange(q, device=dev) // block_size
+    blk = (q_block[:, None] == q_block[None, :]).expand(s, q, q)
+    return torch.cat([ctx, blk], dim=2)[:, None]
+
+
+def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int):
+    """The rule as a flex_attention mask_mod(b, h, q_idx, kv_idx) -> bool."""
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        a = q_idx // block_size
+        anchor = anchors[b, a]
+        is_ctx = kv_idx < ctx_len
+        return torch.where(is_ctx, kv_idx < anchor, (kv_idx - ctx_len) // block_size == a)
+
+    return mask_mod
+
+
+def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int):
+    """A flex BlockMask (H=None) from per-tile anchor ranges.
+
+    Needs ctx_len and A*Bk to be multiples of TILE and TILE a multiple of Bk (the batch
+    builder pads to that). Per query tile: context tiles entirely before the tile's lowest
+    anchor are *full* (no mask_mod call), context tiles up to its highest anchor are
+    partial, and the diagonal draft tile (its own blocks) is partial.
+    """
+    from torch.nn.attention.flex_attention import BlockMask
+
+    s, a = anchors.shape
+    q = a * block_size
+    if ctx_len % TILE or q % TILE or TILE % block_size:
+        raise ValueError(f"block_mask needs ctx_len ({ctx_len}) and A*Bk ({q}) to be multiples of {TILE}")
+    n_qt, n_ctx_t = q // TILE, ctx_len // TILE
+    n_kvt = n_ctx_t + n_qt
+    per_tile = anchors.view(s, n_qt, TILE // block_size)
+    amin = per_tile.min(dim=2).values
+    amax = per_tile.max(dim=2).values
+    n_full = torch.div(amin, TILE, rounding_mode="floor")                     # ctx tiles [0, n_full)
+    hi = torch.div(amax + TILE - 1, TILE, rounding_mode="floor")               # ctx tiles [n_full, hi) partial
+    n_ctx_partial = (hi - n_full).clamp(min=0)
+    dev = anchors.device
+    j = torch.arange(n_kvt, device=dev)[None, None, :]
+    partial_idx = torch.where(j < n_ctx_partial[..., None], n_full[..., None] + j,
+                              n_ctx_t + torch.arange(n_qt, device=dev)[None, :, None])
+    partial_idx = partial_idx.clamp(max=n_kvt - 1)
+    full_idx = j.expand(s, n_qt, n_kvt)
+    to_i32 = lambda t: t.to(torch.int32)[:, None].contiguous()                  # noqa: E731  add H=1
+    return BlockMask.from_kv_blocks(
+        to_i32(n_ctx_partial + 1), to_i32(partial_idx), to_i32(n_full), to_i32(full_idx),
+        BLOCK_SIZE=TILE, mask_mod=mask_mod_for(anchors, ctx_len, block_size), seq_lengths=(q, ctx_len + q))

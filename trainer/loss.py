@@ -1,0 +1,110 @@
+"""DFlash loss: position-weighted cross-entropy through the frozen lm_head, in chunks.
+
+Why a custom autograd function: N*B*V logits (e.g. 49K draft tokens x 152K vocab in fp32 =
+30 GB) must never exist at once. Each chunk computes its logits, its loss, and at once the
+gradient with respect to its hidden rows ((softmax - onehot) * w) @ W; only that gradient
+([N, H], the size of the input) is kept for backward. Two matmuls per chunk, no recompute,
+and the lm_head weight gets no gradient (it is frozen).
+
+The loss is returned as an unnormalised sum with its weight sum, so that replicas and
+processes can divide by the *global* weight sum: N replicas' step then equals one step on
+the combined batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+IGNORE = -100
+
+
+def slot_weights(block_size: int, gamma: float, device=None) -> torch.Tensor:
+    """[Bk] weights: 0 for slot 0 (the anchor), exp(-(k-1)/gamma) for slot k >= 1."""
+    k = torch.arange(block_size, dtype=torch.float32, device=device)
+    w = torch.exp(-(k - 1) / gamma)
+    w[0] = 0.0
+    return w
+
+
+class _ChunkedLinearCE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, labels, row_weights, chunk_rows):
+        n = hidden.shape[0]
+        grad_hidden = torch.empty_like(hidden)
+        loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        predictions = torch.empty(n, dtype=torch.long, device=hidden.device)
+        for start in range(0, n, chunk_rows):
+            end = min(n, start + chunk_rows)
+            logits = (hidden[start:end] @ weight.t()).float()
+            lbl = labels[start:end]
+            w = row_weights[start:end]
+            loss_sum += (F.cross_entropy(logits, lbl, reduction="none") * w).sum()
+            predictions[start:end] = logits.argmax(dim=-1)
+            probs = torch.softmax(logits, dim=-1)
+            del logits
+            probs[torch.arange(end - start, device=probs.device), lbl] -= 1.0
+            probs.mul_(w[:, None])
+            grad_hidden[start:end] = (probs.to(weight.dtype) @ weight).to(hidden.dtype)
+            del probs
+        ctx.save_for_backward(grad_hidden)
+        ctx.mark_non_differentiable(predictions)
+        return loss_sum, predictions
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_pred):
+        (grad_hidden,) = ctx.saved_tensors
+        return grad_hidden * grad_loss.to(grad_hidden.dtype), None, None, None, None
+
+
+@dataclass
+class LossOutput:
+    loss_sum: torch.Tensor        # scalar, weighted CE summed over supervised slots (differentiable)
+    weight_sum: torch.Tensor      # scalar, the sum of the weights (divide by the global one)
+    correct: torch.Tensor         # [Bk] argmax hits per slot
+    count: torch.Tensor           # [Bk] supervised rows per slot
+
+
+def dflash_loss(hidden: torch.Tensor, labels: torch.Tensor, lm_head_weight: torch.Tensor, *,
+                gamma: float, chunk_rows: int) -> LossOutput:
+    """hidden [S, A, Bk, H] (after the drafter's norm), labels [S, A, Bk] (IGNORE where none)."""
+    bk = labels.shape[-1]
+    flat_labels = labels.reshape(-1)
+    keep = flat_labels != IGNORE
+    rows = keep.nonzero(as_tuple=True)[0]
+    slot = rows % bk
+    h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, rows)
+    lbl = flat_labels.index_select(0, rows)
+    w = slot_weights(bk, gamma, hidden.device)[slot]
+    if h.dtype != lm_head_weight.dtype:
+        h = h.to(lm_head_weight.dtype)
+    loss_sum, pred = _ChunkedLinearCE.apply(h, lm_head_weight, lbl, w, max(1, chunk_rows))
+    hits = (pred == lbl).float()
+    correct = torch.zeros(bk, device=hidden.device).index_add_(0, slot, hits)
+    count = torch.zeros(bk, device=hidden.device).index_add_(0, slot, torch.ones_like(hits))
+    return LossOutput(loss_sum, w.sum(), correct, count)
+
+
+def tau_from_acc(acc_per_slot: list[float]) -> float:
+    """Simulated accept length: sum over k of prod_{i<=k} acc_i (slots 1..B-1)."""
+    tau, run = 0.0, 1.0
+    for acc in acc_per_slot:
+        run *= acc
+        tau += run
+    return tau
+
+
+def reference_loss(hidden, labels, lm_head_weight, gamma):
+    """The same loss with whole logits (tests only): weighted mean CE."""
+    bk = labels.shape[-1]
+    logits = hidden.reshape(-1, hidden.shape[-1]).to(lm_head_weight.dtype) @ lm_head_weight.t()
+    flat = labels.reshape(-1)
+    w = slot_weights(bk, gamma, hidden.device).repeat(flat.numel() // bk)
+    keep = flat != IGNORE
+    ce = F.cross_entropy(logits.float()[keep], flat[keep], reduction="none")
+    return (ce * w[keep]).sum() / w[keep].sum()
+
+
+__all__ = ["IGNORE", "slot_weights", "dflash_loss", "LossOutput", "tau_from_acc", "reference_loss"]

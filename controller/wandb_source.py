@@ -1,0 +1,23 @@
+"""Where dfctl gets a wandb run's numbers: the offline `.wandb` file or the wandb API.
+
+Two ideas, two modules (this one only gathers their public names for callers):
+- controller.wandb_offline: incremental reader of the `.wandb` transaction log.
+- controller.wandb_api: poller of an online run through `wandb.Api()`, bounded retries,
+  never blocking the watch tick.
+Both return the shapes of controller.wandb_batch (WandbBatch, WandbRunData).
+"""
+
+from controller.wandb_batch import WandbBatch, WandbRunData, progress_from_row
+from controller.wandb_offline import (
+    OfflineRunReader,
+    decode_frames,
+    find_offline_runs,
+    read_offline_run,
+    resolve_wandb_file,
+)
+
+__all__ = [
+    "WandbBatch", "WandbRunData", "progress_from_row",
+    "OfflineRunReader", "decode_frames", "find_offline_runs", "read_offline_run",
+    "resolve_wandb_file",
+]

@@ -1,0 +1,64 @@
+"""Training progress: step, loss, acc, tau, samples/s and time since the last step."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from controller.model import ProgressSample, RunState
+from controller.widgets.format import NA, duration, known, num, si
+
+
+def latest(progress: list[ProgressSample], attr: str) -> float | None:
+    """The newest known value of one field (samples may carry only some fields)."""
+    for p in reversed(progress):
+        v = getattr(p, attr)
+        if known(v):
+            return v
+    return None
+
+
+def since_last_step_s(state: RunState, now_s: float) -> float | None:
+    last = state.last_progress_s
+    if not known(last) and state.progress:
+        last = state.progress[-1].time_s
+    return now_s - last if known(last) else None
+
+
+def training_fields(state: RunState, now_s: float) -> list[tuple[str, str]]:
+    """(label, value) pairs in display order; unknown values read 'n/a'."""
+    p = state.progress
+    step = str(p[-1].step) if p else NA
+    return [
+        ("step", step),
+        ("loss", num(latest(p, "loss"), 4)),
+        ("acc", num(latest(p, "acc"), 3)),
+        ("τ", num(latest(p, "tau"), 2)),
+        ("samples/s", num(latest(p, "samples_per_s"), 2)),
+        ("step time", (num(latest(p, "step_time_s"), 3) + "s") if known(latest(p, "step_time_s")) else NA),
+        ("mem peak", (num(latest(p, "mem_peak_gib"), 1) + "G") if known(latest(p, "mem_peak_gib")) else NA),
+        ("lr", si(latest(p, "lr")) if not known(latest(p, "lr")) else f"{latest(p, 'lr'):.1e}"),
+        ("last step", (duration(since_last_step_s(state, now_s)) + " ago") if known(since_last_step_s(state, now_s)) else NA),
+    ]
+
+
+def training_lines(state: RunState, width: int, max_lines: int, now_s: float = 0.0) -> list[Text]:
+    """Fields flowed left to right over as many lines as they need (or are allowed)."""
+    if max_lines <= 0:
+        return []
+    lines: list[Text] = []
+    cur = Text(no_wrap=True, overflow="ellipsis")
+    for label, value in training_fields(state, now_s):
+        piece_len = len(label) + 1 + len(value) + 2
+        if cur.cell_len and cur.cell_len + piece_len > width and len(lines) + 1 < max_lines:
+            lines.append(cur)
+            cur = Text(no_wrap=True, overflow="ellipsis")
+        cur.append(label + " ", style="dim")
+        cur.append(value, style="bold" if label in ("step", "last step") else "")
+        cur.append("  ")
+        if label == "last step" and value != NA:
+            stale = since_last_step_s(state, now_s) or 0
+            if stale > 300 and state.state == "running":
+                cur.stylize("bold red", cur.cell_len - len(value) - 2, cur.cell_len - 2)
+    cur.rstrip()
+    lines.append(cur)
+    return lines

@@ -1,0 +1,148 @@
+"""The probe: one remote execution per host per tick, and the parsers of what it returns.
+
+`run_probe(transport, request)` sends controller/probe/remote.py (stdlib-only Python)
+over stdin to `python3 -` on the host and returns its one JSON document. The request
+carries every cursor (log inode + offset, metrics and .wandb offsets), so the host keeps
+no state; the parsers in this package (nvidia_smi, procfs, cgroup, readings) turn the
+raw document into the typed records of controller/model.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.errors import UnreachableError
+from controller.transport.base import Result, Transport
+
+DEFAULT_READ_CAP_BYTES = 1 << 20   # per file per tick; the rest comes next tick
+
+
+@dataclass
+class RunProbeRequest:
+    """What to read for one run (its cursors travel with it)."""
+
+    run_id: str
+    log_path: str
+    run_dir: str = ""
+    pid: int | None = None
+    vmid: int | None = None            # set for pct targets: read through the container
+    log_inode: int | None = None
+    log_offset: int = 0
+    metrics_offset: int = 0
+    wandb_path: str | None = None      # None: the probe looks under <run_dir>/wandb/
+    wandb_offset: int = 0
+    want_launch: bool = False          # ship launch.json (first tick)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "log_path": self.log_path, "run_dir": self.run_dir,
+                "pid": self.pid, "vmid": self.vmid,
+                "log": {"inode": self.log_inode, "offset": self.log_offset},
+                "metrics_offset": self.metrics_offset,
+                "wandb": {"path": self.wandb_path, "offset": self.wandb_offset},
+                "want_launch": self.want_launch}
+
+
+@dataclass
+class ContainerProbeRequest:
+    """How to reach one container's files from its host."""
+
+    vmid: int
+    init_pid: int | None = None        # cached from the last tick; re-checked on the host
+    lxcpath: str | None = None         # `lxc-info -P` (test rigs keep one per fake host)
+    python: str = "python3"            # inside the CT, for the `pct exec` fallback
+    pct: str = "pct"
+    force_pct: bool = False            # skip the host view (bench: measure the fallback)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"vmid": self.vmid, "init_pid": self.init_pid, "lxcpath": self.lxcpath,
+                "python": self.python, "pct": self.pct, "force_pct": self.force_pct}
+
+
+@dataclass
+class HostProbeRequest:
+    """Everything one probe execution on one host reads."""
+
+    runs: list[RunProbeRequest] = field(default_factory=list)
+    containers: list[ContainerProbeRequest] = field(default_factory=list)
+    read_cap_bytes: int = DEFAULT_READ_CAP_BYTES
+    gpu: bool = True
+    nvidia_smi: str = "nvidia-smi"
+    pct_timeout_s: float = 20.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": [r.to_json() for r in self.runs],
+                "containers": [c.to_json() for c in self.containers],
+                "read_cap_bytes": self.read_cap_bytes, "gpu": self.gpu,
+                "nvidia_smi": self.nvidia_smi, "pct_timeout_s": self.pct_timeout_s}
+
+
+class ProbeError(Exception):
+    """The probe did not produce its document. `unreachable`: the host itself is gone."""
+
+    def __init__(self, message: str, *, unreachable: bool):
+        super().__init__(message)
+        self.message = message
+        self.unreachable = unreachable
+
+
+_SOURCE: str | None = None
+
+
+def probe_source() -> str:
+    """The remote script's text (shipped as package data)."""
+    global _SOURCE
+    if _SOURCE is None:
+        _SOURCE = (Path(__file__).parent / "remote.py").read_text(encoding="utf-8")
+    return _SOURCE
+
+
+def probe_stdin(request: HostProbeRequest | dict[str, Any]) -> bytes:
+    """The program `python3 -` reads: the script as a string (so it can re-send itself
+    into a container for the pct fallback), executed, then main(request)."""
+    req = request.to_json() if isinstance(request, HostProbeRequest) else request
+    return ("_SRC = %r\nexec(compile(_SRC, 'dfctl-probe', 'exec'))\nmain(json.loads(%r), _SRC)\n"
+            % (probe_source(), json.dumps(req))).encode("utf-8")
+
+
+def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], *,
+              python: str = "python3", timeout_s: float = 30.0) -> dict[str, Any]:
+    """One round trip: run the probe on the transport's host, return its JSON document.
+
+    Raises ProbeError(unreachable=True) when the host cannot be reached (connect failure,
+    ssh exit 255, timeout), ProbeError(unreachable=False) when the host answered but the
+    probe failed (no python3 there, a crash): the message says which and where.
+    """
+    where = getattr(transport, "name", "host")
+    try:
+        res: Result = transport.run([python, "-"], stdin=probe_stdin(request), timeout_s=timeout_s)
+    except UnreachableError as exc:
+        raise ProbeError(exc.message, unreachable=True) from None
+    except (OSError, EOFError) as exc:
+        raise ProbeError(f"{where}: {exc}", unreachable=True) from None
+    if res.exited in (124, 255) and not res.stdout.strip():
+        raise ProbeError(res.summary(), unreachable=True)
+    if res.exited != 0:
+        hint = " (is python3 installed on the host?)" if res.exited == 127 else ""
+        raise ProbeError(f"probe failed on {res.summary()}{hint}", unreachable=False)
+    try:
+        doc = json.loads(res.stdout)
+    except ValueError as exc:
+        raise ProbeError(f"{where}: probe printed no JSON ({exc}): {res.stdout[:200]!r}",
+                         unreachable=False) from None
+    doc["round_trip_s"] = res.duration_s
+    return doc
+
+
+def decode_blob(blob: dict[str, str] | None) -> bytes:
+    """The probe's {"enc": "b64"|"zb64", "data": ...} -> bytes."""
+    if not blob:
+        return b""
+    raw = base64.b64decode(blob.get("data", ""))
+    if blob.get("enc") == "zb64":
+        raw = zlib.decompress(raw)
+    return raw

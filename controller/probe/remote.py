@@ -1,0 +1,371 @@
+"""The remote side of one watch tick: stdlib-only Python run as `python3 -` on the host.
+
+Why a script and not a row of shell commands: one process start per host per tick reads
+everything for every watched run on that host (log bytes since the cursor, the process
+tree, metrics.jsonl, the .wandb file, nvidia-smi, the container's cgroup), so a tick costs
+one round trip however many things we look at -- the seeds paid one ssh + pct start-up
+per question. The script keeps no state on the host: the controller sends the cursors
+in, and it prints ONE JSON document with raw readings out. Parsing (nvidia-smi CSV,
+/proc/<pid>/stat, cgroup files) happens controller-side in controller/probe/, where it
+can be tested without a host.
+
+Container targets (`pct`): the container's files are read from the host through
+/proc/<container init pid>/root and its processes through that container's own procfs
+(/proc/<init>/root/proc, pids in the container's namespace, as the pid file holds them),
+so no `pct exec` starts per tick. When that fails, this same script re-runs itself
+inside the container through `pct exec <vmid> -- <python> -` for that container's runs.
+
+Must run on Python >= 3.6 (old hosts): no walrus, no dataclasses, no f-string `=`.
+The controller sends: `_SRC = <this file>; exec(_SRC); main(<request>, _SRC)`.
+"""
+
+import base64
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import zlib
+
+GPU_QUERY = ("index,uuid,name,utilization.gpu,memory.used,memory.total,temperature.gpu,"
+             "power.draw,clocks_event_reasons.active")
+APPS_QUERY = "pid,gpu_uuid,used_memory"
+ZIP_ABOVE_BYTES = 64 * 1024
+
+
+def _blob(data):
+    """Bytes -> JSON-safe text: base64, zlib first when large (logs compress ~5-10x)."""
+    if len(data) > ZIP_ABOVE_BYTES:
+        return {"enc": "zb64", "data": base64.b64encode(zlib.compress(data, 1)).decode("ascii")}
+    return {"enc": "b64", "data": base64.b64encode(data).decode("ascii")}
+
+
+def _read_text(path, limit=65536):
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+
+
+def _run(argv, timeout_s, stdin=None):
+    """(rc, stdout, stderr); rc 127 when the program is missing, 124 on timeout."""
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return 127, b"", str(exc).encode()
+    try:
+        out, err = p.communicate(stdin, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return 124, out, err + b"\ntimed out"
+    return p.returncode, out, err
+
+
+def _cmd_doc(rc, out, err):
+    return {"rc": rc, "stdout": out.decode("utf-8", "replace"), "stderr": err.decode("utf-8", "replace")[-2000:]}
+
+
+# -- files ----------------------------------------------------------------------------
+
+def read_since(path, inode, offset, cap):
+    """New bytes of a growing file from a cursor. New inode or size below offset -> from 0.
+
+    Returns {exists, inode, size, mtime, start, rotated, bytes(blob)}; `start` is the
+    offset the returned bytes begin at (0 after a rotation/truncation).
+    """
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        return {"exists": False, "error": exc.strerror}
+    try:
+        st = os.fstat(f.fileno())
+        rotated = False
+        start = offset or 0
+        if inode is not None and st.st_ino != inode:
+            rotated, start = True, 0
+        elif st.st_size < start:
+            rotated, start = True, 0
+        n = max(0, min(st.st_size - start, cap))
+        data = b""
+        if n:
+            f.seek(start)
+            data = f.read(n)
+        return {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
+                "start": start, "rotated": rotated, "bytes": _blob(data)}
+    finally:
+        f.close()
+
+
+def _int_file(path):
+    text = _read_text(path, 64)
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+# -- processes -----------------------------------------------------------------------
+
+def _stat_fields(text):
+    """/proc/<pid>/stat after the `(comm)` (comm may hold spaces and parens)."""
+    r = text.rfind(")")
+    return text[r + 2:].split()
+
+
+def process_tree(proc_root, leader):
+    """Raw stat lines of the leader and every process in its session (= the run's tree).
+
+    `proc_root` is the procfs whose pid numbers the pid file uses: /proc locally, the
+    container's /proc seen from the host otherwise.
+    """
+    out = {"leader_stat": _read_text("%s/%d/stat" % (proc_root, leader)), "tree": []}
+    table = _PROC_SCANS.get(proc_root)
+    if table is None:
+        table = _PROC_SCANS[proc_root] = _scan_stats(proc_root)
+    if isinstance(table, str):
+        out["error"] = table
+        return out
+    key = str(leader)
+    # f[2] pgrp, f[3] session (fields 5 and 6 of stat): the leader's session is the tree
+    out["tree"] = [text for f, text in table if len(f) > 3 and (f[3] == key or f[2] == key)]
+    return out
+
+
+_PROC_SCANS = {}  # proc_root -> [(fields, stat text)], one scan per probe however many runs
+
+
+def _scan_stats(proc_root):
+    try:
+        names = os.listdir(proc_root)
+    except OSError as exc:
+        return "cannot list %s: %s" % (proc_root, exc.strerror)
+    table = []
+    for name in names:
+        if name.isdigit():
+            text = _read_text("%s/%s/stat" % (proc_root, name), 4096)
+            if text:
+                table.append((_stat_fields(text), text))
+    return table
+
+
+def _nspid(pid):
+    text = _read_text("/proc/%d/status" % pid, 8192) or ""
+    m = re.search(r"^NSpid:\s*(.*)$", text, re.M)
+    return [int(x) for x in m.group(1).split()] if m else None
+
+
+def container_init_pid(vmid, hint_pid, lxcpath, pct, timeout_s):
+    """The container's init pid on the host, found once and then cached by the controller:
+    the cached pid if still right, else `lxc-info -n <vmid> -p -H` (Proxmox's own LXC),
+    else the host process whose pid namespace is the one `pct exec` shows as the CT's
+    (one pct start-up, first tick only; works whatever the cgroup naming or lxcpath)."""
+    if hint_pid and _is_init_of(hint_pid, vmid):
+        return hint_pid, "cached"
+    argv = ["lxc-info", "-n", str(vmid), "-p", "-H"]
+    if lxcpath:
+        argv[1:1] = ["-P", lxcpath]
+    rc, out, _ = _run(argv, 5)
+    if rc == 0 and out.strip().isdigit():
+        return int(out.strip()), "lxc-info"
+    rc, out, err = _run([pct, "exec", str(vmid), "--", "readlink", "/proc/1/ns/pid"], timeout_s)
+    want = out.decode("utf-8", "replace").strip()
+    if rc != 0 or not want.startswith("pid:["):
+        return None, "not found (lxc-info failed; pct exec %d exit %d: %s)" % (
+            vmid, rc, err.decode("utf-8", "replace").strip()[-200:])
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.readlink("/proc/%s/ns/pid" % name) != want:
+                    continue
+            except OSError:
+                continue
+            ns = _nspid(int(name))
+            if ns and ns[-1] == 1:
+                return int(name), "pct-ns"
+    return None, "not found (no host process in pid namespace %s)" % want
+
+
+def _is_init_of(pid, vmid):
+    ns = _nspid(pid)
+    cg = _read_text("/proc/%d/cgroup" % pid) or ""
+    return bool(ns and len(ns) > 1 and ns[-1] == 1 and str(vmid) in cg)
+
+
+def cgroup_files(cgroup_text):
+    """The memory cgroup of a process: path and the raw oom/peak/limit files (v2 or v1).
+
+    Proxmox puts a CT's processes in /lxc/<vmid>/ns (v2); the limits and the
+    hierarchical oom_kill counter live one level up, so a trailing /ns is dropped.
+    """
+    v1 = v2 = None
+    for line in (cgroup_text or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if "memory" in parts[1].split(","):
+            v1 = parts[2]
+        elif parts[0] == "0" and parts[1] == "":
+            v2 = parts[2]
+    cands = []
+    if v1 is not None:
+        cands.append(("1", "/sys/fs/cgroup/memory", v1))
+    if v2 is not None:
+        cands.append(("2", "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") and v1 is not None
+                      else "/sys/fs/cgroup", v2))
+    for version, root, rel in cands:
+        if rel.endswith("/ns"):
+            rel = rel[:-3]
+        path = root + rel.rstrip("/")
+        names = (["memory.oom_control", "memory.max_usage_in_bytes", "memory.limit_in_bytes",
+                  "memory.usage_in_bytes"] if version == "1" else
+                 ["memory.events", "memory.peak", "memory.max", "memory.current"])
+        files = {}
+        for n in names:
+            t = _read_text(path + "/" + n, 8192)
+            if t is not None:
+                files[n] = t
+        if files:
+            return {"version": int(version), "path": path, "files": files}
+    return None
+
+
+# -- one run -------------------------------------------------------------------------
+
+def probe_run(run, root, proc_root, cap, host_cgroup):
+    """Everything about one run. `root` prefixes file paths ("" or /proc/<init>/root)."""
+    rd = run.get("run_dir") or ""
+    out = {"run_id": run["run_id"]}
+    log = run.get("log") or {}
+    out["log"] = read_since(root + run["log_path"], log.get("inode"), log.get("offset", 0), cap)
+    pid = _int_file(root + rd + "/pid") if rd else None
+    if pid is None:
+        pid = run.get("pid")
+    out["pid"] = pid
+    out["exit_code_text"] = _read_text(root + rd + "/exit_code", 64) if rd else None
+    if run.get("want_launch") and rd:
+        out["launch_json"] = _read_text(root + rd + "/launch.json", 65536)
+    if pid:
+        out["proc"] = process_tree(proc_root, pid)
+        if host_cgroup:
+            out["cgroup"] = cgroup_files(_read_text("%s/%d/cgroup" % (proc_root, pid)))
+    if rd:
+        out["metrics"] = read_since(root + rd + "/metrics.jsonl", None, run.get("metrics_offset", 0), cap)
+        wb = run.get("wandb") or {}
+        wpath = wb.get("path")
+        if not wpath:
+            found = sorted(glob.glob(root + rd + "/wandb/offline-run-*/run-*.wandb"))
+            wpath = found[-1][len(root):] if found else None
+        if wpath:
+            out["wandb"] = read_since(root + wpath, None, wb.get("offset", 0), cap)
+            out["wandb"]["path"] = wpath
+    return out
+
+
+def probe_inside(req):
+    """Mode for running inside a container (the pct fallback) or on a plain host."""
+    cap = int(req.get("read_cap_bytes", 1 << 20))
+    runs = []
+    for run in req.get("runs", []):
+        try:
+            runs.append(probe_run(run, "", "/proc", cap, True))
+        except Exception as exc:  # one bad run never hides the others
+            runs.append({"run_id": run.get("run_id"), "error": "%s: %s" % (type(exc).__name__, exc)})
+    return runs
+
+
+def probe_container(ct, runs, req, src):
+    """All runs of one container: via the host's view of its files, else `pct exec`."""
+    vmid = int(ct["vmid"])
+    cap = int(req.get("read_cap_bytes", 1 << 20))
+    doc = {"vmid": vmid}
+    init, how = container_init_pid(vmid, ct.get("init_pid"), ct.get("lxcpath"), ct.get("pct", "pct"),
+                                   float(req.get("pct_timeout_s", 20)))
+    doc["init_pid"], doc["init_found_by"] = init, how
+    if init:
+        doc["cgroup"] = cgroup_files(_read_text("/proc/%d/cgroup" % init))
+    root = "/proc/%d/root" % init if init else None
+    if root and not ct.get("force_pct") and os.path.isdir(root + "/proc/1"):
+        doc["via"] = "host"
+        results = []
+        for run in runs:
+            try:
+                results.append(probe_run(run, root, root + "/proc", cap, False))
+            except Exception as exc:
+                results.append({"run_id": run.get("run_id"), "error": "%s: %s" % (type(exc).__name__, exc)})
+        return doc, results
+    # Fallback: the same script inside the container (one pct start-up per tick).
+    doc["via"] = "pct"
+    sub = {"mode": "inside", "runs": runs, "read_cap_bytes": cap}
+    payload = ("_SRC = %r\nexec(compile(_SRC, 'dfctl-probe', 'exec'))\nmain(%r, _SRC)\n"
+               % (src, json.dumps(sub))).encode()
+    argv = [ct.get("pct", "pct"), "exec", str(vmid), "--", ct.get("python") or "python3", "-"]
+    rc, out, err = _run(argv, float(req.get("pct_timeout_s", 20)), payload)
+    if rc != 0:
+        doc["error"] = "pct exec %d failed (exit %d): %s" % (vmid, rc, err.decode("utf-8", "replace").strip()[-300:])
+        return doc, [{"run_id": r["run_id"], "error": doc["error"]} for r in runs]
+    try:
+        return doc, json.loads(out.decode("utf-8"))["runs"]
+    except (ValueError, KeyError) as exc:
+        doc["error"] = "pct exec %d: unreadable probe output: %s" % (vmid, exc)
+        return doc, [{"run_id": r["run_id"], "error": doc["error"]} for r in runs]
+
+
+def gpu_readings(req):
+    """nvidia-smi on the host: GPU table + compute apps + each app pid's cgroup/NSpid."""
+    smi = req.get("nvidia_smi", "nvidia-smi")
+    rc, out, err = _run([smi, "--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"], 10)
+    doc = {"gpu": _cmd_doc(rc, out, err)}
+    if rc != 0:
+        return doc
+    rc, out, err = _run([smi, "--query-compute-apps=" + APPS_QUERY, "--format=csv,noheader,nounits"], 10)
+    doc["apps"] = _cmd_doc(rc, out, err)
+    pids = {}
+    if rc == 0:
+        for line in out.decode("utf-8", "replace").splitlines():
+            first = line.split(",", 1)[0].strip()
+            if first.isdigit():
+                p = int(first)
+                pids[str(p)] = {"cgroup": _read_text("/proc/%d/cgroup" % p, 8192), "nspid": _nspid(p)}
+    doc["app_pids"] = pids
+    return doc
+
+
+def main(req, src=""):
+    t0 = time.time()
+    if req.get("mode") == "inside":
+        sys.stdout.write(json.dumps({"runs": probe_inside(req)}))
+        sys.stdout.flush()
+        return
+    doc = {"version": 1, "time_s": t0, "clk_tck": os.sysconf("SC_CLK_TCK"),
+           "page_size": os.sysconf("SC_PAGE_SIZE"), "hostname": os.uname()[1]}
+    doc["uptime_s"] = float((_read_text("/proc/uptime") or "0").split()[0])
+    if req.get("gpu", True):
+        doc.update(gpu_readings(req))
+    by_ct = {}
+    plain = []
+    for run in req.get("runs", []):
+        if run.get("vmid") is not None:
+            by_ct.setdefault(int(run["vmid"]), []).append(run)
+        else:
+            plain.append(run)
+    doc["runs"] = probe_inside({"runs": plain, "read_cap_bytes": req.get("read_cap_bytes", 1 << 20)})
+    cts = {int(c["vmid"]): c for c in req.get("containers", [])}
+    doc["containers"] = []
+    for vmid, runs in sorted(by_ct.items()):
+        ct_doc, results = probe_container(cts.get(vmid, {"vmid": vmid}), runs, req, src)
+        doc["containers"].append(ct_doc)
+        doc["runs"].extend(results)
+    doc["duration_s"] = time.time() - t0
+    sys.stdout.write(json.dumps(doc))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__" and "_SRC" not in globals():  # `python3 remote.py < request.json`
+    main(json.load(sys.stdin), open(__file__).read())

@@ -1,0 +1,164 @@
+"""Put a bundle on a target as an immutable release and switch `current` to it atomically.
+
+Layout under the target's workdir:
+
+    releases/<content id>/       one complete, verified release per content id
+    releases/.tmp-<id>-<rand>/   a transfer in progress (removed by the next deploy)
+    current -> releases/<id>     replaced by rename(2): never missing, never half-written
+    runs/<run id>/               see launch.py
+
+One round trip decides what is needed (`test -d releases/<id>`, `readlink current`): an
+unchanged bundle transfers nothing. Otherwise the bundle goes as ONE tar stream into a
+temp dir, is checked with `sha256sum -c` against the manifest, renamed to releases/<id>
+and only then is `current` switched. All of this runs as one remote script holding a
+flock on the workdir, so concurrent deploys serialise (the loser gets LockedError), and a
+controller killed at any moment leaves at worst a temp dir: the stream ends early, tar or
+the checksum fails, the script removes its temp dir and the kernel drops the lock.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import secrets as _secrets
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from controller.bundle import Bundle, ProgressReader
+from controller.errors import BadInputError, DeployError, LockedError
+from controller.playbook import TargetConfig
+from controller.transport.base import Transport
+from controller.transport.factory import describe_command
+
+LOCKED_EXIT = 75
+_TIMEOUT_PROBE_S = 60.0
+
+# Positional args: $1 workdir, $2 release id. Prints `have|missing` and current's target.
+PROBE_SCRIPT = r"""W=$1; ID=$2
+if [ -d "$W/releases/$ID" ]; then echo have; else echo missing; fi
+readlink "$W/current" 2>/dev/null || echo
+"""
+
+# Positional args: $1 workdir, $2 release id, $3 random suffix, $4 lock owner text,
+# $5 "push" (stdin is the tar stream) or "switch" (release already there).
+PUSH_SCRIPT = r"""set -u
+W=$1; ID=$2; RAND=$3; OWNER=$4; MODE=$5
+mkdir -p "$W/releases" "$W/runs" || exit 70
+exec 9>>"$W/.deploy.lock" || exit 70
+if ! flock -n 9; then
+  echo "deploy lock $W/.deploy.lock is held by: $(cat "$W/.deploy.owner" 2>/dev/null || echo unknown)" >&2
+  exit 75
+fi
+printf '%s\n' "$OWNER" > "$W/.deploy.owner"
+# Holding the lock, no other deploy is writing a temp dir: anything left is from a killed one.
+rm -rf "$W"/releases/.tmp-* "$W"/.current.tmp-*
+if [ ! -d "$W/releases/$ID" ]; then
+  if [ "$MODE" != push ]; then echo "release $ID is missing on the target" >&2; exit 73; fi
+  T="$W/releases/.tmp-$ID-$RAND"
+  mkdir "$T" || exit 70
+  if ! tar -x -f - -C "$T"; then echo "tar stream incomplete or unreadable" >&2; rm -rf "$T"; exit 71; fi
+  if ! out=$(cd "$T" && sha256sum -c .dfctl-sha256sums 2>&1); then
+    printf '%s\n' "$out" | grep -v ': OK$' | head -n 20 >&2
+    rm -rf "$T"; exit 72
+  fi
+  mv -T "$T" "$W/releases/$ID" || { rm -rf "$T"; exit 74; }
+else
+  [ "$MODE" = push ] && cat >/dev/null
+fi
+ln -s "releases/$ID" "$W/.current.tmp-$RAND" || exit 74
+mv -T "$W/.current.tmp-$RAND" "$W/current" || { rm -f "$W/.current.tmp-$RAND"; exit 74; }
+echo "switched $ID"
+"""
+
+
+@dataclass
+class DeployResult:
+    """What a deploy did, for the CLI and --json."""
+
+    release_id: str
+    release_dir: str
+    workdir: str
+    previous: str | None           # release id `current` pointed at before
+    transferred_bytes: int = 0
+    files: int = 0
+    switched: bool = False
+    duration_s: float = 0.0
+    commands: list[str] = field(default_factory=list)   # what ran (or would run, dry run)
+
+
+def resolve_workdir(target: TargetConfig, project_root: str | Path) -> str:
+    """Absolute workdir: local targets resolve relative paths against the project root."""
+    w = target.workdir
+    if target.kind == "local":
+        return str((Path(project_root) / os.path.expanduser(w)).resolve())
+    if not w.startswith("/"):
+        raise BadInputError(f"target.workdir: {w!r} must be an absolute path on {target.kind} targets")
+    return posixpath.normpath(w)
+
+
+def _owner() -> str:
+    return f"dfctl pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+
+
+def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[str]:
+    """The exact commands a deploy runs (the dry run prints these; nothing is executed)."""
+    return [
+        describe_command(transport, ["sh", "-c", PROBE_SCRIPT, "sh", workdir, bundle.content_id]),
+        describe_command(transport, ["sh", "-c", PUSH_SCRIPT, "sh", workdir, bundle.content_id, "<rand>",
+                                     "<owner>", "push"])
+        + f"  < tar stream of {len(bundle.files)} files ({bundle.total_bytes} bytes)   [only when releases/{bundle.content_id} is missing]",
+    ]
+
+
+def probe(transport: Transport, workdir: str, release_id: str) -> tuple[bool, str | None]:
+    """(release present?, release id `current` points at)."""
+    r = transport.run(["sh", "-c", PROBE_SCRIPT, "sh", workdir, release_id], timeout_s=_TIMEOUT_PROBE_S)
+    if not r.ok:
+        raise DeployError(f"deploy to {transport.name}: cannot inspect {workdir}: {r.summary()}")
+    lines = r.stdout_text.splitlines() + ["", ""]
+    cur = lines[1].strip() or None
+    return lines[0].strip() == "have", (posixpath.basename(cur.rstrip("/")) if cur else None)
+
+
+def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
+                  on_progress: Callable[[int, int], None] | None = None,
+                  timeout_s: float = 3600.0) -> DeployResult:
+    """Make releases/<id> exist and `current` point at it, transferring only if needed."""
+    t0 = time.monotonic()
+    rid = bundle.content_id
+    have, previous = probe(transport, workdir, rid)
+    result = DeployResult(rid, posixpath.join(workdir, "releases", rid), workdir, previous,
+                          files=len(bundle.files))
+    if have and previous == rid:
+        result.duration_s = time.monotonic() - t0
+        return result
+    argv = ["sh", "-c", PUSH_SCRIPT, "sh", workdir, rid, _secrets.token_hex(4), _owner(),
+            "switch" if have else "push"]
+    stream = None
+    if not have:
+        tar, size = bundle.tar_file()
+        sent = [0]
+
+        def count(n: int) -> None:
+            sent[0] += n
+            if on_progress:
+                on_progress(sent[0], size)
+
+        stream = ProgressReader(tar, count)
+    r = transport.run(argv, stdin=stream, timeout_s=timeout_s)
+    if stream is not None:
+        result.transferred_bytes = sent[0]
+    if r.exited == LOCKED_EXIT:
+        raise LockedError(f"deploy to {transport.name}: {r.stderr_text.strip()}",
+                          hint="another deploy to this target is running; wait for it and retry")
+    if not r.ok:
+        what = {71: "the transfer was cut short or unreadable", 72: "verification against the manifest failed",
+                73: "the release vanished", 74: "could not switch `current`"}.get(r.exited, "the deploy script failed")
+        raise DeployError(f"deploy to {transport.name}: {what}; `current` still points at "
+                          f"{previous or 'nothing'}: {r.summary()}")
+    result.switched = True
+    result.duration_s = time.monotonic() - t0
+    return result

@@ -1,0 +1,296 @@
+"""The target side of launch / stop / status: a stdlib-only script run by the target's python.
+
+Shipped as `python -c <this file's source> <command>`, with its JSON input (secrets
+included) on stdin -- so no secret is ever in an argv, and nothing needs installing on the
+target. It must run on any Python >= 3.8 and import nothing from dfctl.
+
+launch: makes the run directory (never reusing one), writes `env` (0600), `launch.json`,
+forks a wrapper that calls setsid (so it is the session leader and its pid is the process
+group id), points stdin at /dev/null and stdout+stderr at train.log, reads and deletes
+`env`, starts `python -u -m <module> …` in its own group, and when that ends writes
+`exit_code` (128+N for signal N). The launching process returns as soon as the trainer
+has been started: the exec that ran us does not wait for the run.
+"""
+
+import json
+import os
+import signal
+import shutil
+import sys
+import time
+
+RUN_FILES = ("train.log", "pid", "exit_code", "launch.json", "env")
+
+
+def _write_atomic(path, text, mode=0o644):
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _oom_kill_count():
+    """The container cgroup's oom_kill counter as seen from inside (v2, then v1)."""
+    try:
+        with open("/sys/fs/cgroup/memory.events") as fh:
+            for line in fh:
+                k, _, v = line.partition(" ")
+                if k == "oom_kill":
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    cands = []
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                parts = line.strip().split(":", 2)
+                if len(parts) == 3 and "memory" in parts[1].split(","):
+                    cands.append("/sys/fs/cgroup/memory" + parts[2] + "/memory.oom_control")
+    except OSError:
+        pass
+    cands.append("/sys/fs/cgroup/memory/memory.oom_control")
+    for path in cands:
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    k, _, v = line.partition(" ")
+                    if k == "oom_kill":
+                        return int(v)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _proc_stat(pid):
+    """(state, pgrp, session) of a pid from /proc/<pid>/stat, or None."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            raw = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    rest = raw[raw.rfind(")") + 2:].split()
+    try:
+        return rest[0], int(rest[2]), int(rest[3])
+    except (IndexError, ValueError):
+        return None
+
+
+def _members(leader):
+    """Live (non-zombie) pids in the run's process group or session."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        st = _proc_stat(int(name))
+        if st and st[0] != "Z" and (st[1] == leader or st[2] == leader):
+            out.append(int(name))
+    return sorted(out)
+
+
+def _leader_is_ours(pid, run_dir):
+    """The leader is alive and is the wrapper of this run (its cwd is the run dir)."""
+    st = _proc_stat(pid)
+    if not st or st[0] == "Z":
+        return False
+    try:
+        return os.path.realpath("/proc/%d/cwd" % pid) == os.path.realpath(run_dir)
+    except OSError:
+        return True  # cannot read cwd (other user): trust the session check
+
+
+def _wrapper(run_dir, argv, report_fd):
+    """The detached session leader: start the trainer, wait, record its exit code."""
+    os.setsid()
+    os.chdir(run_dir)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(os.path.join(run_dir, "train.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(devnull)
+    os.close(log)
+    os.closerange(3, report_fd)
+    try:
+        os.closerange(report_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    except (ValueError, OSError):
+        os.closerange(report_fd + 1, 4096)
+    env_path = os.path.join(run_dir, "env")
+    with open(env_path) as fh:
+        env = json.load(fh)
+    os.unlink(env_path)  # read: the secrets now live only in this process and the trainer
+    # The whole session gets `dfctl stop`'s SIGTERM; the wrapper outlives it to record the
+    # trainer's exit code. A handler (not SIG_IGN) so the trainer starts with defaults.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+    import subprocess
+    try:
+        proc = subprocess.Popen(argv, cwd=run_dir, env=env, stdin=subprocess.DEVNULL,
+                                stdout=1, stderr=2, close_fds=True)
+    except OSError as exc:
+        sys.stderr.write("[dfctl] cannot start %s: %s\n" % (argv[0], exc))
+        sys.stderr.flush()
+        _write_atomic(os.path.join(run_dir, "exit_code"), "127\n")
+        os.write(report_fd, ("error cannot start %s: %s\n" % (argv[0], exc)).encode())
+        os._exit(0)
+    os.write(report_fd, ("ok %d\n" % proc.pid).encode())
+    os.close(report_fd)
+    while True:
+        try:
+            rc = proc.wait()
+            break
+        except InterruptedError:
+            continue
+    code = rc if rc >= 0 else 128 - rc
+    _write_atomic(os.path.join(run_dir, "exit_code"), "%d\n" % code)
+    os._exit(0)
+
+
+def launch(spec):
+    workdir = spec["workdir"]
+    runs = os.path.join(workdir, "runs")
+    current = os.path.join(workdir, "current")
+    if not os.path.isdir(current):
+        return {"error": "no release at %s (deploy first)" % current}
+    release_dir = os.path.realpath(current)   # fixed now: a later deploy cannot change this run's code
+    os.makedirs(runs, exist_ok=True)
+    base, n = spec["run_id"], 1
+    while True:
+        run_id = base if n == 1 else "%s-%d" % (base, n)
+        run_dir = os.path.join(runs, run_id)
+        try:
+            os.mkdir(run_dir, 0o755)   # atomic: an existing run dir is never reused
+            break
+        except FileExistsError:
+            n += 1
+    subst = {"{run_dir}": run_dir, "{workdir}": workdir}
+
+    def expand(a):
+        for k, v in subst.items():
+            a = a.replace(k, v)
+        return a
+
+    path = spec["path"]
+    env = {"PATH": path, "HOME": os.environ.get("HOME") or "/root", "LANG": "C.UTF-8",
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": release_dir, "DFCTL_RUN_ID": run_id,
+           "DFCTL_RUN_DIR": run_dir}
+    for k, v in spec.get("env", {}).items():
+        env[k] = expand(v)
+    env.update(spec.get("secrets", {}))
+    fd = os.open(os.path.join(run_dir, "env"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(env, fh)
+    argv = [spec["python"], "-u", "-m", spec["module"]] + [expand(a) for a in spec.get("args", [])]
+    # stdbuf line-buffers C tools the trainer may start (python itself is unbuffered by -u).
+    stdbuf = shutil.which("stdbuf", path=path)
+    full_argv = ([stdbuf, "-oL", "-eL"] if stdbuf else []) + argv
+    started_s = time.time()
+    info = {"run_id": run_id, "name": spec["name"], "argv": argv, "stdbuf": bool(stdbuf),
+            "release_id": os.path.basename(release_dir), "release_dir": release_dir,
+            "run_dir": run_dir, "workdir": workdir, "started_s": started_s,
+            "oom_kill_at_launch": _oom_kill_count(), "env_names": sorted(env),
+            "secret_env_names": sorted(spec.get("secrets", {}))}
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            _wrapper(run_dir, full_argv, w)
+        finally:
+            os._exit(1)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    reply = b"".join(chunks).decode(errors="replace").strip()
+    if not reply.startswith("ok "):
+        return {"error": reply or "the run's wrapper exited before starting it", "run_id": run_id,
+                "run_dir": run_dir}
+    info["pid"] = pid
+    info["trainer_pid"] = int(reply.split()[1])
+    _write_atomic(os.path.join(run_dir, "pid"), "%d\n" % pid)
+    _write_atomic(os.path.join(run_dir, "launch.json"), json.dumps(info, indent=1) + "\n")
+    return info
+
+
+def _read_exit_code(run_dir):
+    try:
+        with open(os.path.join(run_dir, "exit_code")) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def status(spec):
+    out = []
+    for run in spec["runs"]:
+        run_dir, pid = run["run_dir"], run.get("pid")
+        if not os.path.isdir(run_dir):
+            out.append({"run_dir": run_dir, "exists": False})
+            continue
+        alive = []
+        if pid:
+            alive = _members(pid) if _leader_is_ours(pid, run_dir) or _proc_stat(pid) is None else []
+        try:
+            log_size = os.stat(os.path.join(run_dir, "train.log")).st_size
+        except OSError:
+            log_size = None
+        out.append({"run_dir": run_dir, "exists": True, "alive_pids": alive,
+                    "exit_code": _read_exit_code(run_dir), "log_size": log_size})
+    return {"runs": out}
+
+
+def stop(spec):
+    pid, run_dir, grace_s = int(spec["pid"]), spec["run_dir"], float(spec.get("grace_s", 10))
+    if _proc_stat(pid) is not None and not _leader_is_ours(pid, run_dir):
+        return {"signals": [], "left": [], "note": "pid %d is no longer this run's" % pid}
+    sent = []
+
+    def signal_all(sig):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in _members(pid):
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        sent.append(signal.Signals(sig).name)
+
+    def wait_gone(limit_s):
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            if not _members(pid):
+                return True
+            time.sleep(0.05)
+        return not _members(pid)
+
+    if not _members(pid):
+        return {"signals": [], "left": [], "exit_code": _read_exit_code(run_dir)}
+    signal_all(signal.SIGTERM)
+    if not wait_gone(grace_s):
+        signal_all(signal.SIGKILL)
+        wait_gone(10)
+    # give the wrapper a moment to record the exit code when it outlived SIGTERM
+    end = time.monotonic() + 2
+    while _read_exit_code(run_dir) is None and time.monotonic() < end and "SIGKILL" not in sent:
+        time.sleep(0.05)
+    return {"signals": sent, "left": _members(pid), "exit_code": _read_exit_code(run_dir)}
+
+
+def main():
+    cmd = sys.argv[1]
+    spec = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    result = {"launch": launch, "status": status, "stop": stop}[cmd](spec)
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 2 if "error" in result else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,409 @@
+"""Per-run metric history as plain Parquet files that pandas, polars and DuckDB read as-is.
+
+Why Parquet parts: a watched run appends a few rows per tick for days. Rewriting one file
+per tick would cost O(history) each time; keeping everything in memory would grow without
+bound. So a writer buffers rows (bounded: `rows_per_part`, or `flush_interval_s` of age),
+writes each buffer as one new *part* file, and merges small parts into bigger ones
+(LSM-style tiers, streamed row group by row group, so memory stays bounded by one row
+group however long the run). Every file is a complete Parquet file with the same schema.
+
+Layout, under the run store (`runstore.data_dir()`, i.e. $DFCTL_HOME):
+
+    history/<run_id>/progress/p<level>-<first>-<last>.parquet
+    history/<run_id>/gpus/p<level>-<first>-<last>.parquet
+    history/<run_id>/wandb/p<level>-<first>-<last>.parquet
+    history/<run_id>/meta.json        # how the run was imported: source, config, end state
+
+`first`/`last` are the part sequence numbers a file covers; a merged file covers the range of
+the parts it replaced. A merge writes the new file first and deletes its sources after, so a
+reader globbing `*.parquet` mid-merge may briefly see rows twice; `read_progress()` and
+friends never do (they drop files whose range lies inside another file's range).
+
+Reading, as-is:
+
+    pandas:  pd.read_parquet("~/.local/share/dfctl/history/<run_id>/progress")
+    polars:  pl.read_parquet("…/history/<run_id>/progress/*.parquet")
+    DuckDB:  SELECT step, tok_per_s FROM '…/history/*/progress/*.parquet' WHERE run_id = '…'
+
+Schemas (all nullable except the keys; units in the names; float64 unless said):
+
+progress -- one training progress point (controller.model.ProgressSample):
+    run_id string, step int64, time_s (unix s), source string ("log" | "metrics" | "wandb"),
+    tok_per_s, samples_per_s, step_time_s, data_wait_s, loss, acc, tau, mem_alloc_gib,
+    mem_peak_gib, lr
+
+gpus -- one nvidia-smi row per GPU per tick (controller.model.GpuSample):
+    run_id string, time_s (unix s), index int32, uuid string, name string, util_pct,
+    mem_used_mib, mem_total_mib, temp_c, power_w, clocks_event_reasons string,
+    users list<string>
+
+wandb -- free-form wandb history rows in long form (one row per key per step), so rows with
+different keys share one schema:
+    run_id string, step int64 (wandb `_step`), time_s (`_timestamp`), key string (nested
+    keys joined with "."), value (numbers and booleans), text string (anything else, JSON)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from controller.model import GpuSample, ProgressSample
+
+PROGRESS_FLOAT_FIELDS = ("tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "loss", "acc", "tau",
+                         "mem_alloc_gib", "mem_peak_gib", "lr")
+GPU_FLOAT_FIELDS = ("util_pct", "mem_used_mib", "mem_total_mib", "temp_c", "power_w")
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "progress": pa.schema(
+        [pa.field("run_id", pa.string(), nullable=False), pa.field("step", pa.int64(), nullable=False),
+         pa.field("time_s", pa.float64()), pa.field("source", pa.string())]
+        + [pa.field(name, pa.float64()) for name in PROGRESS_FLOAT_FIELDS]),
+    "gpus": pa.schema(
+        [pa.field("run_id", pa.string(), nullable=False), pa.field("time_s", pa.float64()),
+         pa.field("index", pa.int32(), nullable=False), pa.field("uuid", pa.string()), pa.field("name", pa.string())]
+        + [pa.field(name, pa.float64()) for name in GPU_FLOAT_FIELDS]
+        + [pa.field("clocks_event_reasons", pa.string()), pa.field("users", pa.list_(pa.string()))]),
+    "wandb": pa.schema(
+        [pa.field("run_id", pa.string(), nullable=False), pa.field("step", pa.int64()), pa.field("time_s", pa.float64()),
+         pa.field("key", pa.string(), nullable=False), pa.field("value", pa.float64()), pa.field("text", pa.string())]),
+}
+KINDS = tuple(SCHEMAS)
+
+_PART = re.compile(r"^p(\d+)-(\d+)-(\d+)\.parquet$")
+MERGED_ROW_GROUP_ROWS = 65_536
+
+
+def history_root() -> Path:
+    """history/ under the run store's data directory (honours $DFCTL_HOME)."""
+    from controller.runstore import data_dir
+
+    return data_dir() / "history"
+
+
+def history_dir(run_id: str, root: Path | None = None) -> Path:
+    if not run_id or "/" in run_id or run_id in (".", ".."):
+        raise ValueError(f"history: bad run id {run_id!r}")
+    return (root or history_root()) / run_id
+
+
+def _finite(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+# -- part files -------------------------------------------------------------------------
+
+def _parts(kind_dir: Path) -> list[tuple[int, int, int, Path]]:
+    """(level, first, last, path) of every part file present, oldest range first."""
+    out = []
+    try:
+        names = os.listdir(kind_dir)
+    except FileNotFoundError:
+        return []
+    for name in names:
+        m = _PART.match(name)
+        if m:
+            out.append((int(m.group(1)), int(m.group(2)), int(m.group(3)), kind_dir / name))
+    out.sort(key=lambda p: (p[1], -p[2]))
+    return out
+
+
+def live_parts(kind_dir: Path) -> list[Path]:
+    """The files a reader should read: drop any whose range lies inside another's (a merge
+    in progress, or one that crashed between writing the merged file and deleting sources)."""
+    parts = _parts(kind_dir)
+    live: list[Path] = []
+    cover_last = -1
+    for level, first, last, path in parts:  # sorted by first asc, widest range first
+        if last <= cover_last:
+            continue
+        live.append(path)
+        cover_last = max(cover_last, last)
+    return live
+
+
+def _publish(table: pa.Table, kind_dir: Path, level: int, first: int, last: int) -> Path:
+    """Write a complete file under a temporary name, then link it into place atomically."""
+    kind_dir.mkdir(parents=True, exist_ok=True)
+    final = kind_dir / f"p{level}-{first:09d}-{last:09d}.parquet"
+    tmp = kind_dir / f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    pq.write_table(table, tmp, compression="zstd")
+    try:
+        os.link(tmp, final)  # fails if the name exists: never overwrite another writer's part
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final
+
+
+def _merge(kind_dir: Path, sources: list[tuple[int, int, int, Path]], level: int, schema: pa.Schema) -> None:
+    """Stream `sources` into one file of `level` (bounded memory), then delete them."""
+    first, last = min(s[1] for s in sources), max(s[2] for s in sources)
+    final = kind_dir / f"p{level}-{first:09d}-{last:09d}.parquet"
+    tmp = kind_dir / f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for _, _, _, path in sorted(sources, key=lambda s: s[1]):
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=MERGED_ROW_GROUP_ROWS):
+                pending.append(batch)
+                pending_rows += batch.num_rows
+                if pending_rows >= MERGED_ROW_GROUP_ROWS:
+                    writer.write_table(pa.Table.from_batches(pending, schema=schema))
+                    pending, pending_rows = [], 0
+        if pending:
+            writer.write_table(pa.Table.from_batches(pending, schema=schema))
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        tmp.unlink(missing_ok=True)
+        return
+    tmp.unlink(missing_ok=True)
+    for _, _, _, path in sources:
+        path.unlink(missing_ok=True)
+
+
+def compact(kind_dir: Path, kind: str, *, fan_in: int = 16) -> int:
+    """Merge every run of `fan_in` parts of one level into a part of the next level; repeat
+    upwards. Returns how many merges ran. Safe to call any time; cheap when nothing to do."""
+    merges = 0
+    while True:
+        live = set(live_parts(kind_dir))
+        parts = [p for p in _parts(kind_dir) if p[3] in live]
+        by_level: dict[int, list[tuple[int, int, int, Path]]] = {}
+        for p in parts:
+            by_level.setdefault(p[0], []).append(p)
+        todo = next(((lvl, ps) for lvl, ps in sorted(by_level.items()) if len(ps) >= fan_in), None)
+        if todo is None:
+            return merges
+        level, ps = todo
+        _merge(kind_dir, sorted(ps, key=lambda p: p[1])[:fan_in], level + 1, SCHEMAS[kind])
+        merges += 1
+
+
+# -- writer -----------------------------------------------------------------------------
+
+class HistoryWriter:
+    """Appends one run's rows; buffers at most `rows_per_part` rows per kind in memory.
+
+    A buffer becomes a part file when it is full, when its oldest row is older than
+    `flush_interval_s` (checked on append), on `flush()` and on `close()`. Rows still in
+    the buffer are lost if the process is killed: a watcher calls `flush()` whenever it
+    persists its log cursor, which keeps history and cursor consistent enough (history is
+    a record for comparison, the cursor is the exactly-once contract).
+    """
+
+    def __init__(self, run_id: str, *, root: Path | None = None, rows_per_part: int = 8192,
+                 flush_interval_s: float = 10.0, fan_in: int = 16):
+        self.run_id = run_id
+        self.dir = history_dir(run_id, root)
+        self.rows_per_part = rows_per_part
+        self.flush_interval_s = flush_interval_s
+        self.fan_in = fan_in
+        self._cols: dict[str, dict[str, list]] = {k: {f.name: [] for f in SCHEMAS[k]} for k in KINDS}
+        self._rows: dict[str, int] = {k: 0 for k in KINDS}
+        self._oldest: dict[str, float | None] = {k: None for k in KINDS}
+        self._lock = threading.Lock()
+
+    # -- appends ------------------------------------------------------------------------
+    def append_progress(self, samples: Iterable[ProgressSample]) -> int:
+        n = 0
+        with self._lock:
+            cols = self._cols["progress"]
+            for s in samples:
+                cols["run_id"].append(self.run_id)
+                cols["step"].append(int(s.step))
+                cols["time_s"].append(_finite(s.time_s))
+                cols["source"].append(s.source)
+                for name in PROGRESS_FLOAT_FIELDS:
+                    cols[name].append(_finite(getattr(s, name)))
+                n += 1
+            self._added("progress", n)
+        return n
+
+    def append_gpus(self, time_s: float | None, gpus: Iterable[GpuSample]) -> int:
+        n = 0
+        with self._lock:
+            cols = self._cols["gpus"]
+            for g in gpus:
+                cols["run_id"].append(self.run_id)
+                cols["time_s"].append(_finite(time_s))
+                cols["index"].append(int(g.index))
+                cols["uuid"].append(g.uuid)
+                cols["name"].append(g.name)
+                for name in GPU_FLOAT_FIELDS:
+                    cols[name].append(_finite(getattr(g, name)))
+                cols["clocks_event_reasons"].append(g.clocks_event_reasons)
+                cols["users"].append(list(g.users))
+                n += 1
+            self._added("gpus", n)
+        return n
+
+    def append_wandb_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """wandb history rows (`_step`, `_timestamp`, any keys; nested dicts flattened)."""
+        n = 0
+        with self._lock:
+            cols = self._cols["wandb"]
+            for row in rows:
+                step = row.get("_step")
+                step = int(step) if isinstance(step, (int, float)) and math.isfinite(step) else None
+                ts = _finite(row.get("_timestamp"))
+                for key, value in _flatten(row):
+                    if key in ("_step", "_timestamp"):
+                        continue
+                    num, text = _value(value)
+                    cols["run_id"].append(self.run_id)
+                    cols["step"].append(step)
+                    cols["time_s"].append(ts)
+                    cols["key"].append(key)
+                    cols["value"].append(num)
+                    cols["text"].append(text)
+                    n += 1
+            self._added("wandb", n)
+        return n
+
+    def _added(self, kind: str, n: int) -> None:
+        if not n:
+            return
+        now = time.monotonic()
+        if self._oldest[kind] is None:
+            self._oldest[kind] = now
+        self._rows[kind] += n
+        if self._rows[kind] >= self.rows_per_part or now - self._oldest[kind] >= self.flush_interval_s:
+            self._flush_kind(kind)
+
+    # -- flushing -----------------------------------------------------------------------
+    def _flush_kind(self, kind: str) -> None:
+        if not self._rows[kind]:
+            return
+        table = pa.Table.from_pydict(self._cols[kind], schema=SCHEMAS[kind])
+        kind_dir = self.dir / kind
+        parts = _parts(kind_dir)
+        seq = max((p[2] for p in parts), default=-1) + 1
+        while True:
+            try:
+                _publish(table, kind_dir, 0, seq, seq)
+                break
+            except FileExistsError:
+                seq += 1  # another writer took this number
+        self._cols[kind] = {f.name: [] for f in SCHEMAS[kind]}
+        self._rows[kind] = 0
+        self._oldest[kind] = None
+        compact(kind_dir, kind, fan_in=self.fan_in)
+
+    def flush(self) -> None:
+        with self._lock:
+            for kind in KINDS:
+                self._flush_kind(kind)
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> "HistoryWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _flatten(row: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and not value.get("_type"):
+            yield from _flatten(value, name + ".")
+        else:
+            yield name, value
+
+
+def _value(value: Any) -> tuple[float | None, str | None]:
+    if isinstance(value, bool):
+        return float(value), None
+    if isinstance(value, (int, float)):
+        f = float(value)
+        return (f, None) if math.isfinite(f) else (None, str(f))
+    if isinstance(value, str):
+        return None, value
+    try:
+        return None, json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        return None, str(value)
+
+
+# -- one-shot helpers and readers -------------------------------------------------------
+
+def append_progress(run_id: str, samples: Iterable[ProgressSample], *, root: Path | None = None) -> int:
+    """Write these samples now (one part file); for a stream, hold a HistoryWriter instead."""
+    with HistoryWriter(run_id, root=root) as w:
+        return w.append_progress(samples)
+
+
+def append_gpus(run_id: str, time_s: float | None, gpus: Iterable[GpuSample], *, root: Path | None = None) -> int:
+    with HistoryWriter(run_id, root=root) as w:
+        return w.append_gpus(time_s, gpus)
+
+
+def append_wandb_rows(run_id: str, rows: Iterable[Mapping[str, Any]], *, root: Path | None = None) -> int:
+    with HistoryWriter(run_id, root=root) as w:
+        return w.append_wandb_rows(rows)
+
+
+def read_table(run_id: str, kind: str, *, root: Path | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Every flushed row of one kind, in append order; an empty table (right schema) if none."""
+    if kind not in SCHEMAS:
+        raise ValueError(f"history: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    schema = SCHEMAS[kind]
+    paths = live_parts(history_dir(run_id, root) / kind)
+    if columns:
+        schema = pa.schema([schema.field(c) for c in columns])
+    if not paths:
+        return schema.empty_table()
+    tables = [pq.read_table(p, columns=columns, schema=SCHEMAS[kind] if not columns else None) for p in paths]
+    return pa.concat_tables(tables)
+
+
+def read_progress(run_id: str, *, root: Path | None = None, columns: list[str] | None = None) -> pa.Table:
+    return read_table(run_id, "progress", root=root, columns=columns)
+
+
+def read_gpus(run_id: str, *, root: Path | None = None) -> pa.Table:
+    return read_table(run_id, "gpus", root=root)
+
+
+def read_wandb(run_id: str, *, root: Path | None = None) -> pa.Table:
+    return read_table(run_id, "wandb", root=root)
+
+
+def has_history(run_id: str, *, root: Path | None = None) -> bool:
+    d = history_dir(run_id, root)
+    return any(live_parts(d / kind) for kind in KINDS)
+
+
+def write_meta(run_id: str, meta: Mapping[str, Any], *, root: Path | None = None) -> Path:
+    """meta.json: where an imported run came from, its config and end state (JSON-safe)."""
+    d = history_dir(run_id, root)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / ".meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, d / "meta.json")
+    return d / "meta.json"
+
+
+def read_meta(run_id: str, *, root: Path | None = None) -> dict[str, Any]:
+    try:
+        return json.loads((history_dir(run_id, root) / "meta.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}

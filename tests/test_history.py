@@ -1,0 +1,101 @@
+"""Parquet history: round trip, bounded part count (merging), readers other than ours."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pytest
+
+from controller import history
+from controller.model import GpuSample, ProgressSample
+
+
+def samples(n, start=0, source="metrics"):
+    return [ProgressSample(step=start + i, time_s=1000.0 + i, tok_per_s=100.0 + i, loss=5.0 - i / 1000,
+                           tau=None if i % 3 == 0 else 2.0, lr=float("nan") if i == 1 else 6e-4, source=source)
+            for i in range(n)]
+
+
+def test_round_trip_keeps_values_and_unknowns():
+    history.append_progress("run-a", samples(5))
+    t = history.read_progress("run-a")
+    assert t.num_rows == 5
+    rows = t.to_pylist()
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    assert rows[0]["tau"] is None and rows[1]["tau"] == 2.0       # None stays null
+    assert rows[1]["lr"] is None                                   # NaN is stored as null
+    assert rows[2]["tok_per_s"] == 102.0 and rows[2]["source"] == "metrics"
+    assert set(t.column_names) == {f.name for f in history.SCHEMAS["progress"]}
+
+
+def test_many_small_flushes_are_merged_and_nothing_is_lost():
+    w = history.HistoryWriter("run-b", rows_per_part=10, fan_in=4)
+    for k in range(100):
+        w.append_progress(samples(5, start=k * 5))
+    w.close()
+    files = list((history.history_dir("run-b") / "progress").glob("*.parquet"))
+    assert len(files) < 10, files                                  # 50 flushes, merged in tiers
+    t = history.read_progress("run-b")
+    assert t.column("step").to_pylist() == list(range(500))        # order kept, no duplicates
+
+
+def test_interrupted_merge_leaves_no_duplicates_for_our_reader(tmp_path):
+    w = history.HistoryWriter("run-c", rows_per_part=10, fan_in=4)
+    kind_dir = history.history_dir("run-c") / "progress"
+    for k in range(3):
+        w.append_progress(samples(10, start=k * 10))
+    keep = sorted(kind_dir.glob("*.parquet"))[0]
+    saved = tmp_path / keep.name
+    shutil.copy(keep, saved)
+    w.append_progress(samples(10, start=30))                        # 4th part -> merge
+    w.close()
+    shutil.copy(saved, kind_dir / keep.name)                         # as if deletion never ran
+    assert history.read_progress("run-c").column("step").to_pylist() == list(range(40))
+
+
+def test_time_based_flush_writes_without_close():
+    w = history.HistoryWriter("run-d", flush_interval_s=0.0)
+    w.append_progress(samples(3))
+    assert history.read_progress("run-d").num_rows == 3            # visible before close()
+
+
+def test_gpus_and_wandb_rows():
+    gpus = [GpuSample(index=0, name="H200", util_pct=99.0, mem_used_mib=1.0, mem_total_mib=2.0, users=["ct 200"]),
+            GpuSample(index=1, power_w=None, users=[])]
+    history.append_gpus("run-e", 1234.5, gpus)
+    g = history.read_gpus("run-e").to_pylist()
+    assert g[0]["users"] == ["ct 200"] and g[1]["power_w"] is None and g[0]["time_s"] == 1234.5
+    history.append_wandb_rows("run-e", [
+        {"_step": 3, "_timestamp": 99.0, "train": {"loss": 2.5}, "note": "hi", "ok": True, "inf": math.inf},
+    ])
+    wb = {r["key"]: r for r in history.read_wandb("run-e").to_pylist()}
+    assert wb["train.loss"]["value"] == 2.5 and wb["train.loss"]["step"] == 3
+    assert wb["note"]["text"] == "hi" and wb["ok"]["value"] == 1.0 and wb["inf"]["value"] is None
+
+
+def test_readable_as_is_by_pandas_polars_duckdb():
+    w = history.HistoryWriter("run-f", rows_per_part=7)
+    for k in range(6):
+        w.append_progress(samples(5, start=5 * k))
+    w.close()
+    d = history.history_dir("run-f") / "progress"
+    assert len(list(d.glob("*.parquet"))) > 1
+    df = pd.read_parquet(d)
+    assert len(df) == 30 and df["tok_per_s"].max() == 104.0 and df["step"].max() == 29
+    pdf = pl.read_parquet(str(d / "*.parquet"))
+    assert pdf.height == 30 and pdf["step"].sum() == sum(range(30))
+    (n, mx), = duckdb.sql(f"SELECT count(*), max(step) FROM '{d}/*.parquet' WHERE run_id = 'run-f'").fetchall()
+    assert (n, mx) == (30, 29)
+
+
+def test_empty_and_bad_ids():
+    t = history.read_progress("never-written")
+    assert t.num_rows == 0 and "tok_per_s" in t.column_names
+    with pytest.raises(ValueError):
+        history.history_dir("../etc")
+    with pytest.raises(ValueError):
+        history.read_table("x", "nope")

@@ -1,3 +1,402 @@
-"""CLI commands of the deploy area (placeholder until its issue lands)."""
+"""CLI commands of the deploy area: deploy, runs, logs, stop, doctor (wiring only).
 
-from controller.cli.app import app  # noqa: F401
+Each command parses, calls controller.deploy / controller.launch, and renders. Errors are
+our own types (controller.errors) and become exit codes in controller/cli/__init__.py.
+--json prints exactly one JSON document on stdout; human hints go to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from controller.cli.app import app
+from controller.errors import DeployError, DfctlError, HostKeyError, UnreachableError
+from controller.playbook import Playbook, TargetConfig, load_playbook
+from controller.runstore import RunRecord, RunStore
+from controller.transport.base import Transport
+
+# Heavy modules (paramiko, rich.progress) are imported inside the commands that use them,
+# so `dfctl --help` stays fast.
+
+
+def _err_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _emit_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, ensure_ascii=False, default=str))
+
+
+def _with_accept(pb: Playbook, accept: bool) -> Playbook:
+    if not accept:
+        return pb
+    return dataclasses.replace(pb, target=dataclasses.replace(pb.target, accept_new_host_key=True))
+
+
+class _LazyProgress:
+    """A rich progress bar that appears only once a transfer has taken more than a moment."""
+
+    def __init__(self, label: str, after_s: float = 0.5):
+        self.label, self.after_s, self.t0 = label, after_s, time.monotonic()
+        self.progress = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.progress is None:
+            if time.monotonic() - self.t0 < self.after_s:
+                return
+            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+            self.progress = Progress("[progress.description]{task.description}", BarColumn(),
+                                     DownloadColumn(), TransferSpeedColumn(),
+                                     console=_err_console(), transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=total)
+        self.progress.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+@app.command()
+def deploy(
+    playbook: Path = typer.Argument(..., help="Playbook (TOML) naming target, bundle and run."),
+    name: Optional[str] = typer.Option(None, "--name", help="Run name (default: run.name of the playbook)."),
+    no_launch: bool = typer.Option(False, "--no-launch", help="Deploy the release only; start nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact remote commands; change nothing."),
+    accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key",
+                                             help="Add an unknown host key to known_hosts (a changed key is always refused)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Bundle the code, push it as a new release, switch `current`, launch the run detached."""
+    from controller.bundle import build_bundle, local_git_state, project_root
+    from controller.deploy import deploy_bundle, plan_commands, resolve_workdir
+    from controller.launch import launch_command, launch_run, record_run
+    from controller.transport.factory import open_transport, target_label
+
+    pb = _with_accept(load_playbook(playbook), accept_new_host_key)
+    if name is not None:
+        import re
+
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+            from controller.errors import BadInputError
+
+            raise BadInputError(f"--name: expected letters, digits, '.', '_' or '-' (at most 64), got {name!r}")
+    root = project_root()
+    bundle = build_bundle(root, pb.bundle)
+    workdir = resolve_workdir(pb.target, root)
+    transport = open_transport(pb.target)
+    if dry_run:
+        cmds = plan_commands(transport, workdir, bundle)
+        if not no_launch:
+            cmds.append(launch_command(transport, pb.target))
+        if json_out:
+            _emit_json({"dry_run": True, "target": target_label(pb.target), "release_id": bundle.content_id,
+                        "files": len(bundle.files), "bytes": bundle.total_bytes, "commands": cmds})
+        else:
+            typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, target {target_label(pb.target)}")
+            for c in cmds:
+                typer.echo(c)
+        return
+    progress = _LazyProgress(f"deploy {bundle.content_id}")
+    try:
+        result = deploy_bundle(transport, workdir, bundle, on_progress=progress)
+    finally:
+        progress.close()
+    out: dict[str, Any] = {"target": target_label(pb.target), "release": dataclasses.asdict(result), "run": None}
+    if not json_out:
+        what = (f"transferred {result.transferred_bytes} bytes" if result.transferred_bytes
+                else ("unchanged, nothing transferred" if not result.switched else "already present, switched"))
+        typer.echo(f"release {result.release_id} on {target_label(pb.target)}: {result.files} files, {what} "
+                   f"({result.duration_s:.2f} s); current -> releases/{result.release_id}")
+    if not no_launch:
+        run = launch_run(transport, pb, workdir, name=name)
+        commit, dirty = local_git_state(root)
+        store = RunStore()
+        try:
+            record_run(store, run, pb, workdir=workdir, git_commit=commit, git_dirty=dirty)
+        finally:
+            store.close()
+        out["run"] = {"run_id": run.run_id, "run_dir": run.run_dir, "pid": run.pid, "log": run.log_path,
+                      "release_id": run.release_id, "started_s": run.started_s,
+                      "oom_kill_at_launch": run.info.get("oom_kill_at_launch"),
+                      "env_names": run.info.get("env_names", [])}
+        if not json_out:
+            typer.echo(f"launched {run.run_id} (pid {run.pid}); log: {run.log_path}")
+            typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
+    if json_out:
+        _emit_json(out)
+
+
+# -- the registry side ---------------------------------------------------------------------
+def _target_of(rec: RunRecord) -> TargetConfig:
+    raw = dict(rec.playbook.get("target") or {})
+    known = {f.name for f in dataclasses.fields(TargetConfig)}
+    kw = {k: v for k, v in raw.items() if k in known}
+    if not kw:
+        kw = {"kind": rec.target_kind, "host": rec.host, "vmid": rec.vmid, "workdir": rec.workdir}
+    return TargetConfig(**kw)
+
+
+def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
+    from controller.transport.factory import open_transport
+
+    target = _target_of(rec)
+    return target, open_transport(target)
+
+
+def _run_row(rec: RunRecord) -> dict[str, Any]:
+    return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
+            "pid": rec.pid, "state": rec.state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+            "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
+
+
+@app.command()
+def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
+    """List known runs with their live state (one round trip per target)."""
+    from controller.launch import runs_status, state_of
+
+    store = RunStore()
+    try:
+        records = store.runs()
+        groups: dict[tuple, list[RunRecord]] = {}
+        for rec in records:
+            t = _target_of(rec)
+            groups.setdefault((t.kind, t.host, t.port, t.user, t.vmid), []).append(rec)
+        for recs in groups.values():
+            try:
+                target, transport = _open_for(recs[0])
+                statuses = runs_status(transport, target, recs)
+            except DfctlError as exc:
+                for rec in recs:
+                    rec.state = "unknown"
+                print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
+                continue
+            for rec, st in zip(recs, statuses):
+                state, code = state_of(st, rec.state)
+                if (state, code) != (rec.state, rec.exit_code) and state != "unknown":
+                    store.update_run(rec.run_id, state=state, exit_code=code,
+                                     ended_s=rec.ended_s or (time.time() if state != "running" else None))
+                rec.state, rec.exit_code = state, code
+    finally:
+        store.close()
+    rows = [_run_row(r) for r in records]
+    if json_out:
+        _emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no runs yet (dfctl deploy PLAYBOOK starts one)", err=True)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("run", "target", "state", "pid", "started (UTC)", "run dir")
+    for r in rows:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started_s"])) if r["started_s"] else "-"
+        state = r["state"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")
+        table.add_row(r["run_id"], r["target"], state, str(r["pid"] or "-"), started, r["run_dir"])
+    Console(width=max(100, os.get_terminal_size(1).columns if sys.stdout.isatty() else 160)).print(table)
+
+
+_READ_SCRIPT = r"""F=$1; OFF=$2; N=$3; P=$4
+st=$(stat -c '%i %s' "$F" 2>/dev/null) || st="- -"
+s=dead
+if [ -r "/proc/$P/stat" ] && [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$P/stat")" != Z ]; then s=alive; fi
+echo "$st $s"
+[ "$st" = "- -" ] && exit 0
+if [ "$N" -ge 0 ]; then head -c "${st#* }" "$F" | tail -n "$N"; else tail -c +"$((OFF+1))" "$F" | head -c 4194304; fi
+"""
+
+
+def _read_log(transport: Transport, rec: RunRecord, offset: int, tail_n: int) -> tuple[str | None, int | None, bool, bytes]:
+    r = transport.run(["sh", "-c", _READ_SCRIPT, "sh", rec.log_path or f"{rec.run_dir}/train.log",
+                       str(offset), str(tail_n), str(rec.pid or 0)], timeout_s=60)
+    if not r.ok:
+        raise DeployError(f"run {rec.run_id}: cannot read {rec.log_path} on {transport.name}: {r.summary()}")
+    head, _, data = r.stdout.partition(b"\n")
+    inode, size, state = (head.decode().split() + ["-", "-", "dead"])[:3]
+    return (None if inode == "-" else inode), (None if size == "-" else int(size)), state == "alive", data
+
+
+@app.command()
+def logs(
+    run: str = typer.Argument(..., help="Run id, name (newest of that name) or unique id prefix."),
+    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the log grows, until the run ends."),
+    tail: int = typer.Option(50, "--tail", "-n", help="Lines from the end to print first."),
+) -> None:
+    """Print a run's train.log (the tail; with -f, follow it by inode and byte offset)."""
+    store = RunStore()
+    try:
+        rec = store.get_run(run)
+    finally:
+        store.close()
+    _, transport = _open_for(rec)
+    inode, size, alive, data = _read_log(transport, rec, 0, max(0, tail))
+    if inode is None:
+        raise DeployError(f"run {rec.run_id}: no log at {rec.log_path} on {transport.name}")
+    out = sys.stdout.buffer
+    out.write(data)
+    out.flush()
+    if not follow:
+        return
+    offset = size or 0
+    idle_after_death = 0
+    while True:
+        time.sleep(0.5)
+        new_inode, new_size, alive, data = _read_log(transport, rec, offset, -1)
+        if new_inode != inode or (new_size is not None and new_size < offset):
+            inode, offset = new_inode, 0          # rotated or truncated: start again at 0
+            new_inode, new_size, alive, data = _read_log(transport, rec, 0, -1)
+        if data:
+            out.write(data)
+            out.flush()
+            offset += len(data)
+            continue
+        if not alive:
+            idle_after_death += 1
+            if idle_after_death >= 2:
+                return
+
+
+@app.command()
+def stop(
+    run: str = typer.Argument(..., help="Run id, name or unique id prefix."),
+    grace_s: float = typer.Option(10.0, "--grace-s", help="Seconds between SIGTERM and SIGKILL."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
+    from controller.launch import stop_run
+
+    store = RunStore()
+    try:
+        rec = store.get_run(run)
+        target, transport = _open_for(rec)
+        res = stop_run(transport, target, rec, grace_s)
+        left = res.get("left") or []
+        if not left:
+            store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
+    finally:
+        store.close()
+    if json_out:
+        _emit_json({"run_id": rec.run_id, **res})
+    if left:
+        raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {left}")
+    if not json_out:
+        sent = ", ".join(res.get("signals") or []) or "nothing (already ended)"
+        typer.echo(f"stopped {rec.run_id}: sent {sent}; no process of the run is left"
+                   + (f"; exit code {res['exit_code']}" if res.get("exit_code") is not None else ""))
+
+
+# -- doctor -------------------------------------------------------------------------------
+_DISK_SCRIPT = r"""d=$1; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; df -Pk "$d" | tail -n 1"""
+_PY_PROBE = ("import sys; print('python', sys.version.split()[0])\n"
+             "try:\n import torch; print('torch', torch.__version__, torch.cuda.is_available())\n"
+             "except Exception as e: print('torch-missing', type(e).__name__)\n"
+             "try:\n import wandb; print('wandb', wandb.__version__)\n"
+             "except Exception as e: print('wandb-missing', type(e).__name__)\n")
+
+
+def _doctor_checks(pb: Playbook) -> list[dict[str, Any]]:
+    from controller.deploy import resolve_workdir
+    from controller.bundle import project_root
+    from controller.launch import remote_python
+    from controller.transport.factory import open_host_transport, open_transport
+    from controller.transport.pct import PctTransport
+
+    t = pb.target
+    checks: list[dict[str, Any]] = []
+
+    def add(check: str, ok: bool | None, detail: str) -> None:
+        checks.append({"check": check, "ok": ok, "detail": detail})
+
+    host = open_host_transport(t)
+    if t.kind == "local":
+        add("host reachable", True, "local (no SSH)")
+    else:
+        try:
+            host.connect()  # type: ignore[attr-defined]
+            add("host reachable", True, host.name)
+            add("host key", True, f"known: {host.host_key_fingerprint()}")  # type: ignore[attr-defined]
+        except HostKeyError as exc:
+            add("host reachable", True, host.name)
+            add("host key", False, exc.message + (f" ({exc.hint})" if exc.hint else ""))
+            return checks
+        except UnreachableError as exc:
+            add("host reachable", False, exc.message)
+            return checks
+    where = open_transport(t)
+    if t.kind == "pct":
+        r = host.run(["sh", "-c", "command -v pct"], timeout_s=30)
+        add("pct present", r.ok, r.stdout_text.strip() or "no `pct` on the host (is it a Proxmox VE node?)")
+        if not r.ok:
+            return checks
+        assert isinstance(where, PctTransport)
+        try:
+            state = where.status()
+        except DfctlError as exc:
+            add("CT running", False, exc.message)
+            return checks
+        add("CT running", state == "running", f"CT {t.vmid}: {state}")
+        if state != "running":
+            return checks
+    py = remote_python(t)
+    r = where.run([py, "-c", _PY_PROBE], timeout_s=120)
+    words = dict((ln.split(" ", 1) + [""])[:2] for ln in r.stdout_text.splitlines() if ln.strip())
+    add("python", r.ok and "python" in words, f"{py}: {words.get('python') or r.summary()}")
+    if r.ok:
+        add("torch", "torch" in words, words.get("torch") or f"not importable by {py}")
+    nv = where.run(["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"], timeout_s=60)
+    if nv.ok:
+        gpus = [ln for ln in nv.stdout_text.splitlines() if ln.strip()]
+        add("nvidia-smi", True, f"{len(gpus)} GPU(s)" + (f": {gpus[0].split(',')[1].strip()}" if gpus and ',' in gpus[0] else ""))
+    else:
+        add("nvidia-smi", None, "not available (no GPU telemetry; fine for CPU runs)" if nv.exited == 127 else nv.summary())
+    workdir = resolve_workdir(t, project_root())
+    d = where.run(["sh", "-c", _DISK_SCRIPT, "sh", workdir], timeout_s=60)
+    try:
+        avail_gib = int(d.stdout_text.split()[3]) / (1 << 20)
+        add("free disk", avail_gib >= 5 or None, f"{avail_gib:.1f} GiB free at {workdir}")
+    except (IndexError, ValueError):
+        add("free disk", None, f"cannot read free space at {workdir}: {d.summary()}")
+    mode = pb.run.env.get("WANDB_MODE", "online")
+    if mode == "online" and "WANDB_API_KEY" in pb.run.secret_env and not os.environ.get("WANDB_API_KEY"):
+        add("wandb mode", None, "online, but WANDB_API_KEY is not set here (it is sent from your environment)")
+    else:
+        wv = words.get("wandb")
+        add("wandb mode", True if wv or mode in ("offline", "disabled") else None,
+            f"{mode}" + (f", wandb {wv} on the target" if wv else ", wandb not importable on the target"))
+    return checks
+
+
+@app.command()
+def doctor(
+    playbook: Path = typer.Argument(..., help="Playbook whose target to check."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Check the target: host, host key, pct, CT, python+torch, nvidia-smi, disk, wandb mode."""
+    pb = load_playbook(playbook)
+    checks = _doctor_checks(pb)
+    if json_out:
+        _emit_json({"playbook": str(playbook), "checks": checks,
+                    "ok": all(c["ok"] is not False for c in checks)})
+    else:
+        for c in checks:
+            mark = {True: "ok  ", False: "FAIL", None: "warn"}[c["ok"]]
+            typer.echo(f"{mark}  {c['check']:<15} {c['detail']}")
+    failed = [c for c in checks if c["ok"] is False]
+    if failed:
+        names = ", ".join(c["check"] for c in failed)
+        if any(c["check"] in ("host reachable", "host key", "pct present", "CT running") for c in failed):
+            raise UnreachableError(f"doctor {playbook}: failed: {names}")
+        raise DeployError(f"doctor {playbook}: failed: {names}")

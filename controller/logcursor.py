@@ -11,41 +11,9 @@ the splitter's bound is cut there (bounded memory for a 10 MB line without newli
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-MAX_LINE_BYTES = 64 * 1024
-
-
-_EOL_RE = re.compile(rb"\r\n|\r|\n")
-
-
-def _cut(data: bytes, start: int, stop: int, lines: list[str]) -> None:
-    """data[start:stop] as lines of at most MAX_LINE_BYTES (a 10 MB line stays bounded)."""
-    for i in range(start, max(stop, start + 1), MAX_LINE_BYTES):
-        lines.append(data[i:min(stop, i + MAX_LINE_BYTES)].decode("utf-8", "replace"))
-
-
-def _split_lines(buf: bytes, carry: bytes) -> tuple[list[str], bytes]:
-    """controller.logparse.split_lines when it exists; this fallback follows its contract."""
-    try:
-        from controller.logparse import split_lines
-    except ImportError:
-        split_lines = None
-    if split_lines is not None:
-        return split_lines(buf, carry)
-    data = carry + buf
-    lines: list[str] = []
-    start = 0
-    # a trailing \r may be the first half of \r\n: hold it back until the next read
-    end = len(data) - 1 if data.endswith(b"\r") else len(data)
-    for m in _EOL_RE.finditer(data, 0, end):
-        _cut(data, start, m.start(), lines)
-        start = m.end()
-    if end - start > MAX_LINE_BYTES:
-        _cut(data, start, end - (end - start) % MAX_LINE_BYTES, lines)
-        start = end - (end - start) % MAX_LINE_BYTES
-    return lines, data[start:]
+from controller.logparse import split_lines
 
 
 @dataclass
@@ -84,7 +52,7 @@ class LogFollower:
             # the probe restarted us (it saw a rotation we did not): drop our carry
             self.offset, self.carry = start, b""
         carry_before = self.carry
-        lines, carry = _split_lines(data, carry_before)
+        lines, carry = split_lines(data, carry_before)
         first = self.line_no + 1
         total = carry_before + data
         consumed_len = len(total) - len(carry)

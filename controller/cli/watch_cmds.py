@@ -1,3 +1,284 @@
-"""CLI commands of the watch area (placeholder until its issue lands)."""
+"""CLI command `dfctl watch`: the tick loop's three faces (live dashboard, lines, JSON).
 
-from controller.cli.app import app  # noqa: F401
+Wiring only: resolve runs from the registry, build a controller.watch.Watch, call tick()
+every interval and render. On a terminal the dashboard (controller.dashboard.render) is
+drawn in rich's Live at most 4 times a second on the alternate screen, keys read in
+cbreak mode (q quits, j/k or Tab pick the run shown in full) and the terminal restored on
+any exit. Not a terminal: one readable line per new finding and a status line now and
+then. `--json`: JSON lines, one RunState document per run per tick; with --once one
+document {"runs": [...], "hosts": [...]}.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+
+from controller.cli.app import app
+from controller.errors import BadInputError, UnknownRunError, UnreachableError
+from controller.model import Finding, RunState, dumps, to_jsonable
+
+STATUS_EVERY_S = 30.0
+MAX_REFRESH_HZ = 4.0
+
+
+def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
+    records = []
+    if playbook is not None:
+        from controller.playbook import load_playbook
+
+        pb = load_playbook(playbook)
+        try:
+            records.append(store.get_run(pb.run.name))
+        except UnknownRunError:
+            raise UnknownRunError(f"{playbook}: no run launched from this playbook (run name "
+                                  f"{pb.run.name!r}) in the registry",
+                                  hint=f"dfctl deploy {playbook} launches one") from None
+    for ref in runs:
+        records.append(store.get_run(ref))
+    seen, out = set(), []
+    for r in records:
+        if r.run_id not in seen:
+            seen.add(r.run_id)
+            out.append(r)
+    if not out:
+        raise BadInputError("dfctl watch: name at least one RUN, or --playbook P",
+                            hint="`dfctl runs` lists known runs")
+    return out
+
+
+def _notifier(command: str):
+    argv = shlex.split(command)
+    if not argv:
+        raise BadInputError("--notify: empty command")
+
+    def notify(state: RunState, finding: Finding) -> None:
+        doc = dict(to_jsonable(finding), run_name=state.name, target=state.target)
+
+        def run() -> None:
+            try:
+                subprocess.run(argv, input=json.dumps(doc).encode(), timeout=60,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                print(f"dfctl: --notify {argv[0]}: {exc}", file=sys.stderr)
+
+        # never block the tick on a slow notifier; keep order per process by joining briefly
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(0.5)
+    return notify
+
+
+class _HistoryHook:
+    """Feeds new progress samples to the Parquet history (controller.history): one writer
+    per run, flushed on close (the watch's only coupling to history is this call)."""
+
+    def __init__(self) -> None:
+        self._writers: dict = {}
+
+    def __call__(self, run_id: str, samples) -> None:
+        from controller.history import HistoryWriter
+
+        w = self._writers.get(run_id)
+        if w is None:
+            w = self._writers[run_id] = HistoryWriter(run_id)
+        w.append_progress(samples)
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            try:
+                w.close()
+            except Exception as exc:  # noqa: BLE001 - history is a side record
+                print(f"dfctl: history: {exc}", file=sys.stderr)
+        self._writers.clear()
+
+
+def finding_line(state: RunState, f: Finding) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(f.first_seen_s or time.time()))
+    where = f" (line {f.line})" if f.line else ""
+    hint = f" -> {f.hint}" if f.hint else ""
+    return f"[{when}] {state.name or state.run_id}: {f.severity.upper()} {f.kind}: {f.summary}{where}{hint}"
+
+
+def status_line(state: RunState) -> str:
+    p = state.progress[-1] if state.progress else None
+    bits = [f"{state.name or state.run_id}", state.state]
+    if p is not None:
+        bits.append(f"step={p.step}")
+        if p.tok_per_s is not None:
+            bits.append(f"tok/s={p.tok_per_s:,.0f}")
+        if p.loss is not None:
+            bits.append(f"loss={p.loss:.4g}")
+    if state.log.size_bytes is not None:
+        bits.append(f"log={state.log.size_bytes}B")
+    if state.last_log_growth_s is not None and state.updated_s is not None:
+        bits.append(f"log_age={state.updated_s - state.last_log_growth_s:.0f}s")
+    busy = [g for g in state.gpus if g.util_pct is not None]
+    if busy:
+        bits.append("gpu%=" + ",".join(f"{g.util_pct:.0f}" for g in busy))
+    elif state.host_sample is not None and state.host_sample.gpu_error:
+        bits.append("gpu=?")
+    if state.findings:
+        bits.append(f"findings={len(state.findings)}")
+    return f"[{time.strftime('%H:%M:%S')}] " + " ".join(bits)
+
+
+@contextlib.contextmanager
+def _cbreak_keys() -> Iterator[callable]:
+    """Yield a `wait_key(timeout_s) -> str | None`; the terminal is restored on exit."""
+    fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
+    if fd is None:
+        def no_keys(timeout_s: float) -> str | None:
+            time.sleep(max(0.0, timeout_s))
+            return None
+        yield no_keys
+        return
+    import termios
+    import tty
+
+    old = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+
+        def wait_key(timeout_s: float) -> str | None:
+            r, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
+            if not r:
+                return None
+            return os.read(fd, 16).decode("utf-8", "replace")
+        yield wait_key
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, old)
+
+
+def _check_reachable_once(w) -> None:
+    down = [h for h, health in w.health.items() if not health.ever_reachable]
+    if down:
+        errors = "; ".join(w.health[h].error or h for h in down)
+        raise UnreachableError(f"cannot reach {', '.join(down)}: {errors}")
+
+
+@app.command()
+def watch(
+    runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name)."),
+    playbook: Optional[Path] = typer.Option(None, "--playbook", help="Watch this playbook's latest run."),
+    interval: Optional[float] = typer.Option(None, "--interval", min=0.05, help="Seconds between ticks (default: the playbook's watch.interval_s)."),
+    once: bool = typer.Option(False, "--once", help="One tick, print, exit with the verdict."),
+    json_out: bool = typer.Option(False, "--json", help="JSON lines (with --once: one document)."),
+    notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell)."),
+) -> None:
+    """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong."""
+    from controller.runstore import RunStore
+    from controller.watch import Watch
+
+    store = RunStore()
+    records = _resolve_records(store, list(runs or []), playbook)
+    notify_hook = _notifier(notify) if notify else None
+    tty_mode = not json_out and sys.stdout.isatty() and not once
+    line_mode = not json_out and not tty_mode
+
+    def on_finding(state: RunState, f: Finding) -> None:
+        if line_mode:
+            print(finding_line(state, f), flush=True)
+        if notify_hook is not None:
+            notify_hook(state, f)
+
+    history = _HistoryHook()
+    w = Watch(records, store, on_finding=on_finding, on_progress=history)
+    interval_s = interval if interval is not None else min(r.cfg.interval_s for r in w.runs)
+    try:
+        if once:
+            rep = w.tick()
+            _check_reachable_once(w)
+            if json_out:
+                print(json.dumps({"runs": to_jsonable(rep.states), "hosts": to_jsonable(rep.hosts)},
+                                 ensure_ascii=False), flush=True)
+            elif sys.stdout.isatty():
+                from rich.console import Console
+
+                from controller.dashboard import render
+                Console().print(render(rep.states))
+            else:
+                for s in rep.states:
+                    print(status_line(s), flush=True)
+            raise typer.Exit(w.exit_code())
+        if tty_mode:
+            code = _live_loop(w, interval_s)
+        else:
+            code = _plain_loop(w, interval_s, json_out)
+        raise typer.Exit(code)
+    finally:
+        w.close()
+        history.close()
+        store.close()
+
+
+def _sleep_until(deadline: float) -> None:
+    left = deadline - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+
+
+def _plain_loop(w, interval_s: float, json_out: bool) -> int:
+    last_status = 0.0
+    while True:
+        t0 = time.monotonic()
+        rep = w.tick()
+        if json_out:
+            for s in rep.states:
+                print(dumps(s), flush=True)
+        elif time.monotonic() - last_status >= max(STATUS_EVERY_S, interval_s) or w.all_done:
+            last_status = time.monotonic()
+            for s in rep.states:
+                print(status_line(s), flush=True)
+        if w.all_done:
+            return w.exit_code()
+        _sleep_until(t0 + interval_s)
+
+
+def _live_loop(w, interval_s: float) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    from controller.dashboard import render
+
+    console = Console()
+    selected = 0
+    frame_s = 1.0 / MAX_REFRESH_HZ
+    with _cbreak_keys() as wait_key, Live(console=console, screen=True, auto_refresh=False,
+                                          transient=True, redirect_stdout=False) as live:
+        next_tick = time.monotonic()
+        while True:
+            if time.monotonic() >= next_tick:
+                w.tick()
+                next_tick = time.monotonic() + interval_s
+                live.update(render(w.states, selected), refresh=True)
+                if w.all_done:
+                    break
+            key = wait_key(min(max(frame_s, next_tick - time.monotonic()), interval_s))
+            if key is None:
+                continue
+            if key in ("q", "Q", "\x1b"):
+                break
+            if key in ("j", "\t", "\x1b[B", "n"):
+                selected = (selected + 1) % len(w.runs)
+            elif key in ("k", "\x1b[A", "p"):
+                selected = (selected - 1) % len(w.runs)
+            live.update(render(w.states, selected), refresh=True)
+            time.sleep(frame_s)  # at most MAX_REFRESH_HZ redraws however fast keys come
+    for s in w.states:
+        print(status_line(s))
+    for r in w.runs:
+        for f in r.state.findings:
+            print(finding_line(r.state, f))
+    return w.exit_code()

@@ -1,0 +1,86 @@
+"""nvidia-smi CSV parsers: columns by position, unreadable fields -> None for that field only.
+
+Rows follow FIELD-NOTES (driver 580 on an H200, csv,noheader,nounits) for the exact query
+dfctl sends; real captures dropped into tests/data/nvidia-smi/ are parsed too.
+"""
+
+from pathlib import Path
+
+from controller.probe.nvidia_smi import (GPU_QUERY_FIELDS, gpu_error_from, parse_compute_apps_csv,
+                                         parse_gpu_csv)
+from controller.probe.remote import APPS_QUERY, GPU_QUERY
+
+DATA = Path(__file__).parent / "data" / "nvidia-smi"
+
+BUSY = ("0, GPU-3bc0a1f2-9d7e-4c1b-8a55-0e6f3b2d9c10, NVIDIA H200, 100, 143771, 143771, 53, "
+        "689.46, 0x0000000000000004")
+IDLE = "1, GPU-77aa0000-1111-2222-3333-444455556666, NVIDIA H200, 0, 1, 143771, 31, 74.12, 0x0000000000000001"
+
+
+def test_the_query_sent_is_the_query_parsed():
+    assert GPU_QUERY.split(",") == list(GPU_QUERY_FIELDS)
+    assert APPS_QUERY == "pid,gpu_uuid,used_memory"
+
+
+def test_busy_and_idle_rows():
+    gpus = parse_gpu_csv(BUSY + "\n" + IDLE + "\n")
+    assert [g.index for g in gpus] == [0, 1]
+    g = gpus[0]
+    assert g.uuid.startswith("GPU-3bc0") and g.name == "NVIDIA H200"
+    assert (g.util_pct, g.mem_used_mib, g.mem_total_mib, g.temp_c, g.power_w) == (100, 143771, 143771, 53, 689.46)
+    assert g.clocks_event_reasons == "0x0000000000000004"
+    assert gpus[1].util_pct == 0 and gpus[1].power_w == 74.12
+
+
+def test_unreadable_fields_are_none_for_that_field_only():
+    text = ("0, GPU-a, NVIDIA H200, [N/A], 1024, 143771, [Not Supported], [N/A], [N/A]\n"
+            "1, GPU-b, NVIDIA H200, 97, garbage, 143771, 60, 12abc, zz\n"
+            "2, [N/A], [N/A], 5\n")
+    a, b, c = parse_gpu_csv(text)
+    assert a.util_pct is None and a.temp_c is None and a.power_w is None and a.clocks_event_reasons is None
+    assert a.mem_used_mib == 1024 and a.mem_total_mib == 143771
+    assert b.util_pct == 97 and b.mem_used_mib is None and b.power_w is None and b.temp_c == 60
+    assert b.clocks_event_reasons is None
+    assert c.uuid is None and c.name is None and c.util_pct == 5 and c.mem_total_mib is None
+
+
+def test_non_gpu_lines_are_skipped_and_units_tolerated():
+    text = ("WARNING: infoROM is corrupted at gpu 0000:41:00.0\n"
+            "index, uuid, name, utilization.gpu [%]\n"
+            '3, GPU-c, "NVIDIA H200, 141GB", 40 %, 100 MiB, 143771 MiB, 44 C, 300.5 W, 0x0\n')
+    (g,) = parse_gpu_csv(text)
+    assert g.index == 3 and g.name == "NVIDIA H200, 141GB"
+    assert (g.util_pct, g.mem_used_mib, g.temp_c, g.power_w) == (40, 100, 44, 300.5)
+
+
+def test_compute_apps():
+    text = ("421, GPU-3bc0a1f2-9d7e-4c1b-8a55-0e6f3b2d9c10, 1002\n"
+            "9000, GPU-77aa, [N/A]\n"
+            "No running processes found\n"
+            "77, GPU-x, 512 MiB\n")
+    procs = parse_compute_apps_csv(text)
+    assert [(p.pid, p.used_mib) for p in procs] == [(421, 1002), (9000, None), (77, 512)]
+    assert procs[0].gpu_uuid.startswith("GPU-3bc0") and procs[0].vmid is None
+
+
+def test_errors_in_words():
+    assert gpu_error_from(0, "x", "") is None
+    assert "not found" in gpu_error_from(127, "", "No such file")
+    assert "is not a valid field" in gpu_error_from(2, "", 'Field "x" is not a valid field to query.\n')
+
+
+def test_real_captures_parse():
+    """Captures from a real GPU machine (tests/data/nvidia-smi/*gpu*.csv / *apps*.csv)."""
+    files = sorted(DATA.glob("*.csv")) if DATA.is_dir() else []
+    for f in files:
+        text = f.read_text(errors="replace")
+        if "apps" in f.name:
+            procs = parse_compute_apps_csv(text)
+            assert all(p.pid > 0 for p in procs), f
+        else:
+            gpus = parse_gpu_csv(text)
+            assert gpus, f"{f}: no GPU rows parsed"
+            assert all(g.uuid and g.uuid.startswith("GPU-") for g in gpus), f
+            assert all(g.mem_total_mib and g.mem_total_mib > 0 for g in gpus), f
+    # the FIELD-NOTES rows always run, captures or not
+    assert len(parse_gpu_csv(BUSY)) == 1

@@ -1,0 +1,125 @@
+"""Helpers shared by the deploy-area tests: a tiny project with a real Python program that
+writes a growing log (a stand-in for the trainer only where the trainer is not the point),
+and polling with deadlines (no fixed sleeps)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+TICKER = '''"""A real program that writes a growing log until --steps ticks are done."""
+import argparse, os, sys, time
+p = argparse.ArgumentParser()
+p.add_argument("--run-dir", required=True)
+p.add_argument("--steps", type=int, default=100000)
+p.add_argument("--interval-s", type=float, default=0.05)
+p.add_argument("--exit-code", type=int, default=0)
+a = p.parse_args()
+print("started cwd=%s run_dir=%s has_key=%s" % (os.getcwd(), a.run_dir, bool(os.environ.get("WANDB_API_KEY"))))
+for i in range(a.steps):
+    print("[progress] step=%d" % i)
+    time.sleep(a.interval_s)
+print("done")
+sys.exit(a.exit_code)
+'''
+
+
+def make_project(root: Path, *, git: bool = True, extra_files: dict[str, bytes] | None = None) -> Path:
+    """A project with ticker/ (the program), a .gitignore, and optionally a git repo."""
+    (root / "ticker").mkdir(parents=True, exist_ok=True)
+    (root / "ticker" / "__init__.py").write_text("")
+    (root / "ticker" / "__main__.py").write_text(TICKER)
+    (root / ".gitignore").write_text("*.log\n/data/\n")
+    for rel, data in (extra_files or {}).items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    if git:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@t"}
+        subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
+        subprocess.run(["git", "-C", str(root), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(root), "commit", "-q", "-m", "init"], check=True, env=env)
+    return root
+
+
+def ticker_playbook(root: Path, *, kind: str = "local", extra_target: str = "", args: str = '"--steps", "100000"',
+                    name: str = "tick", env: str = "{ WANDB_MODE = \"offline\" }", paths: str = '["ticker"]') -> Path:
+    pb = root / "pb.toml"
+    pb.write_text(f"""
+[target]
+kind = "{kind}"
+{extra_target}
+[bundle]
+paths = {paths}
+[run]
+name = "{name}"
+module = "ticker"
+args = ["--run-dir", "{{run_dir}}", {args}]
+env = {env}
+""")
+    return pb
+
+
+def wait_for(cond: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.05, what: str = "condition") -> T:
+    """Poll cond() until it returns something truthy; fail with `what` after timeout_s."""
+    end = time.monotonic() + timeout_s
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def all_cmdlines() -> list[bytes]:
+    """Every /proc/*/cmdline readable on this machine (the rig's containers share the pid table)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    out.append(fh.read())
+            except OSError:
+                pass
+    return out
+
+
+def session_members(sid: int) -> list[int]:
+    """Live (non-zombie) processes whose session or process group is sid."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            raw = open(f"/proc/{name}/stat", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        f = raw[raw.rfind(")") + 2:].split()
+        if f[0] != "Z" and (int(f[2]) == sid or int(f[3]) == sid):
+            out.append(int(name))
+    return out
+
+
+# A deploy run in a child process so a test can SIGKILL "the controller" mid-transfer.
+# Each MiB sent is followed by a pause, so the kill lands while the stream is flowing.
+SLOW_DEPLOY = r'''
+import sys, time
+from controller.playbook import load_playbook
+from controller.bundle import build_bundle
+from controller.deploy import deploy_bundle, resolve_workdir
+from controller.transport.factory import open_transport
+pb = load_playbook(sys.argv[1]); root = sys.argv[2]
+b = build_bundle(root, pb.bundle)
+def slow(done, total):
+    print("progress", done, total, flush=True)
+    time.sleep(0.3)
+deploy_bundle(open_transport(pb.target), resolve_workdir(pb.target, root), b, on_progress=slow)
+print("finished", flush=True)
+'''

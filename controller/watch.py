@@ -331,8 +331,9 @@ class Watch:
         if lines:
             st.log_tail = (st.log_tail + lines)[-LOG_TAIL_LEN:]
             found += _detectors().scan_lines(lines, obs.first_line_no, now, r.record.run_id)
-        samples += self._follow_metrics(r, rd)
-        samples += self._follow_wandb(r, rd, st)
+        # metrics/wandb first: at a step both report, the history keeps their source and
+        # time (stale_log compares them with the log's last growth)
+        samples = self._follow_metrics(r, rd, now) + self._follow_wandb(r, rd, st) + samples
         if wandb_seen is not None:
             st.wandb = _merge_wandb(st.wandb, wandb_seen)
             obs.wandb = st.wandb
@@ -353,8 +354,8 @@ class Watch:
         obs.process = proc
         st.gpus = self._gpus_for(r, reading, rd)
         st.state = _run_state(st, proc)
-        found += _detectors().evaluate(st, r.cfg, now)
-        new = self._record_findings(r, found)
+        new = self._record_findings(r, found)      # text findings first: evaluate() reads them
+        new += self._record_findings(r, _detectors().evaluate(st, r.cfg, now))
         # persist the cursor only now: every line it covers has been scanned
         self.store.set_cursor(Cursor(run_id=r.record.run_id, log_inode=r.log.inode, log_offset=r.log.offset,
                                      log_line_no=r.log.line_no, metrics_offset=r.metrics_offset,
@@ -386,7 +387,7 @@ class Watch:
         obs.first_line_no = chunk.first_line_no
         return chunk.lines
 
-    def _follow_metrics(self, r: WatchedRun, rd: RunReading) -> list[ProgressSample]:
+    def _follow_metrics(self, r: WatchedRun, rd: RunReading, now: float) -> list[ProgressSample]:
         m = rd.metrics
         if m is None or not m.exists:
             return []
@@ -399,6 +400,8 @@ class Watch:
         for raw in m.data[:end].split(b"\n"):
             sample = _metrics_sample(raw)
             if sample is not None:
+                if sample.time_s is None:
+                    sample.time_s = now
                 out.append(sample)
         r.metrics_offset = m.start + end + 1
         return out

@@ -1,0 +1,223 @@
+"""The watch loop on the local target with real processes (python programs in tmp dirs).
+
+Detectors are the real ones (controller/detectors.py); the watch is judged on what it
+makes them see: stale_log for a block-buffered program whose metrics advance, each of an
+OOM line, a SIGKILL and an NCCL timeout within one tick, and exactly-once log reading
+across a killed and restarted watcher.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from controller.playbook import WatchConfig
+from controller.runstore import RunRecord, RunStore
+from controller.watch import Watch
+from tests.test_probe import LocalRun, launch_local, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRESS_PROGRAM = """
+    import json, os, sys, time
+    n = int(os.environ.get("STEPS", "100000"))
+    for step in range(1, n + 1):
+        print("[progress] step=%d loss=2.5 tok_per_s=21500.0 step_time_s=0.1" % step)
+        with open("metrics.jsonl", "a") as m:
+            m.write(json.dumps({"step": step, "tok_per_s": 21500.0, "loss": 2.5, "time_s": time.time()}) + "\\n")
+            m.flush()
+        if os.path.exists("inject"):
+            text = open("inject").read()
+            os.unlink("inject")
+            print(text, flush=True)
+        time.sleep(0.1)
+"""
+
+
+def record_for(run: LocalRun, run_id: str, **watch) -> RunRecord:
+    cfg = WatchConfig(**{"interval_s": 0.5, **watch})
+    return RunRecord(run_id=run_id, name=run_id, target_kind="local", target="local",
+                     run_dir=str(run.run_dir), log_path=str(run.log), started_s=time.time(),
+                     playbook={"target": {"kind": "local"}, "watch": asdict(cfg)})
+
+
+def tick_until(w: Watch, cond, deadline_s: float, what: str, interval_s: float = 0.3):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        w.tick()
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {deadline_s}s waiting for {what}; states: "
+                         + "; ".join(f"{s.run_id}={s.state} findings={[f.kind for f in s.findings]}"
+                                     for s in w.states))
+
+
+def kinds(w: Watch, run_id: str) -> list[str]:
+    return [f.kind for s in w.states if s.run_id == run_id for f in s.findings]
+
+
+def test_block_buffered_log_is_stale_while_metrics_advance_unbuffered_is_not(tmp_path):
+    store = RunStore(tmp_path / "reg.sqlite")
+    buffered = launch_local(tmp_path / "buffered", PROGRESS_PROGRAM, unbuffered=False)
+    unbuffered = launch_local(tmp_path / "unbuffered", PROGRESS_PROGRAM, unbuffered=True)
+    try:
+        for run, rid in ((buffered, "buffered"), (unbuffered, "unbuffered")):
+            store.add_run(record_for(run, rid, stale_log_s=2.0))
+        w = Watch(store.runs(), store, gpu=False)
+        tick_until(w, lambda: "stale_log" in kinds(w, "buffered"), 40, "stale_log on the buffered run")
+        by_id = {s.run_id: s for s in w.states}
+        b, u = by_id["buffered"], by_id["unbuffered"]
+        assert b.log.size_bytes == 0 and len(b.progress) >= 10            # metrics advanced, log did not
+        assert all(p.source == "metrics" for p in b.progress)
+        (f,) = [f for f in b.findings if f.kind == "stale_log"]
+        assert "PYTHONUNBUFFERED" in f.hint
+        # the unbuffered twin, watched as long again past its own threshold: never stale
+        t_end = time.monotonic() + 3.0
+        while time.monotonic() < t_end:
+            w.tick()
+            time.sleep(0.3)
+        assert u.log.size_bytes > 0 and u.progress[-1].step >= 20
+        assert "stale_log" not in kinds(w, "unbuffered")
+        assert u.state == "running" and b.state == "running"
+        w.close()
+    finally:
+        buffered.stop()
+        unbuffered.stop()
+
+
+def test_oom_line_sigkill_and_nccl_timeout_each_flagged_within_one_tick(tmp_path):
+    store = RunStore(tmp_path / "reg.sqlite")
+    runs = {rid: launch_local(tmp_path / rid, PROGRESS_PROGRAM) for rid in ("oom", "killed", "nccl")}
+    try:
+        for rid, run in runs.items():
+            store.add_run(record_for(run, rid))
+        w = Watch(store.runs(), store, gpu=False)
+        tick_until(w, lambda: all(s.state == "running" for s in w.states), 30, "all running")
+        assert not any(s.findings for s in w.states)
+        oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.10 GiB. GPU 5 has a total "
+               "capacity of 139.72 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process "
+               "has 138.69 GiB memory in use.")
+        nccl = ("[rank3]:[E1129 18:07:55.553000 421 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=4821, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                "Timeout(ms)=600000) ran for 600021 milliseconds before timing out.")
+        (runs["oom"].run_dir / "inject").write_text(oom)
+        (runs["nccl"].run_dir / "inject").write_text(nccl)
+        os.kill(runs["killed"].trainer_pid(), signal.SIGKILL)
+        wait_for(lambda: b"Tried to allocate" in runs["oom"].log.read_bytes(), 20, "OOM line in the log")
+        wait_for(lambda: b"Watchdog caught" in runs["nccl"].log.read_bytes(), 20, "NCCL line in the log")
+        wait_for(lambda: (runs["killed"].run_dir / "exit_code").exists(), 20, "exit_code after SIGKILL")
+        rep = w.tick()                                               # ONE tick
+        new = {(f.run_id, f.kind) for f in rep.new_findings}
+        assert ("oom", "oom") in new
+        assert ("nccl", "hang") in new
+        assert ("killed", "oom") in new or ("killed", "crash") in new
+        by_id = {s.run_id: s for s in w.states}
+        assert by_id["killed"].state == "failed" and by_id["killed"].process.exit_code == 137
+        f = next(f for f in by_id["oom"].findings if f.kind == "oom")
+        assert f.severity == "critical" and f.line and "Tried to allocate" in " ".join(f.evidence)
+        assert w.exit_code() == 4
+        # stored once: a second watcher on the same registry starts with them, adds nothing new
+        w2 = Watch(store.runs(), store, gpu=False)
+        assert {(s.run_id, f.kind) for s in w2.states for f in s.findings} >= new
+        w.close()
+        w2.close()
+    finally:
+        for run in runs.values():
+            run.stop()
+
+
+WRITER = """
+    import os, sys, time
+    out = sys.stdout.buffer
+    for i in range(1500):
+        out.write(b"line %d \\xff\\x00 %s\\r\\n" % (i, b"y" * (i % 97)))
+        if i % 7 == 0:
+            out.write(b"tqdm %d%%\\r" % i)
+        out.flush()
+        if i % 50 == 0:
+            time.sleep(0.05)
+    out.write(b"last words without newline")
+    out.flush()
+"""
+
+
+def test_killed_and_restarted_watcher_reads_the_log_exactly_once(tmp_path):
+    store_path = tmp_path / "reg.sqlite"
+    store = RunStore(store_path)
+    run = launch_local(tmp_path / "w", WRITER)
+    try:
+        store.add_run(record_for(run, "w"))
+        got: list[bytes] = []
+        sink = lambda run_id, offset, data: got.append((offset, data))  # noqa: E731
+        w1 = Watch(store.runs(), store, gpu=False, on_log_bytes=sink, read_cap_bytes=8 * 1024)
+        for _ in range(4):
+            w1.tick()
+        w1.close()                                                   # "killed" between ticks
+        assert got, "the first watcher read something"
+        store2 = RunStore(store_path)                                # a new process's registry handle
+        w2 = Watch(store2.runs(), store2, gpu=False, on_log_bytes=sink, read_cap_bytes=8 * 1024)
+        tick_until(w2, lambda: w2.all_done, 60, "run done and log read", interval_s=0.05)
+        data = run.log.read_bytes()
+        offsets = [o for o, _ in got]
+        assert offsets == sorted(offsets)
+        joined = b"".join(d for _, d in got)
+        assert joined == data[:len(data) - len(b"last words without newline")]
+        assert w2.states[0].state == "finished" and w2.exit_code() == 0
+        cur = store2.get_cursor("w")
+        assert cur.log_offset == len(joined)
+        w2.close()
+    finally:
+        run.stop()
+
+
+def _dfctl(*args: str, env: dict, timeout_s: float = 120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "controller", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout_s, **kw)
+
+
+def test_cli_once_json_unknown_run_notify_and_kill_restart(tmp_path, _dfctl_home):
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    store = RunStore()
+    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM.replace('"100000"', '"40"'))
+    try:
+        store.add_run(record_for(run, "cli-run"))
+        run.pid()
+        # --once --json: one document
+        p = _dfctl("watch", "cli-run", "--once", "--json", env=env)
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert set(doc) == {"runs", "hosts"} and doc["runs"][0]["run_id"] == "cli-run"
+        assert doc["runs"][0]["process"]["state"] == "running" and doc["hosts"][0]["host"] == "local"
+        # unknown run: exit 2 naming it
+        p = _dfctl("watch", "no-such-run", "--once", env=env)
+        assert p.returncode == 2 and "no-such-run" in p.stderr
+        # follow as JSON lines, SIGKILL the watcher mid-run, restart it to the end with --notify
+        watcher = subprocess.Popen([sys.executable, "-m", "controller", "watch", "cli-run", "--json",
+                                    "--interval", "0.2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+        first = json.loads(watcher.stdout.readline())
+        assert first["run_id"] == "cli-run"
+        watcher.kill()
+        watcher.wait(10)
+        (run.run_dir / "inject").write_text("RuntimeError: CUDA error: out of memory")
+        notified = tmp_path / "notified.jsonl"
+        notify = f"{sys.executable} -c \"import sys; open('{notified}', 'a').write(sys.stdin.read() + chr(10))\""
+        p = _dfctl("watch", "cli-run", "--interval", "0.2", "--notify", notify, env=env)
+        assert p.returncode == 4, p.stdout + p.stderr       # the OOM line: a failure found
+        assert "oom" in p.stdout and "CRITICAL" in p.stdout   # one readable line per finding
+        wait_for(lambda: notified.exists() and notified.read_text().strip(), 20, "notify output")
+        note = json.loads(notified.read_text().splitlines()[0])
+        assert note["kind"] == "oom" and note["run_id"] == "cli-run"
+        cur = RunStore().get_cursor("cli-run")
+        data = run.log.read_bytes()
+        assert cur.log_offset == len(data) and cur.log_line_no == data.count(b"\n")
+    finally:
+        run.stop()

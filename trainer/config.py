@@ -28,6 +28,7 @@ class TargetConfig:
     rope_theta: float = 1_000_000.0   # RoPE base
     rms_norm_eps: float = 1e-6        # RMSNorm epsilon
     tie_word_embeddings: bool = False  # lm_head shares the embedding matrix
+    embed_init_std: float = 0.02      # random-init std of embedding/lm_head (demo targets only)
 
     def validate(self) -> None:
         if self.num_heads % self.num_kv_heads:
@@ -115,12 +116,13 @@ PRESETS: dict[str, RunConfig] = {
     # CPU demo and tests: first progress line in seconds on 2 cores, loss falls within a minute.
     "tiny": RunConfig(
         name="tiny",
-        target=TargetConfig(vocab_size=256, hidden_size=64, num_layers=4, num_heads=4, num_kv_heads=2,
-                            head_dim=16, intermediate_size=128, rope_theta=10_000.0),
-        drafter=DrafterConfig(num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128,
-                              target_layers=(0, 1, 3), block_size=8, max_anchors=16, loss_gamma=4.0,
+        target=TargetConfig(vocab_size=256, hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2,
+                            head_dim=32, intermediate_size=256, rope_theta=10_000.0,
+                            tie_word_embeddings=True, embed_init_std=0.09),
+        drafter=DrafterConfig(num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32, intermediate_size=256,
+                              target_layers=(0, 1, 3), block_size=8, max_anchors=32, loss_gamma=4.0,
                               loss_chunk_tokens=1024),
-        train=TrainConfig(lr=3e-3, warmup_frac=0.04, token_budget=1024, max_batch_samples=16,
+        train=TrainConfig(lr=3e-3, warmup_frac=0.04, token_budget=2048, max_batch_samples=16,
                           num_buckets=4, max_length=256, dtype="float32"),
         synth_min_len=48, synth_max_len=160,
     ),

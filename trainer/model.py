@@ -149,6 +149,8 @@ class TargetModel(nn.Module):
             with torch.no_grad():
                 if name.endswith("norm.weight"):
                     p.fill_(1.0)
+                elif name in ("model.embed_tokens.weight", "lm_head.weight"):
+                    p.copy_(torch.randn(p.shape, generator=gen) * self.cfg.embed_init_std)
                 else:
                     p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
 

@@ -49,10 +49,20 @@ def _chunk(rng: np.random.Generator, n: int, min_len: int, max_len: int, vocab: 
     # Per (sample, segment) stride and start, drawn from one table indexed by a flat id.
     max_segments = int((max_len + SEGMENT_TOKENS - 1) // SEGMENT_TOKENS) + 1
     seg_id = sample * max_segments + segment
-    strides = rng.integers(1, MAX_STRIDE + 1, size=n * max_segments)
     starts = rng.integers(0, vocab - 2, size=n * max_segments)
     span = vocab - 2
-    progression = (starts[seg_id] + (cpos % SEGMENT_TOKENS) * strides[seg_id]) % span + 1
+    # A fixed successor permutation of the vocabulary (the same for every sample and seed):
+    # inside a segment token i+1 = succ(token i), so slot k of a block is succ^k(anchor).
+    succ = np.random.default_rng(12345).permutation(span)
+    steps = cpos % SEGMENT_TOKENS
+    progression = starts[seg_id].copy()
+    for _ in range(SEGMENT_TOKENS - 1):
+        more = steps > 0
+        if not more.any():
+            break
+        progression[more] = succ[progression[more]]
+        steps = steps - more
+    progression = progression + 1
     noise = rng.integers(1, vocab - 1, size=total)
     tokens = np.where(in_completion, progression, noise).astype(np.int32)
     mask = in_completion.astype(np.int8)

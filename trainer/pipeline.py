@@ -1,0 +1,264 @@
+"""The threaded pipeline: prefetch workers -> target workers -> drafter replicas, joined by
+bounded queues (the seed's shape, any device count).
+
+    feeder ──(batch positions)──▶ prefetch workers ──host_q──▶ target workers ──hs_q──▶ step loop
+      read Arrow, pad, anchors;       one per target device,       reorders by seq, hands one batch
+      pinned tensors                  own CUDA stream, copies      to each drafter replica, reduces
+                                      features to the replica's    their gradients, one optimizer step
+                                      device
+
+Why threads and not processes: the target and drafter run in CUDA kernels that release the
+GIL; what Python does between them (reading Arrow, building anchors) is small, and threads
+share the models without copies. Why reorder: batches finish out of order across workers,
+but the step loop takes them in order, so a run is a function of (seed, step) alone —
+resume and the replica tests depend on that.
+
+Batch positions: each optimizer step consumes world*replicas consecutive global batch
+positions; rank r's replica j takes position base + r*R + j. Position p is batch p % N of
+epoch p // N (N batches per epoch), so every sample is seen once per epoch whatever the
+device split.
+
+`sequential=True` does the same work in the calling thread, one stage after the other
+(the benchmark's baseline).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .data import ArrowDataset, BucketPlan, HostBatch, make_host_batch
+
+
+@dataclass
+class DeviceBatch:
+    """One batch after the target, on its drafter replica's device."""
+
+    seq: int
+    features: torch.Tensor        # [S, L, K*H]
+    block_ids: torch.Tensor       # [S, A, Bk]
+    anchors: torch.Tensor         # [S, A]
+    labels: torch.Tensor          # [S, A, Bk]
+    num_tokens: int
+    num_samples: int
+    ready: object = None          # a CUDA event the consumer waits on (None on CPU)
+
+    def wait_ready(self) -> None:
+        """Make the consumer's stream wait for the producer's copies, and tell the caching
+        allocator these tensors are used on the consumer's stream too."""
+        if self.ready is None:
+            return
+        stream = torch.cuda.current_stream(self.features.device)
+        stream.wait_event(self.ready)
+        for t in (self.features, self.block_ids, self.anchors, self.labels):
+            t.record_stream(stream)
+
+
+@dataclass(frozen=True)
+class BatchingSpec:
+    """How host batches are built (shapes, anchors) — the same for every worker."""
+
+    block_size: int
+    max_anchors: int
+    max_length: int
+    mask_token_id: int
+    seed: int
+    len_multiple: int = 1
+    anchor_multiple: int = 1
+    fixed_len: int | None = None
+    fixed_anchors: int | None = None
+
+
+class BatchPositions:
+    """Maps this process's local batch sequence number to a global position and its rows."""
+
+    def __init__(self, plan: BucketPlan, *, start_pos: int, world: int, rank: int, replicas: int):
+        self.plan, self.start_pos = plan, start_pos
+        self.world, self.rank, self.replicas = world, rank, replicas
+        self._epochs: dict[int, list[np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def global_pos(self, local_seq: int) -> int:
+        step, j = divmod(local_seq, self.replicas)
+        return self.start_pos + step * self.world * self.replicas + self.rank * self.replicas + j
+
+    def rows(self, local_seq: int) -> tuple[int, np.ndarray]:
+        epoch, index = divmod(self.global_pos(local_seq), self.plan.num_batches)
+        with self._lock:
+            if epoch not in self._epochs:
+                for old in [e for e in self._epochs if e < epoch - 1]:
+                    del self._epochs[old]
+                self._epochs[epoch] = self.plan.epoch_batches(epoch)
+            return epoch, self._epochs[epoch][index]
+
+
+def host_batch_for(dataset: ArrowDataset, positions: BatchPositions, spec: BatchingSpec,
+                   local_seq: int) -> HostBatch:
+    epoch, rows = positions.rows(local_seq)
+    return make_host_batch(dataset, rows, seq=local_seq, epoch=epoch, seed=spec.seed, block_size=spec.block_size,
+                           max_anchors=spec.max_anchors, max_length=spec.max_length,
+                           mask_token_id=spec.mask_token_id, len_multiple=spec.len_multiple,
+                           anchor_multiple=spec.anchor_multiple, fixed_len=spec.fixed_len,
+                           fixed_anchors=spec.fixed_anchors)
+
+
+def _host_tensors(hb: HostBatch, pin: bool) -> dict[str, torch.Tensor]:
+    out = {"input_ids": torch.from_numpy(hb.input_ids), "block_ids": torch.from_numpy(hb.block_ids),
+           "anchors": torch.from_numpy(hb.anchors), "labels": torch.from_numpy(hb.labels)}
+    if pin:
+        out = {k: v.pin_memory() for k, v in out.items()}
+    return out
+
+
+def run_target(target, host: dict[str, torch.Tensor], hb: HostBatch, target_device: torch.device,
+               drafter_device: torch.device, stream) -> DeviceBatch:
+    """Target forward on its device (and stream), results copied to the drafter's device."""
+    ctx = torch.cuda.stream(stream) if stream is not None else _nullcontext()
+    with ctx:
+        ids = host["input_ids"].to(target_device, non_blocking=True)
+        features = target(ids)
+        moved = {k: host[k].to(drafter_device, non_blocking=True) for k in ("block_ids", "anchors", "labels")}
+        features = features.to(drafter_device, non_blocking=True)
+        ready = None
+        if stream is not None:
+            ready = torch.cuda.Event()
+            ready.record(stream)
+    return DeviceBatch(seq=hb.seq, features=features, num_tokens=hb.num_tokens, num_samples=len(hb.rows),
+                       ready=ready, **moved)
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Pipeline:
+    """Produces, per optimizer step, one DeviceBatch per drafter replica, in order."""
+
+    def __init__(self, *, dataset: ArrowDataset, positions: BatchPositions, spec: BatchingSpec,
+                 targets: list, target_devices: list[torch.device], drafter_devices: list[torch.device],
+                 prefetch_workers: int = 4, sequential: bool = False):
+        self.dataset, self.positions, self.spec = dataset, positions, spec
+        self.targets, self.target_devices, self.drafter_devices = targets, target_devices, drafter_devices
+        self.replicas = len(drafter_devices)
+        self.sequential = sequential
+        self.cuda = any(d.type == "cuda" for d in target_devices)
+        self._next_seq = 0
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self._ready: dict[int, DeviceBatch] = {}
+        self._threads: list[threading.Thread] = []
+        self._streams = [torch.cuda.Stream(device=d) if d.type == "cuda" else None for d in target_devices]
+        if sequential:
+            return
+        n_prefetch = max(1, prefetch_workers)
+        self._index_q: queue.Queue = queue.Queue(maxsize=2 * n_prefetch)
+        self._host_q: queue.Queue = queue.Queue(maxsize=max(2, n_prefetch))
+        self._hs_q: queue.Queue = queue.Queue(maxsize=max(2, 2 * self.replicas))
+        self._threads.append(threading.Thread(target=self._guard, args=(self._feed,), name="feeder", daemon=True))
+        for i in range(n_prefetch):
+            self._threads.append(threading.Thread(target=self._guard, args=(self._prefetch,),
+                                                  name=f"prefetch-{i}", daemon=True))
+        for i in range(len(targets)):
+            self._threads.append(threading.Thread(target=self._guard, args=(self._target_loop, i),
+                                                  name=f"target-{i}", daemon=True))
+
+    # -- worker plumbing ------------------------------------------------------------
+    def start(self) -> "Pipeline":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def _guard(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 — forwarded to the step loop, which re-raises it
+            self._errors.append(exc)
+            self._stop.set()
+
+    def _put(self, q: queue.Queue, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _get(self, q: queue.Queue):
+        while not self._stop.is_set():
+            try:
+                return q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+        return None
+
+    def _feed(self) -> None:
+        seq = 0
+        while self._put(self._index_q, seq):
+            seq += 1
+
+    def _prefetch(self) -> None:
+        while True:
+            seq = self._get(self._index_q)
+            if seq is None:
+                return
+            hb = host_batch_for(self.dataset, self.positions, self.spec, seq)
+            if not self._put(self._host_q, (hb, _host_tensors(hb, self.cuda))):
+                return
+
+    def _target_loop(self, i: int) -> None:
+        target, dev, stream = self.targets[i], self.target_devices[i], self._streams[i]
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        while True:
+            item = self._get(self._host_q)
+            if item is None:
+                return
+            hb, host = item
+            out = run_target(target, host, hb, dev, self.drafter_devices[hb.seq % self.replicas], stream)
+            if not self._put(self._hs_q, out):
+                return
+
+    # -- the step loop's side -----------------------------------------------------------
+    def next_step_batches(self) -> list[DeviceBatch]:
+        """The next R batches (one per replica), waiting for the pipeline as needed."""
+        wanted = list(range(self._next_seq, self._next_seq + self.replicas))
+        self._next_seq += self.replicas
+        if self.sequential:
+            out = []
+            for seq in wanted:
+                hb = host_batch_for(self.dataset, self.positions, self.spec, seq)
+                i = seq % len(self.targets)
+                out.append(run_target(self.targets[i], _host_tensors(hb, False), hb, self.target_devices[i],
+                                      self.drafter_devices[seq % self.replicas], None))
+            return out
+        while any(s not in self._ready for s in wanted):
+            if self._errors:
+                raise self._errors[0]
+            try:
+                item = self._hs_q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self._ready[item.seq] = item
+        return [self._ready.pop(s) for s in wanted]
+
+
+def wait_time(fn):
+    """(result, seconds) of fn()."""
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0

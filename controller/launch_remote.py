@@ -4,11 +4,12 @@ Shipped as `python -c <this file's source> <command>`, with its JSON input (secr
 included) on stdin -- so no secret is ever in an argv, and nothing needs installing on the
 target. It must run on any Python >= 3.8 and import nothing from dfctl.
 
-launch: makes the run directory (never reusing one), writes `env` (0600), `launch.json`,
-forks a wrapper that calls setsid (so it is the session leader and its pid is the process
-group id), points stdin at /dev/null and stdout+stderr at train.log, reads and deletes
-`env`, starts `python -u -m <module> …` in its own group, and when that ends writes
-`exit_code` (128+N for signal N). The launching process returns as soon as the trainer
+launch: makes the run directory (never reusing one), writes `env` (0600: environment,
+secrets, argv), forks a child that calls setsid (so it is the session leader and its pid
+is the process group id), points stdin at /dev/null and stdout+stderr at train.log and
+execs the wrapper, which reads and deletes `env`, starts `python -u -m <module> …` in its
+group and, when that ends, writes `exit_code` (128+N for signal N). The launcher writes
+`pid` and `launch.json`. The launching process returns as soon as the trainer
 has been started: the exec that ran us does not wait for the run.
 """
 
@@ -99,51 +100,69 @@ def _leader_is_ours(pid, run_dir):
         return True  # cannot read cwd (other user): trust the session check
 
 
-def _wrapper(run_dir, argv, report_fd):
-    """The detached session leader: start the trainer, wait, record its exit code."""
-    os.setsid()
-    os.chdir(run_dir)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    log = os.open(os.path.join(run_dir, "train.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(devnull, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(devnull)
-    os.close(log)
-    os.closerange(3, report_fd)
+# The detached session leader, exec'd as `python -c WRAPPER_SOURCE <run_dir> <report fd>`:
+# its cmdline names the run dir and its environ holds DFCTL_RUN_ID (never a secret), so
+# anyone looking at the process table can tell which run it belongs to.
+WRAPPER_SOURCE = r"""
+import json, os, signal, subprocess, sys
+run_dir, report_fd = sys.argv[1], int(sys.argv[2])
+env_path = os.path.join(run_dir, "env")
+with open(env_path) as fh:
+    spec = json.load(fh)
+os.unlink(env_path)  # read: the secrets now live only in this process and the trainer
+# The whole session gets `dfctl stop`'s SIGTERM; the wrapper outlives it to record the
+# trainer's exit code. A handler (not SIG_IGN) so the trainer starts with defaults.
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(sig, lambda *_: None)
+
+def write_code(code):
+    tmp = os.path.join(run_dir, "exit_code.tmp")
+    with open(tmp, "w") as fh:
+        fh.write("%d\n" % code)
+    os.replace(tmp, os.path.join(run_dir, "exit_code"))
+
+try:
+    proc = subprocess.Popen(spec["argv"], cwd=run_dir, env=spec["env"], stdin=subprocess.DEVNULL,
+                            stdout=1, stderr=2, close_fds=True)
+except OSError as exc:
+    sys.stderr.write("[dfctl] cannot start %s: %s\n" % (spec["argv"][0], exc))
+    sys.stderr.flush()
+    write_code(127)
+    os.write(report_fd, ("error cannot start %s: %s\n" % (spec["argv"][0], exc)).encode())
+    sys.exit(0)
+os.write(report_fd, ("ok %d\n" % proc.pid).encode())
+os.close(report_fd)
+rc = proc.wait()
+write_code(rc if rc >= 0 else 128 - rc)
+"""
+
+
+def _become_wrapper(run_dir, run_id, path, report_fd):
+    """In the forked child: new session, fds to /dev/null and train.log, exec the wrapper."""
     try:
-        os.closerange(report_fd + 1, os.sysconf("SC_OPEN_MAX"))
-    except (ValueError, OSError):
-        os.closerange(report_fd + 1, 4096)
-    env_path = os.path.join(run_dir, "env")
-    with open(env_path) as fh:
-        env = json.load(fh)
-    os.unlink(env_path)  # read: the secrets now live only in this process and the trainer
-    # The whole session gets `dfctl stop`'s SIGTERM; the wrapper outlives it to record the
-    # trainer's exit code. A handler (not SIG_IGN) so the trainer starts with defaults.
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: None)
-    import subprocess
-    try:
-        proc = subprocess.Popen(argv, cwd=run_dir, env=env, stdin=subprocess.DEVNULL,
-                                stdout=1, stderr=2, close_fds=True)
-    except OSError as exc:
-        sys.stderr.write("[dfctl] cannot start %s: %s\n" % (argv[0], exc))
-        sys.stderr.flush()
-        _write_atomic(os.path.join(run_dir, "exit_code"), "127\n")
-        os.write(report_fd, ("error cannot start %s: %s\n" % (argv[0], exc)).encode())
-        os._exit(0)
-    os.write(report_fd, ("ok %d\n" % proc.pid).encode())
-    os.close(report_fd)
-    while True:
+        os.setsid()
+        os.chdir(run_dir)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        log = os.open(os.path.join(run_dir, "train.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(devnull, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(devnull)
+        os.close(log)
+        os.closerange(3, report_fd)
         try:
-            rc = proc.wait()
-            break
-        except InterruptedError:
-            continue
-    code = rc if rc >= 0 else 128 - rc
-    _write_atomic(os.path.join(run_dir, "exit_code"), "%d\n" % code)
-    os._exit(0)
+            os.closerange(report_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        except (ValueError, OSError):
+            os.closerange(report_fd + 1, 4096)
+        os.set_inheritable(report_fd, True)
+        env = {"PATH": path, "HOME": os.environ.get("HOME") or "/root", "LANG": "C.UTF-8",
+               "DFCTL_RUN_ID": run_id, "DFCTL_RUN_DIR": run_dir}
+        os.execve(sys.executable, [sys.executable, "-c", WRAPPER_SOURCE, run_dir, str(report_fd)], env)
+    except BaseException as exc:  # noqa: B036 - report anything, then die without cleanup
+        try:
+            os.write(report_fd, ("error wrapper: %s\n" % exc).encode())
+        finally:
+            os._exit(1)
 
 
 def launch(spec):
@@ -177,13 +196,13 @@ def launch(spec):
     for k, v in spec.get("env", {}).items():
         env[k] = expand(v)
     env.update(spec.get("secrets", {}))
-    fd = os.open(os.path.join(run_dir, "env"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(env, fh)
     argv = [spec["python"], "-u", "-m", spec["module"]] + [expand(a) for a in spec.get("args", [])]
     # stdbuf line-buffers C tools the trainer may start (python itself is unbuffered by -u).
     stdbuf = shutil.which("stdbuf", path=path)
     full_argv = ([stdbuf, "-oL", "-eL"] if stdbuf else []) + argv
+    fd = os.open(os.path.join(run_dir, "env"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"env": env, "argv": full_argv}, fh)
     started_s = time.time()
     info = {"run_id": run_id, "name": spec["name"], "argv": argv, "stdbuf": bool(stdbuf),
             "release_id": os.path.basename(release_dir), "release_dir": release_dir,
@@ -194,10 +213,7 @@ def launch(spec):
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        try:
-            _wrapper(run_dir, full_argv, w)
-        finally:
-            os._exit(1)
+        _become_wrapper(run_dir, run_id, path, w)
     os.close(w)
     chunks = []
     while True:

@@ -46,6 +46,9 @@ def test_launch_detached_log_grows_secret_hidden_stop(tmp_path):
     assert "WANDB_API_KEY" in info["env_names"] and "HF_TOKEN" in info["env_names"]
     assert wait_for(lambda: not os.path.exists(os.path.join(run.run_dir, "env")), what="env file deleted")
     assert os.getpgid(run.pid) == run.pid and os.getsid(run.pid) == run.pid
+    wrapper_env = open(f"/proc/{run.pid}/environ", "rb").read()
+    assert f"DFCTL_RUN_ID={run.run_id}".encode() in wrapper_env and SECRET.encode() not in wrapper_env
+    assert run.run_dir.encode() in open(f"/proc/{run.pid}/cmdline", "rb").read()
 
     # secrets: never in any cmdline, launch.json, or the registry
     store = RunStore()

@@ -1,0 +1,184 @@
+"""The test rig: a set of fake Proxmox hosts plus the client files to reach them.
+
+One Rig per pytest session (fixture `rig`). It owns a directory /tmp/dfctl-rig-<pid>-*/
+holding an flock'ed owner.lock (how other sessions tell it is alive), state.json (what to
+clean up if this process dies without tearing down), the client key, ssh_config and
+known_hosts, and one sub-directory per host. Names of namespaces and veths carry a tag
+made from the pid, so concurrent sessions never collide and a later session can remove
+what a crashed one left (tests/rig/stale.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import string
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.rig.host import FakeHost
+from tests.rig.network import SlotLease, ensure_guard_route
+from tests.rig.sshd import generate_key
+from tests.rig.stale import cleanup_stale_sessions
+
+_rig_seq = iter(string.ascii_lowercase)
+MAX_HOSTS = 16
+
+
+def _check_prerequisites() -> None:
+    missing = [tool for tool in ("/usr/sbin/sshd", "/usr/bin/lxc-create", "/usr/bin/lxc-start",
+                                 "/usr/bin/ssh", "/usr/bin/ssh-keygen", "/usr/bin/nsenter")
+               if not os.access(tool, os.X_OK)]
+    if not (os.access("/usr/bin/busybox", os.X_OK) or os.access("/bin/busybox", os.X_OK)):
+        missing.append("busybox")
+    if missing:
+        raise RuntimeError("the test rig needs " + ", ".join(missing) +
+                           ": run scripts/setup.sh (installs openssh-server, lxc, busybox-static)")
+    if os.geteuid() != 0:
+        raise RuntimeError("the test rig needs root (network namespaces, LXC, sshd)")
+
+
+class Rig:
+    """Fake hosts `hosts` (rig-host1, rig-host2, …) and how a client reaches them."""
+
+    def __init__(self) -> None:
+        _check_prerequisites()
+        self.tag = f"{os.getpid()}{next(_rig_seq)}"
+        self.dir = Path(tempfile.mkdtemp(prefix=f"dfctl-rig-{os.getpid()}-", dir="/tmp"))
+        self._lock_fd = os.open(self.dir / "owner.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self.hosts: list[FakeHost] = []
+        self._leases: list[SlotLease] = []
+        self._mounts: list[str] = []
+        self._lock = threading.Lock()
+        self.identity_file = self.dir / "client_ed25519"
+        self.authorized_keys_path = self.dir / "authorized_keys"
+        self.ssh_config_path = self.dir / "ssh_config"
+        self.known_hosts_path = self.dir / "known_hosts"
+        self.setup_seconds = 0.0
+        self._save_state()
+
+    @classmethod
+    def create(cls, hosts: int = 2) -> "Rig":
+        started = time.monotonic()
+        cleanup_stale_sessions()
+        ensure_guard_route()
+        rig = cls()
+        try:
+            public = generate_key(rig.identity_file, "dfctl-rig-client")
+            rig.authorized_keys_path.write_text(public + "\n")
+            rig.ensure_hosts(hosts)
+        except BaseException:
+            rig.close()
+            raise
+        rig.setup_seconds = time.monotonic() - started
+        return rig
+
+    # ---- hosts --------------------------------------------------------------------------
+    def add_host(self) -> FakeHost:
+        return self.ensure_hosts(len(self.hosts) + 1)[-1]
+
+    def ensure_hosts(self, count: int) -> list[FakeHost]:
+        """At least `count` hosts, the missing ones set up in parallel; returns all hosts."""
+        if count > MAX_HOSTS:
+            raise ValueError(f"the rig supports at most {MAX_HOSTS} hosts, asked for {count}")
+        new: list[FakeHost] = []
+        with self._lock:
+            for index in range(len(self.hosts) + 1, count + 1):
+                lease = SlotLease.acquire()
+                self._leases.append(lease)
+                host = FakeHost(self, index, lease.slot)
+                self.hosts.append(host)
+                new.append(host)
+            self._save_state()
+        if new:
+            with ThreadPoolExecutor(max_workers=min(len(new), 8)) as pool:
+                for future in [pool.submit(h.setup) for h in new]:
+                    future.result()
+            self.write_client_files()
+        return list(self.hosts)
+
+    def host(self, name: str) -> FakeHost:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(f"no fake host named {name!r} (have {[h.name for h in self.hosts]})")
+
+    # ---- client files -------------------------------------------------------------------
+    def write_client_files(self) -> None:
+        """ssh_config with one alias per host, known_hosts with each host's original key."""
+        blocks = []
+        for h in self.hosts:
+            blocks.append("\n".join([
+                f"Host {h.name}",
+                f"  HostName {h.address}",
+                f"  User {h.user}",
+                f"  Port {h.port}",
+                f"  IdentityFile {self.identity_file}",
+                "  IdentitiesOnly yes",
+                f"  UserKnownHostsFile {self.known_hosts_path}",
+                "  GlobalKnownHostsFile /dev/null",
+                "  StrictHostKeyChecking yes",
+                "  BatchMode yes",
+                "  LogLevel ERROR",
+                "",
+            ]))
+        self.ssh_config_path.write_text("\n".join(blocks))
+        self.write_known_hosts(self.known_hosts_path)
+
+    def write_known_hosts(self, path: Path, hosts: list[FakeHost] | None = None) -> Path:
+        """A known_hosts file for `hosts` (default all) with their *current* keys."""
+        chosen = self.hosts if hosts is None else hosts
+        path.write_text("".join(h.known_hosts_line() + "\n" for h in chosen))
+        return path
+
+    # ---- bookkeeping --------------------------------------------------------------------
+    def note_mount(self, path: Path) -> None:
+        with self._lock:
+            if str(path) not in self._mounts:
+                self._mounts.append(str(path))
+            self._save_state()
+
+    def _save_state(self) -> None:
+        state = {
+            "pid": os.getpid(),
+            "tag": self.tag,
+            "hosts": [{"netns": h.netns, "host_dev": h.link.host_dev, "lxcpath": str(h.lxcpath),
+                       "cgroup_prefix": h.containers.cgroup_prefix} for h in self.hosts],
+            "mounts": self._mounts,
+        }
+        tmp = self.dir / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, self.dir / "state.json")
+
+    def close(self) -> None:
+        """Tear everything down: CTs, sshd, namespaces, veths, mounts, the directory."""
+        errors: list[str] = []
+        if self.hosts:
+            with ThreadPoolExecutor(max_workers=min(len(self.hosts), 8)) as pool:
+                for future in [pool.submit(h.teardown) for h in self.hosts]:
+                    try:
+                        future.result()
+                    except Exception as exc:
+                        errors.append(str(exc))
+        for mount in self._mounts:
+            subprocess.run(["umount", "-l", mount], capture_output=True)
+        for lease in self._leases:
+            lease.release()
+        from tests.rig.stale import remove_cgroup_dirs, unmount_under
+        for h in self.hosts:
+            remove_cgroup_dirs(h.containers.cgroup_prefix)
+        if unmount_under(self.dir):
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            errors.append(f"mounts remain under {self.dir}; left it in place")
+        os.close(self._lock_fd)
+        self.hosts = []
+        if errors:
+            raise RuntimeError("rig teardown: " + "; ".join(errors))

@@ -7,6 +7,7 @@ Two ideas, two modules (this one only gathers their public names for callers):
 Both return the shapes of controller.wandb_batch (WandbBatch, WandbRunData).
 """
 
+from controller.wandb_api import ApiPoller, fetch_run, parse_run_path
 from controller.wandb_batch import WandbBatch, WandbRunData, progress_from_row
 from controller.wandb_offline import (
     OfflineRunReader,
@@ -20,4 +21,5 @@ __all__ = [
     "WandbBatch", "WandbRunData", "progress_from_row",
     "OfflineRunReader", "decode_frames", "find_offline_runs", "read_offline_run",
     "resolve_wandb_file",
+    "ApiPoller", "fetch_run", "parse_run_path",
 ]

@@ -265,7 +265,7 @@ def parse_wandb(line: str) -> WandbInfo | None:
     if "offline-run-" in line:
         m = _WANDB_OFFLINE_DIR_RE.search(line)
         if m:
-            return WandbInfo(run_id=m.group(2), mode="offline", offline_dir=m.group(1).strip("`'\".,"))
+            return WandbInfo(run_id=m.group(2), mode="offline", offline_dir=m.group(1).strip("`'\"").rstrip(".,;:"))
     if "wandb" not in low and "w&b" not in low:
         return None
     if "saved locally in" in low or "find logs at" in low:
@@ -291,10 +291,14 @@ def merge_wandb(old: WandbInfo | None, new: WandbInfo | None) -> WandbInfo | Non
     if new.run_id and old.run_id and new.run_id != old.run_id:
         return dataclasses.replace(new)
     merged = dataclasses.replace(old)
-    for f in ("run_id", "url", "offline_dir", "state"):
+    for f in ("run_id", "url", "state"):
         value = getattr(new, f)
         if value is not None:
             setattr(merged, f, value)
+    # `Find logs at: wandb/offline-run-…/logs` is relative to the run's cwd: keep the
+    # absolute `saved locally in` / `wandb sync` path seen earlier.
+    if new.offline_dir and (merged.offline_dir is None or new.offline_dir.startswith("/")):
+        merged.offline_dir = new.offline_dir
     if new.mode != "unknown":
         # An offline dir / sync hint is definitive; a URL means online.
         if not (merged.mode == "offline" and new.mode == "online" and new.url is None):

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PROGRESS_PROGRAM = """
     import json, os, sys, time
+    open("trainer.pid", "w").write(str(os.getpid()))
     n = int(os.environ.get("STEPS", "100000"))
     for step in range(1, n + 1):
         print("[progress] step=%d loss=2.5 tok_per_s=21500.0 step_time_s=0.1" % step)

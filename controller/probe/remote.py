@@ -303,7 +303,7 @@ def probe_container(ct, runs, req, src):
     # Fallback: the same script inside the container (one pct start-up per tick).
     doc["via"] = "pct"
     sub = {"mode": "inside", "runs": runs, "read_cap_bytes": cap}
-    payload = ("_SRC = %r\nexec(compile(_SRC, 'dfctl-probe', 'exec'))\nmain(%r, _SRC)\n"
+    payload = ("_SRC = %r\nexec(compile(_SRC, 'dfctl-probe', 'exec'))\nmain(json.loads(%r), _SRC)\n"
                % (src, json.dumps(sub))).encode()
     argv = [ct.get("pct", "pct"), "exec", str(vmid), "--", ct.get("python") or "python3", "-"]
     rc, out, err = _run(argv, float(req.get("pct_timeout_s", 20)), payload)

@@ -1,0 +1,159 @@
+"""The watch against the rig: fake Proxmox hosts (real sshd, real LXC CT 200, pct and
+nvidia-smi stand-ins), runs started inside the container the way dfctl's launch does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from controller.playbook import TargetConfig, WatchConfig
+from controller.runstore import RunRecord, RunStore
+from controller.watch import Watch
+from tests.rig.gpus import FakeComputeApp, NA, NOT_SUPPORTED, busy_gpu, default_gpus
+from tests.test_probe import wait_for
+from tests.test_watch import PROGRESS_PROGRAM, tick_until
+
+pytestmark = pytest.mark.rig
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def launch_in_ct(host, name: str, program: str, *, vmid: int = 200) -> Path:
+    """Start `program` in the CT under /workspace/<name>: setsid wrapper, pid + exit_code."""
+    run_dir = host.workspace_dir / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "prog.py").write_text(textwrap.dedent(program))
+    inner = f"echo $$ > pid; PYTHONUNBUFFERED=1 {sys.executable} prog.py > train.log 2>&1; echo $? > exit_code"
+    r = host.ct_exec(vmid, ["sh", "-c", f"cd /workspace/{name}; setsid sh -c '{inner}' </dev/null >/dev/null 2>&1 &"])
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: (run_dir / "pid").exists() and (run_dir / "train.log").exists(), 30, "run started in CT")
+    return run_dir
+
+
+def ct_record(rig, host, name: str, *, connect_timeout_s: float = 3.0, **watch) -> RunRecord:
+    target = TargetConfig(kind="pct", host=host.name, vmid=200, ssh_config=str(rig.ssh_config_path),
+                          known_hosts=str(rig.known_hosts_path), python=sys.executable,
+                          connect_timeout_s=connect_timeout_s)
+    cfg = WatchConfig(**{"interval_s": 0.5, **watch})
+    return RunRecord(run_id=f"{host.name}-{name}", name=name, target_kind="pct", target=f"pct 200 on {host.name}",
+                     host=host.name, vmid=200, run_dir=f"/workspace/{name}", log_path=f"/workspace/{name}/train.log",
+                     started_s=time.time(), playbook={"target": asdict(target), "watch": asdict(cfg)})
+
+
+def host_pid_of(ct_pid: int, init_pid: int) -> int:
+    """The host pid of a CT process (NSpid's last entry is the CT's view)."""
+    ns = os.readlink(f"/proc/{init_pid}/ns/pid")
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if os.readlink(f"/proc/{p}/ns/pid") != ns:
+                    continue
+                status = Path(f"/proc/{p}/status").read_text()
+            except OSError:
+                continue
+            nspid = [int(x) for x in status.split("NSpid:")[1].splitlines()[0].split()]
+            if nspid[-1] == ct_pid:
+                return int(p)
+    raise AssertionError(f"no host process for CT pid {ct_pid}")
+
+
+def stop_ct_run(host, run_dir: Path) -> None:
+    pid = (run_dir / "pid").read_text().strip()
+    host.ct_exec(200, ["sh", "-c", f"kill -9 -{pid} 2>/dev/null; true"])
+
+
+def test_pct_run_through_the_host_view_gpus_mapped_and_cgroup_read(rig, rig_host, tmp_path):
+    host = rig_host
+    run_dir = launch_in_ct(host, "gpu-run", PROGRESS_PROGRAM)
+    try:
+        wait_for(lambda: (run_dir / "trainer.pid").exists(), 30, "trainer pid")
+        trainer_ct_pid = int((run_dir / "trainer.pid").read_text())
+        init = host.container_init_pid(200)
+        trainer_host_pid = host_pid_of(trainer_ct_pid, init)
+        gpus = default_gpus(4)
+        gpus[1] = busy_gpu(1)
+        gpus[1].apps = [FakeComputeApp(pid=trainer_host_pid, used_memory_mib=70000)]
+        gpus[2].utilization_gpu_pct = NA
+        gpus[2].temperature_c = NOT_SUPPORTED
+        host.set_gpus(gpus)
+        store = RunStore(tmp_path / "reg.sqlite")
+        store.add_run(ct_record(rig, host, "gpu-run"))
+        rounds = []
+        w = Watch(store.runs(), store, gpu=True)
+        st = tick_until(w, lambda: w.states[0].progress and w.states[0].state == "running" and w.states[0],
+                        60, "progress from the CT")
+        assert st.process.pid == int((run_dir / "pid").read_text())      # the CT-namespace pid
+        assert st.process.rss_bytes and st.process.threads >= 2
+        assert [g.index for g in st.gpus] == [1] and st.gpus[0].users[0] == st.run_id   # mapped via NSpid
+        hs = st.host_sample
+        assert len(hs.gpus) == 4 and hs.gpus[2].util_pct is None and hs.gpus[2].temp_c is None
+        assert hs.gpus[2].mem_total_mib == 143771                      # only that field is None
+        assert hs.gpu_processes[0].vmid == 200
+        assert isinstance(hs.oom_kill_count, int) and hs.mem_peak_bytes > 0   # CT cgroup (v1 here)
+        rounds.append(hs.probe_duration_s)
+        # the pct exec fallback reads the same bytes
+        w_fallback = Watch(store.runs(), RunStore(tmp_path / "reg2.sqlite"), gpu=False, force_pct=True)
+        got: list[bytes] = []
+        w_fallback.on_log_bytes = lambda rid, off, data: got.append(data)
+        w_fallback.tick()
+        assert got and (run_dir / "train.log").read_bytes().startswith(b"".join(got))
+        assert w_fallback.states[0].process.state == "running"
+        w.close()
+        w_fallback.close()
+    finally:
+        stop_ct_run(host, run_dir)
+        host.reset_gpus()
+
+
+def test_sshd_restart_and_link_down_mid_watch_recover_with_no_byte_lost(rig, rig_host, tmp_path):
+    host = rig_host
+    run_dir = launch_in_ct(host, "flaky", PROGRESS_PROGRAM)
+    try:
+        store = RunStore(tmp_path / "reg.sqlite")
+        store.add_run(ct_record(rig, host, "flaky", connect_timeout_s=2.0))
+        got: list[tuple[int, bytes]] = []
+        w = Watch(store.runs(), store, gpu=False, probe_timeout_s=4.0,
+                  on_log_bytes=lambda rid, off, data: got.append((off, data)))
+        tick_until(w, lambda: w.states[0].state == "running", 60, "running")
+        host.restart_sshd()
+        tick_until(w, lambda: w.states[0].state == "running" and len(got) >= 3, 60, "recovered after sshd restart")
+        host.link_down()
+        try:
+            tick_until(w, lambda: w.states[0].state == "unreachable", 60, "unreachable while the link is down",
+                       interval_s=0.2)
+            assert any(f.kind == "unreachable" for f in w.states[0].findings)
+            assert not w.hosts[host.name].reachable
+        finally:
+            host.link_up()
+        n = len(got)
+        tick_until(w, lambda: w.states[0].state == "running" and len(got) > n, 90, "recovered after link up")
+        data = (run_dir / "train.log").read_bytes()
+        offsets = [o for o, _ in got]
+        joined = b"".join(d for _, d in got)
+        assert offsets[0] == 0 and data.startswith(joined)             # contiguous: nothing lost or repeated
+        assert all(b - a == len(d) for (a, d), (b, _) in zip(got, got[1:]))
+        w.close()
+    finally:
+        stop_ct_run(host, run_dir)
+
+
+def test_once_on_a_host_never_reachable_exits_3(rig, rig_host, tmp_path, _dfctl_home):
+    host = rig_host
+    store = RunStore()
+    store.add_run(ct_record(rig, host, "nowhere", connect_timeout_s=2.0))
+    host.stop_sshd()
+    try:
+        p = subprocess.run([sys.executable, "-m", "controller", "watch", f"{host.name}-nowhere", "--once", "--json"],
+                           cwd=ROOT, env={**os.environ, "DFCTL_HOME": str(_dfctl_home)},
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert host.name in p.stderr
+    finally:
+        host.start_sshd()

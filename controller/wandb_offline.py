@@ -32,7 +32,6 @@ from controller.wandb_batch import (
     WandbBatch,
     WandbRunData,
     progress_from_row,
-    remove_nested,
     set_nested,
 )
 
@@ -150,11 +149,46 @@ def _json_value(text: str) -> Any:
 
 
 def _item_key(item) -> str:
-    return ".".join(item.nested_key) if len(item.nested_key) else item.key
+    nested = item.nested_key
+    return ".".join(nested) if nested else item.key
 
 
-def _item_path(item) -> list[str]:
-    return list(item.nested_key) if len(item.nested_key) else [item.key]
+def _item_path(item) -> tuple[str, ...]:
+    return tuple(item.nested_key) or (item.key,)
+
+
+_KEY_JSON: dict[str, str] = {}
+
+
+def _history_row(items) -> dict[str, Any]:
+    """A history record's items -> {key: value}, decoded with one json.loads per row.
+
+    wandb 0.31 writes each value as `value_json` (valid JSON, NaN/Infinity included), so
+    the row is assembled as one JSON object text; the per-item path below handles the
+    typed value fields and anything that does not parse.
+    """
+    parts = []
+    for item in items:
+        vj = item.value_json
+        if not vj:
+            return _history_row_slow(items)
+        key = _item_key(item)
+        enc = _KEY_JSON.get(key)
+        if enc is None:
+            enc = _KEY_JSON.setdefault(key, json.dumps(key)) if len(_KEY_JSON) < 100_000 \
+                else json.dumps(key)
+        parts.append(enc + ":" + vj)
+    try:
+        row = json.loads("{" + ",".join(parts) + "}")
+    except ValueError:
+        return _history_row_slow(items)
+    if len(row) != len(parts):           # a duplicated key: keep wandb's last-one-wins order
+        return _history_row_slow(items)
+    return row
+
+
+def _history_row_slow(items) -> dict[str, Any]:
+    return {_item_key(it): _history_value(it) for it in items}
 
 
 def _history_value(item) -> Any:
@@ -169,15 +203,20 @@ def _history_value(item) -> Any:
 
 
 class _RunAccumulator:
-    """Folds decoded Records into what a WandbBatch / WandbRunData carries."""
+    """Folds decoded Records into what a WandbBatch / WandbRunData carries.
+
+    Config and summary values are kept as their JSON text per key path and decoded only
+    when a batch hands them out: wandb writes a summary update with every history row,
+    and only the last value of each key matters.
+    """
 
     def __init__(self) -> None:
         self.run_id: str | None = None
         self.project: str | None = None
         self.entity: str | None = None
         self.exit_code: int | None = None
-        self.config: dict[str, Any] = {}
-        self.summary: dict[str, Any] = {}
+        self._config_raw: dict[tuple[str, ...], str] = {}
+        self._summary_raw: dict[tuple[str, ...], str] = {}
 
     @property
     def state(self) -> str:
@@ -185,21 +224,32 @@ class _RunAccumulator:
             return "running"
         return "finished" if self.exit_code == 0 else "crashed"
 
-    def _apply_config(self, rec) -> None:
+    @property
+    def config(self) -> dict[str, Any]:
+        return _build_nested(self._config_raw)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return _build_nested(self._summary_raw)
+
+    @staticmethod
+    def _apply_updates(raw: dict[tuple[str, ...], str], rec) -> None:
+        internal = WANDB_INTERNAL_KEYS
         for item in rec.update:
-            path = _item_path(item)
-            if path[0] not in WANDB_INTERNAL_KEYS:
-                set_nested(self.config, path, _json_value(item.value_json))
+            path = tuple(item.nested_key) or (item.key,)
+            if path[0] not in internal:
+                raw.pop(path, None)       # re-insert: later updates apply later
+                raw[path] = item.value_json
         for item in rec.remove:
-            remove_nested(self.config, _item_path(item))
+            path = _item_path(item)
+            for k in [k for k in raw if k[:len(path)] == path]:
+                del raw[k]
+
+    def _apply_config(self, rec) -> None:
+        self._apply_updates(self._config_raw, rec)
 
     def _apply_summary(self, rec) -> None:
-        for item in rec.update:
-            path = _item_path(item)
-            if path[0] not in WANDB_INTERNAL_KEYS:
-                set_nested(self.summary, path, _json_value(item.value_json))
-        for item in rec.remove:
-            remove_nested(self.summary, _item_path(item))
+        self._apply_updates(self._summary_raw, rec)
 
     def apply(self, payloads: Iterable[bytes], batch: WandbBatch, *, emit: bool = True) -> None:
         """Decode `payloads` into `batch`; with emit=False only the run's metadata moves."""
@@ -218,7 +268,7 @@ class _RunAccumulator:
             if kind == "history":
                 if not emit:
                     continue
-                row = {_item_key(it): _history_value(it) for it in rec.history.item}
+                row = _history_row(rec.history.item)
                 if "_step" not in row and rec.history.HasField("step"):
                     row["_step"] = rec.history.step.num
                 batch.history.append(row)
@@ -253,14 +303,17 @@ class _RunAccumulator:
             elif kind == "exit":
                 self.exit_code = rec.exit.exit_code
         if emit:
-            batch.config = _copy(self.config) if config_changed else None
-            batch.summary = _copy(self.summary) if summary_changed else None
+            batch.config = self.config if config_changed else None
+            batch.summary = self.summary if summary_changed else None
         batch.run_id, batch.project, batch.entity = self.run_id, self.project, self.entity
         batch.exit_code, batch.state = self.exit_code, self.state
 
 
-def _copy(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: _copy(v) if isinstance(v, dict) else v for k, v in d.items()}
+def _build_nested(raw: dict[tuple[str, ...], str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path, text in raw.items():
+        set_nested(out, list(path), _json_value(text))
+    return out
 
 
 # --------------------------------------------------------------------------- finding runs
@@ -496,6 +549,6 @@ def read_offline_run(path: str | Path) -> WandbRunData:
     acc = reader._acc
     data.run_id, data.project, data.entity = acc.run_id, acc.project, acc.entity
     data.state, data.exit_code = acc.state, acc.exit_code
-    data.config, data.summary = _copy(acc.config), _copy(acc.summary)
+    data.config, data.summary = acc.config, acc.summary
     data.corrupt_blocks = reader.corrupt_blocks
     return data

@@ -147,7 +147,8 @@ _HANG_RDZV = re.compile(r"Timed out after (\d+) seconds waiting for clients\. (\
 _HANG_RDZV_ERR = re.compile(r"RendezvousTimeoutError")
 _HANG_SOME_NCCL = re.compile(r"Some NCCL operations have failed or timed out")
 
-_CRASH_SEGV = re.compile(r"Segmentation fault|\bSIGSEGV\b|Fatal Python error: Segmentation fault")
+_CRASH_SEGV = re.compile(r"Segmentation fault|received (?:signal )?SIGSEGV|SIGSEGV received|Signal 11 \(SIGSEGV\)"
+                         r"|caught SIGSEGV|exitcode\s*:\s*-11\b")
 _CRASH_FATAL_PY = re.compile(r"Fatal Python error: (\w[^:]*)")
 _CRASH_ILLEGAL = re.compile(r"an illegal memory access was encountered|illegal memory access")
 _CRASH_ASSERT = re.compile(r"device-side assert triggered")

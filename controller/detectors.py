@@ -39,6 +39,7 @@ __all__ = [
 
 EVIDENCE_LINE_CHARS = 600
 EVIDENCE_LINES = 10
+MATCH_CHARS = 8192
 MAX_FINDINGS_PER_SCAN = 100
 IDLE_UTIL_PCT = 5.0
 """A GPU at or below this utilization.gpu is idle (nvidia-smi samples 1/6 s - 1 s)."""
@@ -448,7 +449,7 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         for j in range(idx + 1, end_h):
             if _TB_START in all_lines[j]:
                 break  # the next traceback's own fate is its own
-            if _HANDLED.search(all_lines[j]):
+            if _HANDLED.search(all_lines[j][:MATCH_CHARS]):
                 return True
         if progress_key is None:
             return False
@@ -465,6 +466,8 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     # -- line rules -----------------------------------------------------------------------
     for idx in range(base, end):
         line = all_lines[idx]
+        if len(line) > MATCH_CHARS:
+            line = line[:MATCH_CHARS]  # every wording we match sits at the start; bounds regex time
         if not _TRIGGER.search(line):
             continue
         if _OVERFLOW.search(line):

@@ -59,9 +59,10 @@ def test_guard_route_and_one_namespace_per_host(rig):
 
 def test_openssh_alias_key_and_known_hosts(rig):
     for h in rig.hosts:
-        proc = ssh(h, "sh", "-c", 'echo "$HOME|$PATH"')
+        proc = ssh(h, "sh", "-c", 'echo "$HOME|$PATH|$(hostname)|$(pct exec 200 -- hostname)"')
         assert proc.returncode == 0, proc.stderr
-        home, path = proc.stdout.strip().split("|")
+        home, path, node, ct = proc.stdout.strip().split("|")
+        assert (node, ct) == (h.node, "ct200")
         assert home == str(h.home_dir) and not any(Path(home).iterdir())  # no pyenv .bashrc
         assert path.split(":")[0] == str(h.bin_dir)
     config = rig.ssh_config_path.read_text()

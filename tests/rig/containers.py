@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.rig.network import nsenter_argv
@@ -53,6 +53,9 @@ class ContainerSpec:
     vmid: int
     workspace_dir: Path
     hostname: str
+    extra_dirs: list[Path] = field(default_factory=list)
+    """Empty directories to create in the rootfs (the ssh sessions' HOME, which
+    `pct exec --keep-env 1` hands to the CT, exists there too, as /root does on Proxmox)."""
 
 
 class HostContainers:
@@ -80,6 +83,8 @@ class HostContainers:
                                f"{proc.returncode}: {(proc.stderr or proc.stdout).strip()}")
         rootfs = self.rootfs(spec.vmid)
         self._debianise(rootfs)
+        for extra in spec.extra_dirs:
+            (rootfs / str(extra).lstrip("/")).mkdir(parents=True, exist_ok=True)
         with open(self.lxcpath / str(spec.vmid) / "config", "a") as conf:
             conf.write(self._extra_config(spec))
         self.specs[spec.vmid] = spec

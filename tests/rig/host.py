@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from tests.rig.containers import ContainerSpec, HostContainers
 from tests.rig.gpus import FakeGpu, default_gpus, write_scenario
-from tests.rig.network import VethLink, nsenter_argv
+from tests.rig.network import VethLink, create_uts_namespace, nsenter_argv
 from tests.rig.sshd import SshServer, generate_key, sshd_config_text
 
 if TYPE_CHECKING:
@@ -91,7 +91,9 @@ class FakeHost:
         self.containers = HostContainers(netns=self.netns, lxcpath=self.lxcpath,
                                          share_dir=self.share_dir,
                                          cgroup_prefix=f"dfctl-rig{rig.tag}h{index}")
-        self.sshd = SshServer(netns=self.netns, address=self.address,
+        self.uts_path = self.dir / "uts"
+        """Persistent UTS namespace: `hostname` on this host (ssh, host_exec) prints the node name."""
+        self.sshd = SshServer(netns=self.netns, address=self.address, uts=self.uts_path,
                               config_path=self.dir / "sshd_config", log_path=self.dir / "sshd.log")
         self.host_public_key = ""
         self._small: SmallWorkspace | None = None
@@ -110,6 +112,7 @@ class FakeHost:
                   self.pve_dir / "nodes" / self.node / "lxc"):
             d.mkdir(parents=True, exist_ok=True)
         self.link.create()
+        create_uts_namespace(self.uts_path, self.node)
         self.host_public_key = generate_key(self.host_key_path, f"root@{self.name}")
         shutil.copy2(self.host_key_path, self._original_key)
         shutil.copy2(self.host_key_path.with_suffix(".pub"), self._original_key.with_suffix(".orig.pub"))
@@ -136,7 +139,8 @@ class FakeHost:
             '{"node": "%s", "lxcpath": "%s", "pve_dir": "%s"}\n' % (self.node, self.lxcpath, self.pve_dir))
 
     def _create_ct(self, vmid: int, workspace: Path) -> None:
-        self.containers.create(ContainerSpec(vmid=vmid, workspace_dir=workspace, hostname=f"ct{vmid}"))
+        self.containers.create(ContainerSpec(vmid=vmid, workspace_dir=workspace, hostname=f"ct{vmid}",
+                                             extra_dirs=[self.home_dir]))
         self._write_pve_conf(vmid, workspace)
 
     def _write_pve_conf(self, vmid: int, workspace: Path) -> None:
@@ -172,7 +176,7 @@ class FakeHost:
         env = {"PATH": self.path_env, "HOME": str(self.home_dir), "LANG": "C.UTF-8"}
         if isinstance(input, str) and not text:
             input = input.encode()
-        return subprocess.run([*nsenter_argv(self.netns), *argv], input=input, capture_output=True,
+        return subprocess.run([*nsenter_argv(self.netns, self.uts_path), *argv], input=input, capture_output=True,
                               text=text, env=env, timeout=timeout_s, check=check)
 
     def ct_exec(self, vmid: int, argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess:

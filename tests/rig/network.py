@@ -48,9 +48,21 @@ def guard_route_present() -> bool:
     return out.strip().startswith("unreachable 10.200.0.0/16")
 
 
-def nsenter_argv(netns: str) -> list[str]:
-    """Prefix that runs a command inside `netns`, keeping this mount namespace (see module doc)."""
-    return ["nsenter", f"--net={NETNS_DIR / netns}", "--"]
+def nsenter_argv(netns: str, uts: Path | None = None) -> list[str]:
+    """Prefix that runs a command inside `netns` (and a persistent UTS namespace, for the
+    host's own hostname), keeping this mount namespace (see module doc)."""
+    argv = ["nsenter", f"--net={NETNS_DIR / netns}"]
+    if uts is not None:
+        argv.append(f"--uts={uts}")
+    return [*argv, "--"]
+
+
+def create_uts_namespace(path: Path, hostname: str) -> None:
+    """A persistent UTS namespace bound at `path` (a file), with `hostname` set in it."""
+    path.touch()
+    proc = subprocess.run(["unshare", f"--uts={path}", "hostname", hostname], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"unshare --uts={path}: {proc.stderr.strip()}")
 
 
 def _root_addresses() -> str:

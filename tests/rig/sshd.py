@@ -60,8 +60,10 @@ def sshd_config_text(*, address: str, host_key: Path, authorized_keys: Path, hom
 class SshServer:
     """One sshd listener (`sshd -D -e`) in a namespace; its session children are separate."""
 
-    def __init__(self, *, netns: str, address: str, config_path: Path, log_path: Path):
+    def __init__(self, *, netns: str, address: str, config_path: Path, log_path: Path,
+                 uts: Path | None = None):
         self.netns = netns
+        self.uts = uts
         self.address = address
         self.config_path = config_path
         self.log_path = log_path
@@ -71,7 +73,7 @@ class SshServer:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [*nsenter_argv(self.netns), SSHD, "-D", "-e", "-f", str(self.config_path)],
+                [*nsenter_argv(self.netns, self.uts), SSHD, "-D", "-e", "-f", str(self.config_path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         self.wait_ready(timeout_s)
 

@@ -137,7 +137,8 @@ class Watch:
                  read_cap_bytes: int = DEFAULT_READ_CAP_BYTES,
                  probe_timeout_s: float = 30.0,
                  gpu: bool = True, nvidia_smi: str = "nvidia-smi",
-                 lxcpath: str | None = None, force_pct: bool = False):
+                 lxcpath: str | None = None, force_pct: bool = False,
+                 gpu_apps_every_s: float = 10.0):
         self.store = store
         self.clock = clock
         self.on_finding = on_finding
@@ -147,6 +148,8 @@ class Watch:
         self.probe_timeout_s = probe_timeout_s
         self.gpu, self.nvidia_smi = gpu, nvidia_smi
         self.lxcpath, self.force_pct = lxcpath, force_pct
+        self.gpu_apps_every_s = gpu_apps_every_s
+        self._apps: dict[str, tuple[float, list, dict]] = {}   # host -> (time, processes, nspids)
         self._transport_for = transport_for or _default_transport
         self.health: dict[str, HostHealth] = {}
         self.hosts: dict[str, HostSample] = {}
@@ -213,7 +216,11 @@ class Watch:
         now = self.clock()
         if health.failures and now < health.next_try_s:
             return None, health.error
-        req = HostProbeRequest(read_cap_bytes=self.read_cap_bytes, gpu=self.gpu, nvidia_smi=self.nvidia_smi)
+        # Which process uses which GPU changes rarely; asking every tick would double the
+        # nvidia-smi cost, so --query-compute-apps runs every gpu_apps_every_s.
+        apps_due = now - self._apps.get(host, (float("-inf"),))[0] >= self.gpu_apps_every_s
+        req = HostProbeRequest(read_cap_bytes=self.read_cap_bytes, gpu=self.gpu, gpu_apps=apps_due,
+                               nvidia_smi=self.nvidia_smi)
         vmids: dict[int, WatchedRun] = {}
         for r in runs:
             req.runs.append(self._run_request(r))
@@ -241,6 +248,10 @@ class Watch:
         health.failures, health.error, health.down_since_s = 0, None, None
         health.ever_reachable = True
         reading = parse_probe_document(doc, host)
+        if apps_due and "apps" in doc:
+            self._apps[host] = (now, reading.host.gpu_processes, reading.gpu_pid_nspids)
+        elif not apps_due and host in self._apps and reading.host.gpu_error is None:
+            _, reading.host.gpu_processes, reading.gpu_pid_nspids = self._apps[host]
         for vmid, ct in reading.containers.items():
             if ct.init_pid:
                 self._init_pids[(host, vmid)] = ct.init_pid

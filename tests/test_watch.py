@@ -187,7 +187,7 @@ def _dfctl(*args: str, env: dict, timeout_s: float = 120, **kw) -> subprocess.Co
 def test_cli_once_json_unknown_run_notify_and_kill_restart(tmp_path, _dfctl_home):
     env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
     store = RunStore()
-    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM.replace('"100000"', '"40"'))
+    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM.replace('"100000"', '"120"'))
     try:
         store.add_run(record_for(run, "cli-run"))
         run.pid()

@@ -71,13 +71,14 @@ class HostProbeRequest:
     containers: list[ContainerProbeRequest] = field(default_factory=list)
     read_cap_bytes: int = DEFAULT_READ_CAP_BYTES
     gpu: bool = True
+    gpu_apps: bool = True              # also --query-compute-apps (per-process attribution)
     nvidia_smi: str = "nvidia-smi"
     pct_timeout_s: float = 20.0
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": [r.to_json() for r in self.runs],
                 "containers": [c.to_json() for c in self.containers],
-                "read_cap_bytes": self.read_cap_bytes, "gpu": self.gpu,
+                "read_cap_bytes": self.read_cap_bytes, "gpu": self.gpu, "gpu_apps": self.gpu_apps,
                 "nvidia_smi": self.nvidia_smi, "pct_timeout_s": self.pct_timeout_s}
 
 
@@ -113,13 +114,16 @@ def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], 
               python: str = "python3", timeout_s: float = 30.0) -> dict[str, Any]:
     """One round trip: run the probe on the transport's host, return its JSON document.
 
+    `python -S`: the probe needs only the standard library, so site-packages (and any
+    .pth start-up hooks a conda/pyenv install carries) are skipped on every tick.
+
     Raises ProbeError(unreachable=True) when the host cannot be reached (connect failure,
     ssh exit 255, timeout), ProbeError(unreachable=False) when the host answered but the
     probe failed (no python3 there, a crash): the message says which and where.
     """
     where = getattr(transport, "name", "host")
     try:
-        res: Result = transport.run([python, "-"], stdin=probe_stdin(request), timeout_s=timeout_s)
+        res: Result = transport.run([python, "-S", "-"], stdin=probe_stdin(request), timeout_s=timeout_s)
     except UnreachableError as exc:
         raise ProbeError(exc.message, unreachable=True) from None
     except (OSError, EOFError) as exc:

@@ -317,18 +317,55 @@ def probe_container(ct, runs, req, src):
         return doc, [{"run_id": r["run_id"], "error": doc["error"]} for r in runs]
 
 
-def gpu_readings(req):
-    """nvidia-smi on the host: GPU table + compute apps + each app pid's cgroup/NSpid."""
+class _Started(object):
+    """A command started now and collected later, so nvidia-smi (often the slowest part
+    of a tick) runs while the files are read."""
+
+    def __init__(self, argv, timeout_s):
+        self.deadline = time.time() + timeout_s
+        try:
+            self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+            self.error = None
+        except OSError as exc:
+            self.p, self.error = None, exc
+
+    def result(self):
+        if self.p is None:
+            return 127, b"", str(self.error).encode()
+        try:
+            out, err = self.p.communicate(timeout=max(0.1, self.deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            out, err = self.p.communicate()
+            return 124, out, err + b"\ntimed out"
+        return self.p.returncode, out, err
+
+
+def start_gpu_queries(req):
+    """Start `--query-gpu` (and `--query-compute-apps` when asked) side by side."""
     smi = req.get("nvidia_smi", "nvidia-smi")
-    rc, out, err = _run([smi, "--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"], 10)
+    gpu = _Started([smi, "--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"], 10)
+    apps = None
+    if req.get("gpu_apps", True) and gpu.p is not None:
+        apps = _Started([smi, "--query-compute-apps=" + APPS_QUERY, "--format=csv,noheader,nounits"], 10)
+    return gpu, apps
+
+
+def gpu_readings(started):
+    """Collect the GPU table + compute apps + each app pid's cgroup/NSpid (host pids)."""
+    gpu, apps = started
+    rc, out, err = gpu.result()
     doc = {"gpu": _cmd_doc(rc, out, err)}
+    if apps is None:
+        return doc
+    arc, aout, aerr = apps.result()
     if rc != 0:
         return doc
-    rc, out, err = _run([smi, "--query-compute-apps=" + APPS_QUERY, "--format=csv,noheader,nounits"], 10)
-    doc["apps"] = _cmd_doc(rc, out, err)
+    doc["apps"] = _cmd_doc(arc, aout, aerr)
     pids = {}
-    if rc == 0:
-        for line in out.decode("utf-8", "replace").splitlines():
+    if arc == 0:
+        for line in aout.decode("utf-8", "replace").splitlines():
             first = line.split(",", 1)[0].strip()
             if first.isdigit():
                 p = int(first)
@@ -346,8 +383,7 @@ def main(req, src=""):
     doc = {"version": 1, "time_s": t0, "clk_tck": os.sysconf("SC_CLK_TCK"),
            "page_size": os.sysconf("SC_PAGE_SIZE"), "hostname": os.uname()[1]}
     doc["uptime_s"] = float((_read_text("/proc/uptime") or "0").split()[0])
-    if req.get("gpu", True):
-        doc.update(gpu_readings(req))
+    started = start_gpu_queries(req) if req.get("gpu", True) else None
     by_ct = {}
     plain = []
     for run in req.get("runs", []):
@@ -362,6 +398,8 @@ def main(req, src=""):
         ct_doc, results = probe_container(cts.get(vmid, {"vmid": vmid}), runs, req, src)
         doc["containers"].append(ct_doc)
         doc["runs"].extend(results)
+    if started is not None:
+        doc.update(gpu_readings(started))
     doc["duration_s"] = time.time() - t0
     sys.stdout.write(json.dumps(doc))
     sys.stdout.flush()

@@ -1,3 +1,103 @@
-"""CLI commands of the compare area (placeholder until its issue lands)."""
+"""CLI commands of the compare area: `dfctl compare-runs` and `dfctl import` (wiring only).
 
-from controller.cli.app import app  # noqa: F401
+compare-runs resolves each RUN (a path, a registry run, a wandb path), summarises and
+judges them (controller.compare) and renders one format: a terminal table (default),
+--json (one document), --csv (one row per run), --markdown; --plot adds a PNG. Bad input
+raises BadInputError (exit 2), an unreachable wandb API UnreachableError (exit 3); the
+mapping to exit codes lives in controller/cli/__init__.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from controller.cli.app import app
+from controller.errors import BadInputError
+
+
+@app.command("compare-runs")
+def compare_runs(
+    runs: List[str] = typer.Argument(..., metavar="RUN...",
+                                     help="Registry run id/name, run directory, log file, metrics.jsonl, "
+                                          "offline wandb run dir, or wandb path entity/project/run_id."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The RUN the others are judged against "
+                                                                     "(default: the first RUN)."),
+    baseline_tok_s: Optional[float] = typer.Option(None, "--baseline-tok-s", help="Judge against this tok/s instead."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    csv_out: bool = typer.Option(False, "--csv", help="Print CSV, one row per run."),
+    markdown_out: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
+    plot_path: Optional[Path] = typer.Option(None, "--plot", help="Also write tok/s over time and loss by step "
+                                                                  "to this PNG file."),
+    warmup_s: float = typer.Option(60.0, "--warmup-s", help="Seconds after the first sample left out of "
+                                                            "throughput figures."),
+    warmup_steps: int = typer.Option(3, "--warmup-steps", help="Samples after the first one left out of "
+                                                               "throughput figures."),
+) -> None:
+    """Put runs side by side: tok/s, step time, memory, loss/τ, config diff, verdict."""
+    from controller import compare
+    from controller.runstore import RunStore
+
+    if sum((json_out, csv_out, markdown_out)) > 1:
+        raise BadInputError("compare-runs: choose one of --json, --csv, --markdown")
+    if baseline is not None and baseline_tok_s is not None:
+        raise BadInputError("compare-runs: give --baseline RUN or --baseline-tok-s N, not both")
+    if baseline_tok_s is not None and not baseline_tok_s > 0:
+        raise BadInputError(f"--baseline-tok-s {baseline_tok_s:g}: must be a positive number")
+    if warmup_s < 0 or warmup_steps < 0:
+        raise BadInputError("--warmup-s and --warmup-steps must not be negative")
+    if plot_path is not None and not plot_path.parent.is_dir():
+        raise BadInputError(f"--plot {plot_path}: directory {plot_path.parent} does not exist")
+    store = RunStore()
+    try:
+        loaded = [compare.resolve(spec, store) for spec in runs]
+        base = None
+        if baseline is not None:
+            base = next((r for spec, r in zip(runs, loaded) if spec == baseline), None) or compare.resolve(baseline, store)
+    finally:
+        store.close()
+    result = compare.compare(loaded, baseline=base, baseline_tok_per_s=baseline_tok_s,
+                             warmup_s=warmup_s, warmup_steps=warmup_steps)
+    if plot_path is not None:
+        compare.plot(result, str(plot_path))
+        print(f"dfctl: plot written to {plot_path}", file=sys.stderr)
+    if json_out:
+        typer.echo(compare.render_json(result))
+    elif csv_out:
+        typer.echo(compare.render_csv(result), nl=False)
+    elif markdown_out:
+        typer.echo(compare.render_markdown(result), nl=False)
+    else:
+        from rich.console import Console
+
+        Console().print(compare.render_table(result))
+
+
+@app.command("import")
+def import_cmd(
+    source: str = typer.Argument(..., help="A finished run's log file, run directory, metrics.jsonl, offline "
+                                           "wandb run dir, or wandb path entity/project/run_id."),
+    name: Optional[str] = typer.Option(None, "--name", help="Name to register it under (default: from the source)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Bring a run into the registry and the metric history, so compare-runs can name it."""
+    import json
+
+    from controller.importers import import_run
+    from controller.runstore import RunStore
+
+    store = RunStore()
+    try:
+        record, loaded = import_run(source, name=name, store=store)
+    finally:
+        store.close()
+    doc = {"run_id": record.run_id, "name": record.name, "kind": loaded.kind, "samples": loaded.progress.num_rows,
+           "end_state": loaded.end_state, "end_detail": loaded.end_detail, "wandb_run_id": loaded.wandb_run_id}
+    if json_out:
+        typer.echo(json.dumps(doc, ensure_ascii=False))
+    else:
+        typer.echo(f"imported {record.name} as {record.run_id}: {doc['samples']} progress samples, "
+                   f"end state {loaded.end_state}" + (f" ({loaded.end_detail})" if loaded.end_detail else ""))

@@ -1,0 +1,177 @@
+"""dfctl deploy against the rig (real sshd, real LXC CT, pct stand-in), through the CLI:
+the trainer's tiny CPU config launched in CT 200 with its log growing after the launching
+exec returned, WANDB_API_KEY in no /proc/*/cmdline and not in the registry, unchanged
+redeploy transfers nothing, `dfctl stop` leaves no process, a SIGKILLed deploy leaves the
+previous release live, a host with its link down fails within the timeout with exit 3."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.cli import main
+from controller.transport.factory import close_all
+from tests.deploy_support import SLOW_DEPLOY, all_cmdlines, make_project, ticker_playbook, wait_for
+
+pytestmark = pytest.mark.rig
+
+PROJECT = Path(__file__).resolve().parents[1]
+CT_PYTHON = str(PROJECT / ".venv" / "bin" / "python")   # the checkout is bound read-only into the CT
+SECRET = "rig-wandb-key-" + os.urandom(6).hex()
+
+
+def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        close_all()
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def target_toml(rig, host, workdir: str, timeout_s: float = 10) -> str:
+    return f"""kind = "pct"
+host = "{host.name}"
+vmid = {host.vmid_running}
+workdir = "{workdir}"
+python = "{CT_PYTHON}"
+ssh_config = "{rig.ssh_config_path}"
+connect_timeout_s = {timeout_s}
+"""
+
+
+def live_pids_of_run(run_id: str) -> list[int]:
+    """Host-side scan (the CT shares the host's pid table): live processes of this run."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            env = open(f"/proc/{name}/environ", "rb").read()
+            state = open(f"/proc/{name}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"DFCTL_RUN_ID={run_id}".encode() in env.split(b"\0") and state != b"Z":
+            out.append(int(name))
+    return out
+
+
+def test_trainer_in_ct_deploy_launch_redeploy_stop(rig, rig_host, tmp_path, capsys, monkeypatch):
+    workdir = f"/workspace/dfctl-{os.getpid()}"
+    pb = tmp_path / "ct200.toml"
+    pb.write_text(f"""[target]
+{target_toml(rig, rig_host, workdir)}
+[bundle]
+paths = ["trainer"]
+[run]
+name = "tiny"
+module = "trainer"
+args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "300",
+        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1"]
+env = {{ WANDB_MODE = "offline", OMP_NUM_THREADS = "1" }}
+""")
+    monkeypatch.chdir(PROJECT)
+    monkeypatch.setenv("WANDB_API_KEY", SECRET)
+    t0 = time.monotonic()
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    launch_returned_s = time.monotonic() - t0
+    assert code == 0, err
+    doc = json.loads(out)
+    run = doc["run"]
+    assert launch_returned_s < 60 and run["run_dir"].startswith(f"{workdir}/runs/tiny-")
+    assert SECRET not in out + err
+    host_run_dir = rig_host.container_path(rig_host.vmid_running, run["run_dir"])
+    log = host_run_dir / "train.log"
+    # the launching exec has returned; the log keeps growing on its own
+    size0 = wait_for(lambda: log.exists() and log.stat().st_size, timeout_s=120, what="first log bytes")
+    wait_for(lambda: log.stat().st_size > size0, timeout_s=120, what="log growth")
+    wait_for(lambda: "[milestone] dataset_loaded" in log.read_text(errors="replace"), timeout_s=120,
+             what="the trainer's dataset_loaded milestone")
+    assert os.readlink(rig_host.container_path(rig_host.vmid_running, f"{workdir}/current")) == \
+        f"releases/{doc['release']['release_id']}"
+    info = json.loads((host_run_dir / "launch.json").read_text())
+    assert info["release_dir"] == f"{workdir}/releases/{doc['release']['release_id']}"
+    assert not (host_run_dir / "env").exists()
+
+    # the secret: in no process's cmdline (host and CT share this pid table), not in the registry
+    for blob in all_cmdlines():
+        assert SECRET.encode() not in blob
+    registry = Path(os.environ["DFCTL_HOME"]) / "registry.sqlite"
+    for f in registry.parent.iterdir():
+        assert SECRET.encode() not in f.read_bytes()
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    row = json.loads(out)[0]
+    assert row["state"] == "running" and row["target"] == f"pct {rig_host.vmid_running} on {rig_host.name}"
+    assert live_pids_of_run(run["run_id"])
+
+    # unchanged redeploy: nothing transferred
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--no-launch", "--json")
+    assert code == 0, err
+    again = json.loads(out)["release"]
+    assert again["transferred_bytes"] == 0 and again["release_id"] == doc["release"]["release_id"]
+
+    code, out, err = dfctl(capsys, "stop", run["run_id"], "--grace-s", "10", "--json")
+    assert code == 0, err
+    assert json.loads(out)["left"] == []
+    assert live_pids_of_run(run["run_id"]) == []
+
+
+def test_sigkill_mid_transfer_on_rig(rig, rig_host, tmp_path, monkeypatch):
+    root = make_project(tmp_path / "proj", git=True)
+    workdir = f"/workspace/kill-{os.getpid()}"
+    pb = ticker_playbook(root, kind="pct", extra_target=target_toml(rig, rig_host, workdir).split("\n", 1)[1])
+    monkeypatch.chdir(root)
+    first = subprocess.run([sys.executable, "-c", SLOW_DEPLOY, str(pb), str(root)], cwd=PROJECT,
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0 and "finished" in first.stdout, first.stderr
+    cur = rig_host.container_path(rig_host.vmid_running, f"{workdir}/current")
+    before = os.readlink(cur)
+    (root / "ticker" / "blob.bin").write_bytes(os.urandom(6 << 20))
+    releases = rig_host.container_path(rig_host.vmid_running, f"{workdir}/releases")
+    child = subprocess.Popen([sys.executable, "-c", SLOW_DEPLOY, str(pb), str(root)], cwd=PROJECT,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().startswith("progress")
+    wait_for(lambda: list(releases.glob(".tmp-*")), timeout_s=60, what="temp release dir in the CT")
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    assert os.readlink(cur) == before
+    again = subprocess.run([sys.executable, "-c", SLOW_DEPLOY.replace("time.sleep(0.3)", "pass"), str(pb), str(root)],
+                           cwd=PROJECT, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert os.readlink(cur) != before
+    assert (cur / "ticker" / "blob.bin").stat().st_size == 6 << 20
+    assert not list(releases.glob(".tmp-*"))
+
+
+def test_unreachable_host_exit_3_within_timeout(rig, rig_host, tmp_path, capsys, monkeypatch):
+    root = make_project(tmp_path / "proj", git=False)
+    pb = ticker_playbook(root, kind="pct", extra_target=target_toml(rig, rig_host, "/workspace/x", 2).split("\n", 1)[1])
+    monkeypatch.chdir(root)
+    rig_host.link_down()
+    t0 = time.monotonic()
+    code, _, err = dfctl(capsys, "deploy", str(pb))
+    assert code == 3 and time.monotonic() - t0 < 8
+    assert rig_host.name in err and "Traceback" not in err
+
+
+def test_stopped_ct_clear_error(rig, rig_host, tmp_path, capsys, monkeypatch):
+    root = make_project(tmp_path / "proj", git=False)
+    toml = target_toml(rig, rig_host, "/workspace/x").replace(f"vmid = {rig_host.vmid_running}",
+                                                             f"vmid = {rig_host.vmid_stopped}")
+    pb = ticker_playbook(root, kind="pct", extra_target=toml.split("\n", 1)[1])
+    monkeypatch.chdir(root)
+    code, _, err = dfctl(capsys, "deploy", str(pb))
+    assert code == 3 and f"CT {rig_host.vmid_stopped} is stopped" in err and rig_host.name in err
+    code, out, _ = dfctl(capsys, "doctor", str(pb), "--json")
+    checks = {c["check"]: c for c in json.loads(out)["checks"]}
+    assert code == 3 and checks["host reachable"]["ok"] and checks["CT running"]["ok"] is False

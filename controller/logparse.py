@@ -156,6 +156,10 @@ _NUM_RE = re.compile(r"^([-+]?(?:\d[\d,_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([kK
 
 def parse_number(text: str) -> float | None:
     """'21.5K' -> 21500.0, '10,050' -> 10050.0, '1.0E-04', 'nan', 'inf'; garbage -> None."""
+    try:
+        return float(text)  # the common case: a plain number (also nan/inf)
+    except ValueError:
+        pass
     t = text.strip().rstrip("%")
     low = t.lower()
     if low in ("nan", "+nan", "-nan"):

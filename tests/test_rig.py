@@ -126,6 +126,14 @@ def test_pct_errors_for_stopped_absent_ct_and_missing_command(rig_host):
     assert status.stdout == "status: stopped\n"
 
 
+def test_hide_tool_takes_pct_off_the_host(rig_host):
+    rig_host.hide_tool("pct")
+    gone = ssh(rig_host, "pct", "status", "200")
+    assert gone.returncode == 127 and "pct: command not found" in gone.stderr
+    rig_host.reset()
+    assert ssh(rig_host, "pct", "status", "200").returncode == 0
+
+
 def test_pct_list_and_config(rig_host):
     listing = rig_host.host_exec(["pct", "list"]).stdout.splitlines()
     assert listing[0] == "VMID       Status     Lock         Name                "
@@ -310,3 +318,26 @@ def test_add_host_and_stale_session_cleanup(rig, tmp_path):
     assert host_dev not in list_links()
     assert not Path(session_dir).exists()
     assert all(h.netns in list_netns() for h in rig.hosts)  # a live session is left alone
+
+
+def test_chroot_fallback_backend_behind_the_same_pct(monkeypatch):
+    """Where LXC cannot start a CT the rig uses unshare/chroot CTs; keep that path working."""
+    from tests.rig.rig import Rig
+    monkeypatch.setenv("DFCTL_RIG_BACKEND", "chroot")
+    fallback = Rig.create(hosts=1)
+    try:
+        h = fallback.hosts[0]
+        assert fallback.backend == "chroot"
+        (h.workspace_dir / "seen").touch()
+        probe = ssh(h, "pct", "exec", "200", "--", "sh", "-c",
+                    'echo "$PATH $(hostname) $(cat /proc/1/comm)"; ls /workspace/seen; exit 5')
+        assert probe.returncode == 5
+        assert probe.stdout == f"{PCT_PATH} ct200 init\n/workspace/seen\n"
+        killed = h.ct_exec(200, ["sh", "-c", "kill -9 $$"])
+        assert killed.returncode == 137
+        assert ssh(h, "pct", "exec", "201", "--", "true").stderr == "container '201' not running!\n"
+        pid = h.host_exec(["lxc-info", "-n", "200", "-p", "-H"]).stdout.strip()
+        assert "/lxc/200/" in Path(f"/proc/{pid}/cgroup").read_text()
+    finally:
+        fallback.close()
+    assert h.netns not in list_netns()

@@ -12,6 +12,7 @@ Layout of a host's directory (all on the host filesystem, so tests can look insi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -88,14 +89,15 @@ class FakeHost:
         self.scenario_path = self.share_dir / "gpus.json"
         self.host_key_path = self.dir / "ssh_host_ed25519_key"
         self._original_key = self.dir / "ssh_host_ed25519_key.orig"
-        self.containers = HostContainers(netns=self.netns, lxcpath=self.lxcpath,
-                                         share_dir=self.share_dir,
-                                         cgroup_prefix=f"dfctl-rig{rig.tag}h{index}")
+        self.backend = ""
+        self.containers: HostContainers
+        self.use_backend(rig.backend if rig.backend != "auto" else "lxc")
         self.uts_path = self.dir / "uts"
         """Persistent UTS namespace: `hostname` on this host (ssh, host_exec) prints the node name."""
         self.sshd = SshServer(netns=self.netns, address=self.address, uts=self.uts_path,
                               config_path=self.dir / "sshd_config", log_path=self.dir / "sshd.log")
         self.host_public_key = ""
+        self.original_public_key = ""
         self._small: SmallWorkspace | None = None
         self._mounts: list[Path] = []
 
@@ -103,6 +105,19 @@ class FakeHost:
         return f"FakeHost({self.name} at {self.address}, netns {self.netns})"
 
     # ---- set-up -----------------------------------------------------------------------
+    def use_backend(self, backend: str) -> None:
+        """"lxc" (real LXC) or "chroot" (the unshare/chroot fallback); before setup()."""
+        kwargs = dict(netns=self.netns, lxcpath=self.lxcpath, share_dir=self.share_dir,
+                      cgroup_prefix=f"dfctl-rig{self.rig.tag}h{self.index}")
+        if backend == "chroot":
+            from tests.rig.chroot_containers import ChrootContainers
+            self.containers = ChrootContainers(pct_path=self.bin_dir / "pct", **kwargs)
+        elif backend == "lxc":
+            self.containers = HostContainers(**kwargs)
+        else:
+            raise ValueError(f"unknown container backend {backend!r} (lxc or chroot)")
+        self.backend = backend
+
     @property
     def path_env(self) -> str:
         return f"{self.bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -114,6 +129,7 @@ class FakeHost:
         self.link.create()
         create_uts_namespace(self.uts_path, self.node)
         self.host_public_key = generate_key(self.host_key_path, f"root@{self.name}")
+        self.original_public_key = self.host_public_key
         shutil.copy2(self.host_key_path, self._original_key)
         shutil.copy2(self.host_key_path.with_suffix(".pub"), self._original_key.with_suffix(".orig.pub"))
         self._install_tools()
@@ -130,13 +146,19 @@ class FakeHost:
         install_script(STANDINS / "pct.py", self.bin_dir / "pct")
         install_script(STANDINS / "nvidia_smi.py", self.share_dir / "nvidia-smi")
         (self.bin_dir / "nvidia-smi").symlink_to(self.share_dir / "nvidia-smi")
-        for tool in LXC_TOOLS:
-            wrapper = self.bin_dir / tool
-            wrapper.write_text(f"#!/bin/sh\n# dfctl test rig: this fake host's LXC lives in its own lxcpath\n"
-                               f"exec /usr/bin/{tool} -P {self.lxcpath} \"$@\"\n")
-            wrapper.chmod(0o755)
-        (self.dir / "rig-host.json").write_text(
-            '{"node": "%s", "lxcpath": "%s", "pve_dir": "%s"}\n' % (self.node, self.lxcpath, self.pve_dir))
+        if self.backend == "lxc":
+            for tool in LXC_TOOLS:
+                wrapper = self.bin_dir / tool
+                wrapper.write_text(f"#!/bin/sh\n# dfctl test rig: this fake host's LXC lives in its own "
+                                   f"lxcpath\nexec /usr/bin/{tool} -P {self.lxcpath} \"$@\"\n")
+                wrapper.chmod(0o755)
+        else:
+            from tests.rig.chroot_containers import LXC_INFO_SCRIPT
+            (self.bin_dir / "lxc-info").write_text(LXC_INFO_SCRIPT.replace("@LXCPATH@", str(self.lxcpath)))
+            (self.bin_dir / "lxc-info").chmod(0o755)
+        (self.dir / "rig-host.json").write_text(json.dumps(
+            {"node": self.node, "lxcpath": str(self.lxcpath), "pve_dir": str(self.pve_dir),
+             "backend": self.backend}) + "\n")
 
     def _create_ct(self, vmid: int, workspace: Path) -> None:
         self.containers.create(ContainerSpec(vmid=vmid, workspace_dir=workspace, hostname=f"ct{vmid}",
@@ -259,6 +281,17 @@ class FakeHost:
         write_scenario(self.scenario_path, default_gpus())
 
     # ---- faults -----------------------------------------------------------------------
+    def hide_tool(self, name: str) -> None:
+        """Take `pct`, `nvidia-smi`, `lxc-info`… off this host's PATH (reset() brings it back)."""
+        tool = self.bin_dir / name
+        if not tool.exists() and not tool.is_symlink():
+            raise FileNotFoundError(f"{self.name}: no tool {name!r} in {self.bin_dir}")
+        tool.rename(self.bin_dir / f".hidden-{name}")
+
+    def _restore_tools(self) -> None:
+        for hidden in self.bin_dir.glob(".hidden-*"):
+            hidden.rename(self.bin_dir / hidden.name[len(".hidden-"):])
+
     def link_down(self) -> None:
         """Black-hole the host's link: new connects and open sessions time out."""
         self.link.down()
@@ -310,6 +343,7 @@ class FakeHost:
         if self.sshd.pid is not None:
             os.kill(self.sshd.pid, signal.SIGCONT)
         self.restore_host_key()
+        self._restore_tools()
         if self.sshd.pid is None:
             self.sshd.start()
         self.containers.start(self.vmid_running)

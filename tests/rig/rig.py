@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -62,6 +63,9 @@ class Rig:
         self.ssh_config_path = self.dir / "ssh_config"
         self.known_hosts_path = self.dir / "known_hosts"
         self.setup_seconds = 0.0
+        self.backend = os.environ.get("DFCTL_RIG_BACKEND", "auto")
+        """"lxc", "chroot" (fallback when LXC cannot start a CT here) or "auto" until decided."""
+        self.fallback_reason = ""
         self._save_state()
 
     @classmethod
@@ -97,12 +101,38 @@ class Rig:
                 self.hosts.append(host)
                 new.append(host)
             self._save_state()
+        created = bool(new)
+        if new and self.backend == "auto":
+            new = self._decide_backend(new)
         if new:
             with ThreadPoolExecutor(max_workers=min(len(new), 8)) as pool:
                 for future in [pool.submit(h.setup) for h in new]:
                     future.result()
+        if created:
             self.write_client_files()
         return list(self.hosts)
+
+    def _decide_backend(self, new: list[FakeHost]) -> list[FakeHost]:
+        """Set up the first host with real LXC; if LXC cannot start its CT, switch all hosts
+        to the unshare/chroot fallback (a warning says why). Returns the hosts still to set up."""
+        first = new[0]
+        try:
+            first.setup()
+        except Exception as exc:
+            self.fallback_reason = f"{type(exc).__name__}: {exc}"
+            try:
+                first.teardown()
+            except Exception:
+                pass
+            shutil.rmtree(first.dir, ignore_errors=True)
+            self.backend = "chroot"
+            warnings.warn(f"test rig: LXC cannot start containers here ({self.fallback_reason}); "
+                          "using unshare/chroot containers behind the same pct interface")
+            for host in new:
+                host.use_backend("chroot")
+            return new
+        self.backend = "lxc"
+        return new[1:]
 
     def host(self, name: str) -> FakeHost:
         for h in self.hosts:
@@ -112,7 +142,8 @@ class Rig:
 
     # ---- client files -------------------------------------------------------------------
     def write_client_files(self) -> None:
-        """ssh_config with one alias per host, known_hosts with each host's original key."""
+        """ssh_config with one alias per host, known_hosts with each host's original key
+        (so after FakeHost.rekey() a client using it sees a *changed* key)."""
         blocks = []
         for h in self.hosts:
             blocks.append("\n".join([
@@ -130,7 +161,8 @@ class Rig:
                 "",
             ]))
         self.ssh_config_path.write_text("\n".join(blocks))
-        self.write_known_hosts(self.known_hosts_path)
+        self.known_hosts_path.write_text("".join(h.known_hosts_line(h.original_public_key) + "\n"
+                                                 for h in self.hosts))
 
     def write_known_hosts(self, path: Path, hosts: list[FakeHost] | None = None) -> Path:
         """A known_hosts file for `hosts` (default all) with their *current* keys."""

@@ -21,6 +21,11 @@ lxc-start, lxc-stop with this fake host's lxcpath) and copies pct's documented b
 * Errors of pct itself (Perl `die`) go to stderr with exit 255.
 
 Also: `pct start <vmid>`, `pct stop <vmid>`. Standard library only.
+
+Backend "chroot" (rig-host.json; only where LXC cannot start containers): the same
+commands over unshare/chroot containers (see tests/rig/chroot_containers.py): exec is
+`nsenter -t <init> -m -u -i -p -r -w`, run as a child so a signal death still becomes
+128+N, as lxc-attach reports it.
 """
 
 import ctypes
@@ -29,8 +34,10 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 PCT_PATH_ENV = "/sbin:/bin:/usr/sbin:/usr/bin"
 PERL_SOURCE = "/usr/share/perl5/PVE/CLI/pct.pm"
@@ -78,6 +85,8 @@ def host_config():
 
 
 HOST = host_config()
+BACKEND = HOST.get("backend", "lxc")
+CGROUP_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "blkio", "freezer")
 
 
 def parse_bool(name, value):
@@ -164,18 +173,38 @@ def lxc(tool, vmid, *args):
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
 
 
+def chroot_init_pid(vmid):
+    try:
+        with open(os.path.join(HOST["lxcpath"], str(vmid), "init.pid")) as f:
+            pid = int(f.read())
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError):
+        return None
+    return None if state == "Z" else pid
+
+
 def check_running(vmid):
+    if BACKEND == "chroot":
+        return chroot_init_pid(vmid) is not None
     return lxc("lxc-info", vmid, "-s", "-H").stdout.strip() == "RUNNING"
 
 
 def find_lxc_pid(vmid):
-    out = lxc("lxc-info", vmid, "-p", "-H").stdout.strip()
+    if BACKEND == "chroot":
+        out = str(chroot_init_pid(vmid) or "")
+    else:
+        out = lxc("lxc-info", vmid, "-p", "-H").stdout.strip()
     if not out.isdigit():
         raise Die("unable to get PID for CT %s (not running?)\n" % vmid)
     return int(out)
 
 
 def enter_mount_namespace(pid):
+    if BACKEND == "chroot":
+        os.chroot("/proc/%d/root" % pid)  # the CT's root, seen through its mount namespace
+        os.chdir("/")
+        return
     libc = ctypes.CDLL(None, use_errno=True)
     fd = os.open("/proc/%d/ns/mnt" % pid, os.O_RDONLY)
     if libc.setns(fd, CLONE_NEWNS) != 0:
@@ -253,6 +282,8 @@ def cmd_exec(fixed, opts, extra):
         die_at("missing command", 234)
     os.environ.pop("SSL_CERT_FILE", None)
     os.environ.pop("SSL_CERT_DIR", None)
+    if BACKEND == "chroot":
+        return chroot_exec(vmid, keep_env, extra)
     argv = ["lxc-attach", "-P", HOST["lxcpath"], "-n", vmid,
             "--keep-env" if keep_env else "--clear-env", "--", *extra]
     sys.stdout.flush()
@@ -334,11 +365,94 @@ def cmd_config(fixed, _opts, _extra):
     return 0
 
 
+def chroot_config(vmid):
+    with open(os.path.join(HOST["lxcpath"], str(vmid), "chroot.json")) as f:
+        return json.load(f)
+
+
+def join_ct_cgroup(cgroup, pid):
+    for ctrl in CGROUP_CONTROLLERS:
+        folder = os.path.join("/sys/fs/cgroup", ctrl, cgroup, "ns")
+        try:
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+        except OSError:
+            pass  # a controller this machine lacks
+
+
+def chroot_exec(vmid, keep_env, extra):
+    pid = find_lxc_pid(vmid)
+    join_ct_cgroup(chroot_config(vmid)["cgroup"], os.getpid())
+    env = dict(os.environ) if keep_env else {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "container": "lxc"}
+    sys.stdout.flush()
+    proc = subprocess.Popen(["/usr/bin/nsenter", "-t", str(pid), "-m", "-u", "-i", "-p", "-r", "-w",
+                             "--", *extra], env=env)
+    status = proc.wait()
+    return 128 - status if status < 0 else status
+
+
+def chroot_start(vmid):
+    cfg = chroot_config(vmid)
+    ct_dir = os.path.join(HOST["lxcpath"], str(vmid))
+    root = os.path.join(ct_dir, "rootfs")
+    lines = ["set -e", "R=%s" % root]
+    for src, rel, ro in cfg["binds"]:
+        target = os.path.join(root, rel)
+        lines.append("mkdir -p %s && mount --bind %s %s" % (target, src, target))
+        if ro:
+            lines.append("mount -o remount,bind,ro %s" % target)
+    lines += ["mount --rbind /dev $R/dev", "mount -t proc proc $R/proc",
+              "mount --rbind /sys $R/sys", "hostname %s" % cfg["hostname"],
+              "exec chroot $R /sbin/init"]
+    with open(os.path.join(ct_dir, "console.log"), "ab") as log:
+        proc = subprocess.Popen(["/usr/bin/unshare", "--mount", "--pid", "--uts", "--ipc", "--fork",
+                                 "--propagation", "private", "--", "/bin/sh", "-c", "\n".join(lines)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    children_file = "/proc/%d/task/%d/children" % (proc.pid, proc.pid)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Die("startup for container '%s' failed\n" % vmid)
+        try:
+            with open(children_file) as f:
+                kids = f.read().split()
+            if kids and os.readlink("/proc/%s/root" % kids[0]) == root:
+                with open("/proc/%s/comm" % kids[0]) as f:
+                    if f.read().strip() == "init":
+                        join_ct_cgroup(cfg["cgroup"], int(kids[0]))
+                        with open(os.path.join(ct_dir, "init.pid"), "w") as f:
+                            f.write(kids[0])
+                        return 0
+        except OSError:
+            pass
+        time.sleep(0.01)
+    proc.kill()
+    raise Die("startup for container '%s' failed\n" % vmid)
+
+
+def chroot_stop(vmid):
+    pid = chroot_init_pid(vmid)
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while chroot_init_pid(vmid) is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    try:
+        os.unlink(os.path.join(HOST["lxcpath"], str(vmid), "init.pid"))
+    except FileNotFoundError:
+        pass
+    return 0
+
+
 def cmd_start(fixed, _opts, _extra):
     vmid = fixed["vmid"]
     load_config(vmid)
     if check_running(vmid):
         raise Die("CT %s already running\n" % vmid)
+    if BACKEND == "chroot":
+        return chroot_start(vmid)
     proc = lxc("lxc-start", vmid)
     if proc.returncode != 0:
         raise Die("startup for container '%s' failed\n" % vmid)
@@ -350,6 +464,8 @@ def cmd_stop(fixed, _opts, _extra):
     load_config(vmid)
     if not check_running(vmid):
         raise Die("CT %s not running\n" % vmid)
+    if BACKEND == "chroot":
+        return chroot_stop(vmid)
     lxc("lxc-stop", vmid, "-k")
     return 0
 

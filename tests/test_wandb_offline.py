@@ -287,3 +287,25 @@ def test_random_garbage_never_raises(finished_bytes, garbage, at):
     payloads, end, corrupt = decode_frames(data[7:at] + garbage + data[at:], 7)
     assert 7 <= end <= len(data) + len(garbage) + BLOCK_LEN
     assert corrupt >= 0
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(caps=st.lists(st.integers(1, 20_000), min_size=1, max_size=8))
+def test_feed_bytes_fetched_elsewhere_in_capped_pieces(finished_bytes, written_runs, caps):
+    """The probe reads `cap` bytes from the cursor on the remote side and feeds them here."""
+    data, full = finished_bytes
+    reader = OfflineRunReader(written_runs["finished"])   # path only names the run
+    rows: list[dict] = []
+    i = 0
+    while reader.offset < len(data):
+        cap = caps[i % len(caps)]
+        i += 1
+        piece = data[reader.offset:reader.offset + cap]
+        before = reader.offset
+        rows.extend(reader.feed(piece, reader.offset).history)
+        if reader.offset == before:                   # a record longer than the cap:
+            caps = [c * 2 for c in caps]              # the caller fetches more next time
+    assert same_rows(rows, full)
+    assert reader.state == "finished"
+    with pytest.raises(BadInputError, match="reader is at"):
+        reader.feed(b"", 0)

@@ -135,6 +135,8 @@ _HOST_DATALOADER = re.compile(r"DataLoader worker \(pid(?:\(s\))? ([\d, ]+)\) is
 _HOST_BARE_KILLED = re.compile(r"^\s*Killed\s*$")
 _HOST_SHELL_KILLED = re.compile(r"line \d+:\s+(\d+) Killed\s+(.*)$")
 _HOST_EXIT9 = re.compile(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID (\d+)")
+# DeepSpeed's launcher and accelerate's: the same SIGKILL seen from the parent.
+_HOST_LAUNCHER9 = re.compile(r"exits with return code = -9\b|died with <Signals\.SIGKILL: 9>")
 _HOST_DMESG = re.compile(r"(?:Memory cgroup )?[Oo]ut of memory: Kill(?:ed)? process (\d+) \(([^)]*)\)")
 _HOST_OOMKILL = re.compile(r"oom-kill:.*?\btask=([^,\s]+),pid=(\d+)")
 _HOST_INVOKED = re.compile(r"^.*?(\S+) invoked oom-killer:")
@@ -195,7 +197,7 @@ _TRIGGER_WORDS = (
     "out of memory", "outofmemory", "alloc_failed", "resource_exhausted", "killed", "kill process",
     "oom", "exitcode", "sigkill", "watchdog", "timed out", "heartbeat", "rendezvous", "nccl", "segmentation",
     "sigsegv", "fatal", "illegal", "assert", "cuda error", "xid", "bus", "ecc error", "terminate called",
-    "childfailed", "core dumped", "dataloader", "nan", "finite", "overflow", "loss scale", "recompil",
+    "childfailed", "core dumped", "dataloader", "return code = -9", "nan", "finite", "overflow", "loss scale", "recompil",
     "hit config", "flex_attention", "scores matrix", "score matrix",
 )
 
@@ -260,6 +262,9 @@ def _classify(line: str) -> _Hit | None:
                     HINT_HOST_OOM)
     if _HOST_EXIT9.search(line):
         return _Hit("oom", "critical", "a worker was killed by SIGKILL (torchrun exitcode -9): host OOM likely",
+                    HINT_HOST_OOM)
+    if _HOST_LAUNCHER9.search(line):
+        return _Hit("oom", "critical", "a worker was killed by SIGKILL (launcher saw -9): host OOM likely",
                     HINT_HOST_OOM)
     m = _HOST_DMESG.search(line)
     if m:
@@ -894,9 +899,10 @@ def _process_end(state: RunState, cfg, now_s: float) -> Finding | None:
 
 
 def _nan_from_metrics(state: RunState, now_s: float) -> Finding | None:
-    """A NaN/Inf loss that arrived through metrics.jsonl or wandb (the log may be stale)."""
+    """A NaN/Inf loss in the latest progress (metrics.jsonl, wandb, or a log line read
+    through a custom progress_pattern that the text rules do not know)."""
     for s in reversed(state.progress[-20:]):
-        if s.source != "log" and s.loss is not None and not math.isfinite(s.loss):
+        if s.loss is not None and not math.isfinite(s.loss):
             return Finding(kind="nan", severity="critical", summary="loss is NaN/Inf",
                            evidence=(f"step {s.step} loss={s.loss} (from {s.source})",), hint=HINT_NAN,
                            first_seen_s=now_s, run_id=state.run_id)

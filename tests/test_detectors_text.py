@@ -72,6 +72,11 @@ POSITIVE = [
      "binary: /data/envs/bin/python", "oom", "critical", "torchrun exitcode -9"),
     ("  exitcode  : -9 (pid: 14750)", "oom", "critical", "torchrun exitcode -9"),
     ("  traceback : Signal 9 (SIGKILL) received by PID 14750", "oom", "critical", "SIGKILL"),
+    # DeepSpeed launcher (deepspeed/launcher/launch.py sigkill_handler) and accelerate launch
+    ("[2024-01-01 10:00:00,000] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+     "'--local_rank=3'] exits with return code = -9", "oom", "critical", "launcher saw -9"),
+    ("subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>.",
+     "oom", "critical", "launcher saw -9"),
     # dmesg (equinor/ert#7797, 0jc1/py-autovod#7, openbmc/openbmc#1887 older kernels)
     ("2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (perl) total-vm:87033376kB, "
      "anon-rss:60356340kB, file-rss:0kB", "oom", "critical", "kernel OOM killer killed pid 1440763 (perl)"),

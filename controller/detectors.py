@@ -138,6 +138,7 @@ _HOST_EXIT9 = re.compile(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by 
 # DeepSpeed's launcher and accelerate's: the same SIGKILL seen from the parent.
 _HOST_LAUNCHER9 = re.compile(r"exits with return code = -9\b|died with <Signals\.SIGKILL: 9>")
 _HOST_DMESG = re.compile(r"(?:Memory cgroup )?[Oo]ut of memory: Kill(?:ed)? process (\d+) \(([^)]*)\)")
+_HOST_DMESG_OLD = re.compile(r"^(?:\[\s*[\d.]+\]\s*)?Killed process (\d+) \(([^)]*)\)")
 _HOST_OOMKILL = re.compile(r"oom-kill:.*?\btask=([^,\s]+),pid=(\d+)")
 _HOST_INVOKED = re.compile(r"^.*?(\S+) invoked oom-killer:")
 
@@ -266,7 +267,7 @@ def _classify(line: str) -> _Hit | None:
     if _HOST_LAUNCHER9.search(line):
         return _Hit("oom", "critical", "a worker was killed by SIGKILL (launcher saw -9): host OOM likely",
                     HINT_HOST_OOM)
-    m = _HOST_DMESG.search(line)
+    m = _HOST_DMESG.search(line) or _HOST_DMESG_OLD.search(line)
     if m:
         return _Hit("oom", "critical", f"kernel OOM killer killed pid {m.group(1)} ({m.group(2)})", HINT_HOST_OOM)
     m = _HOST_OOMKILL.search(line)

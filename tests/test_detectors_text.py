@@ -86,6 +86,8 @@ POSITIVE = [
      "oom", "critical", "pid 4242 (python3)"),
     ("[86120.080672] Out of memory: Kill process 6155 (python) score 895 or sacrifice child", "oom", "critical",
      "pid 6155 (python)"),
+    ("[ 4018.450000] Killed process 935 (python) total-vm:113656kB, anon-rss:102104kB, file-rss:0kB", "oom",
+     "critical", "killed pid 935 (python)"),
     # --- hangs ----------------------------------------------------------------------------
     # NVIDIA/Megatron-LM#1207 (torch >= 2.2 format with NumelIn/NumelOut)
     ("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "

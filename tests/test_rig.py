@@ -201,11 +201,15 @@ def test_project_venv_python_imports_torch_in_ct(rig_host):
     assert proc.stdout.split()[1] == sys.prefix
 
 
-def test_container_stop_and_start_hooks(rig_host):
+def test_container_stop_start_and_restart_hooks(rig_host):
     rig_host.stop_container(200)
     assert rig_host.host_exec(["pct", "status", "200"]).stdout == "status: stopped\n"
     rig_host.start_container(200)
     assert rig_host.ct_exec(200, ["true"]).returncode == 0
+    rig_host.ct_exec(200, ["sh", "-c", "setsid sleep 1000 >/dev/null 2>&1 </dev/null &"], check=True)
+    assert "sleep 1000" in rig_host.ct_exec(200, ["ps", "-eo", "args"]).stdout
+    rig_host.restart_container(200)
+    assert "sleep 1000" not in rig_host.ct_exec(200, ["ps", "-eo", "args"]).stdout
 
 
 # ---- nvidia-smi stand-in --------------------------------------------------------------------
@@ -219,6 +223,13 @@ def test_nvidia_smi_query_gpu_formats(rig_host):
     rows = plain.stdout.splitlines()
     assert rows[0] == "0, NVIDIA H200, 100, 1011, 143771, 142146, 53, 689.46, 1515, 0x0000000000000004, [N/A]"
     assert rows[1] == "1, NVIDIA H200, 0, 0, 143771, 143157, 30, [N/A], 345, 0x0000000000000001, [Not Supported]"
+    field_notes_query = ("index,name,utilization.gpu,utilization.memory,memory.used,memory.total,memory.free,"
+                         "temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate,"
+                         "clocks_event_reasons.active")
+    busy = rig_host.host_exec(["nvidia-smi", "-i", "0", f"--query-gpu={field_notes_query}",
+                               "--format=csv,noheader,nounits"])
+    assert busy.stdout == ("0, NVIDIA H200, 100, 23, 1011, 143771, 142146, 53, 689.46, 700.00, 1515, 3201, "
+                           "P0, 0x0000000000000004\n")  # the busy H200 row in FIELD-NOTES
     full = rig_host.ct_exec(200, ["nvidia-smi", f"--query-gpu={fields}", "--format=csv"]).stdout.splitlines()
     assert full[0] == ("index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB], "
                        "memory.free [MiB], temperature.gpu, power.draw [W], clocks.current.sm [MHz], "

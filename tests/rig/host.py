@@ -212,6 +212,20 @@ class FakeHost:
     def stop_container(self, vmid: int) -> None:
         self.containers.stop(vmid)
 
+    def restart_container(self, vmid: int) -> None:
+        """Stop and start a CT: every process in it (runs launched by earlier tests) is gone."""
+        self.containers.stop(vmid)
+        self.containers.start(vmid)
+
+    def clear_workspace(self, vmid: int | None = None) -> None:
+        """Empty the host directory behind /workspace of CT `vmid` (default: CT 200)."""
+        folder = self.containers.specs[vmid or self.vmid_running].workspace_dir
+        for entry in folder.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
     def container_state(self, vmid: int) -> str:
         """"RUNNING", "STOPPED" or "ABSENT" (lxc-info -s)."""
         return self.containers.state(vmid)

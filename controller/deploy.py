@@ -7,7 +7,8 @@ Layout under the target's workdir:
     current -> releases/<id>     replaced by rename(2): never missing, never half-written
     runs/<run id>/               see launch.py
 
-One round trip decides what is needed (`test -d releases/<id>`, `readlink current`): an
+One round trip decides what is needed (`test -d releases/<id>`, `readlink current`; for a
+CT this reads its files from the node through /proc/<init pid>/root, no pct start-up): an
 unchanged bundle transfers nothing. Otherwise the bundle goes as ONE tar stream into a
 temp dir, is checked with `sha256sum -c` against the manifest, renamed to releases/<id>
 and only then is `current` switched. All of this runs as one remote script holding a
@@ -32,12 +33,14 @@ from controller.errors import BadInputError, DeployError, LockedError
 from controller.playbook import TargetConfig
 from controller.transport.base import Transport
 from controller.transport.factory import describe_command
+from controller.transport.pct import PctTransport
 
 LOCKED_EXIT = 75
 _TIMEOUT_PROBE_S = 60.0
 
 # Positional args: $1 workdir, $2 release id. Prints `have|missing` and current's target.
-PROBE_SCRIPT = r"""W=$1; ID=$2
+# $R is empty, or (pct) the CT's root as seen from the host (PctTransport.run_host_view).
+PROBE_SCRIPT = r"""W=${R:-}$1; ID=$2
 if [ -d "$W/releases/$ID" ]; then echo have; else echo missing; fi
 readlink "$W/current" 2>/dev/null || echo
 """
@@ -105,8 +108,13 @@ def _owner() -> str:
 
 def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[str]:
     """The exact commands a deploy runs (the dry run prints these; nothing is executed)."""
+    if isinstance(transport, PctTransport):
+        probe_cmd = describe_command(transport.host, ["sh", "-c", "<lxc-info init pid -> R=/proc/<pid>/root>\n"
+                                                      + PROBE_SCRIPT, str(transport.vmid), workdir, bundle.content_id])
+    else:
+        probe_cmd = describe_command(transport, ["sh", "-c", PROBE_SCRIPT, "sh", workdir, bundle.content_id])
     return [
-        describe_command(transport, ["sh", "-c", PROBE_SCRIPT, "sh", workdir, bundle.content_id]),
+        probe_cmd,
         describe_command(transport, ["sh", "-c", PUSH_SCRIPT, "sh", workdir, bundle.content_id, "<rand>",
                                      "<owner>", "push"])
         + f"  < tar stream of {len(bundle.files)} files ({bundle.total_bytes} bytes)   [only when releases/{bundle.content_id} is missing]",
@@ -115,7 +123,10 @@ def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[st
 
 def probe(transport: Transport, workdir: str, release_id: str) -> tuple[bool, str | None]:
     """(release present?, release id `current` points at)."""
-    r = transport.run(["sh", "-c", PROBE_SCRIPT, "sh", workdir, release_id], timeout_s=_TIMEOUT_PROBE_S)
+    if isinstance(transport, PctTransport):
+        r = transport.run_host_view(PROBE_SCRIPT, [workdir, release_id], timeout_s=_TIMEOUT_PROBE_S)
+    else:
+        r = transport.run(["sh", "-c", PROBE_SCRIPT, "sh", workdir, release_id], timeout_s=_TIMEOUT_PROBE_S)
     if not r.ok:
         raise DeployError(f"deploy to {transport.name}: cannot inspect {workdir}: {r.summary()}")
     lines = r.stdout_text.splitlines() + ["", ""]

@@ -75,6 +75,27 @@ class PctTransport(Transport):
                 hint=f"start it on the node: pct start {self.vmid}")
         self._status_checked = True
 
+    def run_host_view(self, script: str, args: Sequence[str] = (), *, timeout_s: float | None = 60) -> Result:
+        """Run a POSIX sh script on the HOST with $R = the CT's root as the host sees it.
+
+        FIELD-NOTES: a running CT's files can be read from the node through
+        /proc/<CT init pid>/root (pid from `lxc-info -n <vmid> -p -H`) with no attach and no
+        pct (Perl) start-up: one cheap exec instead of two pct calls. A CT that is not
+        running falls back to `pct status` for pct's own answer (ContainerStateError).
+        The script gets args as "$1"…; it must only read under "$R".
+        """
+        prefix = ('pid=$(lxc-info -n "$0" -p -H 2>/dev/null); '
+                  'case "$pid" in ""|*[!0-9]*) exit 97;; esac; R=/proc/$pid/root\n')
+        r = self.host.run(["sh", "-c", prefix + script, str(self.vmid), *[str(a) for a in args]],
+                          timeout_s=timeout_s)
+        if r.exited == 97:
+            self._status_checked = False
+            self.ensure_running()          # raises with pct's own words for a stopped/absent CT
+            raise ContainerStateError(f"{self.host_label}: CT {self.vmid}: lxc-info reports no init pid")
+        self._status_checked = True        # lxc-info found its init: the CT runs
+        return Result(r.command, r.exited, r.stdout, r.stderr, f"{self.host_label} (view of CT {self.vmid})",
+                      r.duration_s)
+
     def run(self, argv: Sequence[str], *, stdin: Stdin = None, timeout_s: float | None = None) -> Result:
         self.ensure_running()
         r = self.host.run(self.wrap(argv), stdin=stdin, timeout_s=timeout_s)

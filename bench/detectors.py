@@ -133,7 +133,8 @@ def main() -> int:
     out.append("# Log-text path: split_lines, detectors, check-log")
     out.append("")
     out.append(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {platform.node()}, "
-               f"{os.cpu_count()} cores, Python {platform.python_version()}; one run, figures side by side.")
+               f"{os.cpu_count()} cores, Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} "
+               "(a shared machine: absolute times are inflated, ratios hold); one run, figures side by side.")
     out.append("")
     out.append("| measurement | figure |")
     out.append("|---|---|")

@@ -397,15 +397,28 @@ class LineParser:
 
     def _contract(self, line: str) -> ProgressSample | None:
         """README: `[progress] step=120 loss=3.2145 ... tok_per_s=21534.2 ...`."""
+        # The hot path of a long post-mortem scan: one findall, plain float() first.
         tail = line.split("[progress]", 1)[1]
-        fields: dict[str, str | None] = {}
-        for key, value in _KV_RE.findall(tail):
+        values: dict[str, float | int] = {}
+        for key, text in _KV_RE.findall(tail):
             key = _KEY_ALIASES.get(key, key)
-            if key in PROGRESS_FIELDS:
-                fields[key] = value.rstrip(",;")
-        if "step" not in fields:
+            kind = PROGRESS_FIELDS.get(key)
+            if kind is None:
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                value = parse_number(text.rstrip(",;"))
+                if value is None:
+                    continue
+            if kind is int:
+                if not math.isfinite(value):
+                    continue
+                value = int(value)
+            values[key] = value
+        if "step" not in values:
             return None
-        return self._from_fields(fields)
+        return ProgressSample(source="log", **values)  # type: ignore[arg-type]
 
     def _hf_dict(self, line: str) -> ProgressSample | None:
         items = dict(_HF_ITEM_RE.findall(line))

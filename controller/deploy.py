@@ -109,8 +109,7 @@ def _owner() -> str:
 def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[str]:
     """The exact commands a deploy runs (the dry run prints these; nothing is executed)."""
     if isinstance(transport, PctTransport):
-        probe_cmd = describe_command(transport.host, ["sh", "-c", "<lxc-info init pid -> R=/proc/<pid>/root>\n"
-                                                      + PROBE_SCRIPT, str(transport.vmid), workdir, bundle.content_id])
+        probe_cmd = describe_command(transport.host, transport.host_view_argv(PROBE_SCRIPT, [workdir, bundle.content_id]))
     else:
         probe_cmd = describe_command(transport, ["sh", "-c", PROBE_SCRIPT, "sh", workdir, bundle.content_id])
     return [

@@ -175,3 +175,23 @@ def test_stopped_ct_clear_error(rig, rig_host, tmp_path, capsys, monkeypatch):
     code, out, _ = dfctl(capsys, "doctor", str(pb), "--json")
     checks = {c["check"]: c for c in json.loads(out)["checks"]}
     assert code == 3 and checks["host reachable"]["ok"] and checks["CT running"]["ok"] is False
+
+
+def test_plain_ssh_target_deploy_launch_stop(rig, rig_host, tmp_path, capsys, monkeypatch):
+    """kind = "ssh": the same deploy and launch on the node itself (no pct)."""
+    root = make_project(tmp_path / "proj", git=True)
+    workdir = tmp_path / "remote-workdir"      # the fake host shares this filesystem
+    toml = target_toml(rig, rig_host, str(workdir)).replace('kind = "pct"', 'kind = "ssh"')
+    pb = ticker_playbook(root, kind="ssh", extra_target=toml.split("\n", 1)[1].replace(
+        f"vmid = {rig_host.vmid_running}\n", ""))
+    monkeypatch.chdir(root)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    log = Path(run["log"])
+    size0 = wait_for(lambda: log.exists() and log.stat().st_size, what="log bytes")
+    wait_for(lambda: log.stat().st_size > size0, what="log growth")
+    code, out, _ = dfctl(capsys, "logs", run["run_id"], "--tail", "1")
+    assert code == 0 and out.startswith("[progress] step=")
+    code, out, err = dfctl(capsys, "stop", run["run_id"], "--json")
+    assert code == 0 and json.loads(out)["left"] == [] and live_pids_of_run(run["run_id"]) == []

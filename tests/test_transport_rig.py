@@ -114,3 +114,30 @@ def test_unreachable_host_fails_within_timeout(rig, rig_host):
     assert time.monotonic() - t0 < 6
     assert exc.value.exit_code == 3 and rig_host.name in exc.value.message
     close_all()
+
+
+def test_no_banner_times_out_exit_3(rig, rig_host):
+    close_all()
+    rig_host.sigstop_sshd()                     # TCP connects, but no banner ever comes
+    t0 = time.monotonic()
+    with pytest.raises(UnreachableError) as exc:
+        open_host_transport(rig_target(rig, rig_host, connect_timeout_s=1.5)).run(["true"])
+    assert time.monotonic() - t0 < 6 and exc.value.exit_code == 3 and rig_host.name in exc.value.message
+    close_all()
+
+
+def test_proxyjump_alias(rig, rig_host, tmp_path):
+    """An alias reached through ProxyJump (the jump host is itself from rig's ssh_config):
+    the target sees the connection come from the jump host, not from us."""
+    close_all()
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host via-jump\n  HostName {rig_host.address}\n  User root\n  ProxyJump {rig_host.name}\n"
+                   f"  IdentityFile {rig.identity_file}\n  UserKnownHostsFile {rig.known_hosts_path}\n\n"
+                   + rig.ssh_config_path.read_text())
+    direct = open_host_transport(rig_target(rig, rig_host)).run(["sh", "-c", "echo $SSH_CONNECTION"])
+    jumped = open_host_transport(TargetConfig(kind="ssh", host="via-jump", ssh_config=str(cfg),
+                                              connect_timeout_s=5.0)).run(["sh", "-c", "echo $SSH_CONNECTION"])
+    assert direct.ok and jumped.ok, jumped.summary()
+    assert direct.stdout.split()[0] != rig_host.address.encode()
+    assert jumped.stdout.split()[0] == rig_host.address.encode()        # came from the jump host
+    close_all()

@@ -23,6 +23,10 @@ from controller.transport.base import Result, Stdin, Transport, join_argv
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+# $0 = vmid. Exit 97 when the CT has no init pid (not running); else R = its root on the host.
+HOST_VIEW_PREFIX = ('pid=$(lxc-info -n "$0" -p -H 2>/dev/null); '
+                    'case "$pid" in ""|*[!0-9]*) exit 97;; esac; R=/proc/$pid/root\n')
+
 _NOT_RUNNING_RE = re.compile(rb"container '?(\d+)'? not running", re.I)
 _NO_CONFIG_RE = re.compile(rb"Configuration file '([^']*)' does not exist", re.I)
 
@@ -75,6 +79,10 @@ class PctTransport(Transport):
                 hint=f"start it on the node: pct start {self.vmid}")
         self._status_checked = True
 
+    def host_view_argv(self, script: str, args: Sequence[str] = ()) -> list[str]:
+        """The host-side argv of run_host_view (also what --dry-run prints)."""
+        return ["sh", "-c", HOST_VIEW_PREFIX + script, str(self.vmid), *[str(a) for a in args]]
+
     def run_host_view(self, script: str, args: Sequence[str] = (), *, timeout_s: float | None = 60) -> Result:
         """Run a POSIX sh script on the HOST with $R = the CT's root as the host sees it.
 
@@ -84,10 +92,7 @@ class PctTransport(Transport):
         running falls back to `pct status` for pct's own answer (ContainerStateError).
         The script gets args as "$1"…; it must only read under "$R".
         """
-        prefix = ('pid=$(lxc-info -n "$0" -p -H 2>/dev/null); '
-                  'case "$pid" in ""|*[!0-9]*) exit 97;; esac; R=/proc/$pid/root\n')
-        r = self.host.run(["sh", "-c", prefix + script, str(self.vmid), *[str(a) for a in args]],
-                          timeout_s=timeout_s)
+        r = self.host.run(self.host_view_argv(script, args), timeout_s=timeout_s)
         if r.exited == 97:
             self._status_checked = False
             self.ensure_running()          # raises with pct's own words for a stopped/absent CT

@@ -426,9 +426,10 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     `context_before`: lines just before `lines` (e.g. the end of the previous tick's
     batch) used only to complete a traceback that started there; `context_after`: lines
     that follow (held back for the next batch) used only to see whether an error was
-    handled. No finding is reported for a context line. A traceback whose exception line is followed, within a few
-    lines, by a retry/recovery message or by more training progress was handled and is
-    not reported. One finding per (kind, summary); evidence is bounded.
+    handled. No finding is reported for a context line. A traceback whose exception line
+    is followed, within a few lines, by a retry/recovery message or by more training
+    progress (same launcher prefix) was handled and is not reported. One finding per
+    (kind, summary); evidence is bounded.
     """
     ctx = list(context_before)
     all_lines = ctx + list(lines) + list(context_after)

@@ -195,3 +195,17 @@ def test_plain_ssh_target_deploy_launch_stop(rig, rig_host, tmp_path, capsys, mo
     assert code == 0 and out.startswith("[progress] step=")
     code, out, err = dfctl(capsys, "stop", run["run_id"], "--json")
     assert code == 0 and json.loads(out)["left"] == [] and live_pids_of_run(run["run_id"]) == []
+
+
+def test_doctor_running_ct(rig, rig_host, tmp_path, capsys, monkeypatch):
+    root = make_project(tmp_path / "proj", git=False)
+    pb = ticker_playbook(root, kind="pct", extra_target=target_toml(rig, rig_host, "/workspace/doc").split("\n", 1)[1])
+    monkeypatch.chdir(root)
+    code, out, err = dfctl(capsys, "doctor", str(pb), "--json")
+    assert code == 0, err
+    checks = {c["check"]: c for c in json.loads(out)["checks"]}
+    assert [c for c in checks if checks[c]["ok"] is False] == []
+    assert checks["host key"]["detail"].startswith("known: SHA256:")
+    assert checks["pct present"]["ok"] and checks["CT running"]["ok"] and checks["torch"]["ok"]
+    assert checks["nvidia-smi"]["detail"].startswith("8 GPU(s)")          # the rig's stand-in default
+    assert "GiB free at /workspace/doc" in checks["free disk"]["detail"]

@@ -303,7 +303,7 @@ _DISK_SCRIPT = r"""d=$1; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; df -Pk
 _PY_PROBE = ("import sys; print('python', sys.version.split()[0])\n"
              "try:\n import torch; print('torch', torch.__version__, torch.cuda.is_available())\n"
              "except Exception as e: print('torch-missing', type(e).__name__)\n"
-             "try:\n import wandb; print('wandb', wandb.__version__)\n"
+             "try:\n import importlib.metadata as md; print('wandb', md.version('wandb'))\n"
              "except Exception as e: print('wandb-missing', type(e).__name__)\n")
 
 

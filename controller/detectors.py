@@ -24,7 +24,7 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.logparse import LineParser
 from controller.model import Finding, ProgressSample, RunState
@@ -916,12 +916,13 @@ def evaluate(state: RunState, cfg, now_s: float) -> list[Finding]:
     run's WatchConfig. Returns only state-derived findings; text findings come from
     scan_lines and are expected in state.findings (used to avoid double reports)."""
     out: list[Finding] = []
+    regression = detect_regression(state.progress, cfg,
+                                   state.baseline_tok_per_s if state.baseline_tok_per_s else cfg.baseline_tok_per_s,
+                                   now_s, state.run_id)
     for f in (
         _stale_log(state, cfg, now_s),
         _hang(state, cfg, now_s),
-        detect_regression(state.progress, cfg,
-                          state.baseline_tok_per_s if state.baseline_tok_per_s else cfg.baseline_tok_per_s,
-                          now_s, state.run_id),
+        _same_episode(regression, state.findings),
         _gpu_idle(state, cfg, now_s),
         _process_end(state, cfg, now_s),
         _nan_from_metrics(state, now_s),
@@ -930,6 +931,25 @@ def evaluate(state: RunState, cfg, now_s: float) -> list[Finding]:
             out.append(f)
     out.extend(_startup_stall(state, cfg, now_s))
     return out
+
+
+_DEFICIT = re.compile(r"(\d+)% below")
+REGRESSION_RESUMMARY_PCT = 5.0
+"""A regression whose deficit moved less than this keeps the summary it was first reported
+with, so the registry (which de-duplicates on kind + summary) does not record a new
+finding every tick as the rolling median jitters; the evidence carries the live numbers."""
+
+
+def _same_episode(f: Finding | None, known: Sequence[Finding]) -> Finding | None:
+    if f is None:
+        return None
+    prev = next((k for k in reversed(known) if k.kind == f.kind), None)
+    if prev is None:
+        return f
+    a, b = _DEFICIT.search(prev.summary), _DEFICIT.search(f.summary)
+    if a and b and abs(int(a.group(1)) - int(b.group(1))) <= REGRESSION_RESUMMARY_PCT:
+        return replace(f, summary=prev.summary)
+    return f
 
 
 def verdict_exit_code(findings: Sequence[Finding]) -> int:

@@ -146,6 +146,19 @@ def test_no_regression_during_warmup():
     assert detect_regression(only_warmup, cfg, 21500.0) is None
 
 
+def test_regression_keeps_its_summary_while_the_deficit_holds():
+    """The registry de-duplicates on kind + summary: a jittering median must not make a
+    new finding every tick, but a much worse deficit must."""
+    cfg = dataclasses.replace(CFG, baseline_tok_per_s=21500.0)
+    s = state(progress=samples(4, 5000.0) + samples(20, 12400.0, t_start=T0 + 140, step0=50))
+    s.findings = [Finding(kind="regression", severity="warning", summary="12.6K tok/s, 41% below the 21.5K baseline")]
+    f = by_kind(evaluate(s, cfg, T0 + 400), "regression")
+    assert f.summary == "12.6K tok/s, 41% below the 21.5K baseline"
+    assert any("12.4K" in e for e in f.evidence)  # the live numbers
+    s.findings = [Finding(kind="regression", severity="warning", summary="18.1K tok/s, 16% below the 21.5K baseline")]
+    assert by_kind(evaluate(s, cfg, T0 + 400), "regression").summary == "12.4K tok/s, 42% below the 21.5K baseline"
+
+
 def test_regression_needs_every_window_below():
     cfg = dataclasses.replace(CFG, baseline_tok_per_s=21500.0)
     prog = samples(4, 5000.0) + samples(10, 12400.0, t_start=T0 + 140, step0=50) \

@@ -45,6 +45,14 @@ def test_deploy_switch_unchanged_and_changed(project):
     assert (root / ".dfctl-local" / "releases" / first.release_id).is_dir()   # old release kept for running runs
     assert (cur / "ticker" / "__init__.py").read_text() == "VERSION = 2\n"
 
+    # killed after releases/<id> was renamed but before `current` moved: the next deploy
+    # only switches, sending nothing
+    os.unlink(cur)
+    os.symlink(f"releases/{first.release_id}", cur)
+    resumed = deploy_bundle(t, workdir, build_bundle(root, pb.bundle))
+    assert resumed.switched and resumed.transferred_bytes == 0
+    assert os.readlink(cur) == f"releases/{changed.release_id}"
+
 
 def test_sigkill_mid_transfer_keeps_previous_release(project):
     root, pb = project

@@ -129,8 +129,10 @@ def fingerprint_sha256(key: paramiko.PKey) -> str:
 class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
     """Unknown key: refuse with the fingerprint, or append it when the user said so."""
 
-    def __init__(self, ep: SshEndpoint):
+    def __init__(self, ep: SshEndpoint, via: "SshTransport | None" = None):
         self.ep = ep
+        self.via = via
+        """The ProxyJump hop this connection is tunnelled through (direct-tcpip), if any."""
 
     def missing_host_key(self, client, hostname, key):  # noqa: D401 (paramiko's API)
         fp = fingerprint_sha256(key)
@@ -151,8 +153,10 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
 class SshTransport(Transport):
     """One paramiko connection to one host, opened lazily, reused, reopened when dropped."""
 
-    def __init__(self, ep: SshEndpoint):
+    def __init__(self, ep: SshEndpoint, via: "SshTransport | None" = None):
         self.ep = ep
+        self.via = via
+        """The ProxyJump hop this connection is tunnelled through (direct-tcpip), if any."""
         self.name = f"ssh {ep.label}"
         self._client: paramiko.SSHClient | None = None
         self._jumps: list[SshTransport] = []
@@ -180,8 +184,7 @@ class SshTransport(Transport):
                                        keepalive_s=ep.keepalive_s,
                                        accept_new_host_key=ep.accept_new_host_key)
                 jep = SshEndpoint(**{**jep.__dict__, "proxy_jump": None, "proxy_command": None})
-                jt = SshTransport(jep)
-                jt._via = prev  # type: ignore[attr-defined]
+                jt = SshTransport(jep, via=prev)
                 jt._connected()
                 self._jumps.append(jt)
                 prev = jt
@@ -191,8 +194,8 @@ class SshTransport(Transport):
                     timeout=ep.connect_timeout_s)
             except (paramiko.SSHException, OSError) as exc:
                 raise UnreachableError(f"host {ep.label}: cannot reach it through ProxyJump {ep.proxy_jump}: {exc}") from None
-        via = getattr(self, "_via", None)
-        if via is not None:
+        via = self.via
+        if via is not None and via._client is not None:
             try:
                 return via._client.get_transport().open_channel(
                     "direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0), timeout=ep.connect_timeout_s)

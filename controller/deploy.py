@@ -24,7 +24,7 @@ import posixpath
 import secrets as _secrets
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -89,7 +89,6 @@ class DeployResult:
     files: int = 0
     switched: bool = False
     duration_s: float = 0.0
-    commands: list[str] = field(default_factory=list)   # what ran (or would run, dry run)
 
 
 def resolve_workdir(target: TargetConfig, project_root: str | Path) -> str:

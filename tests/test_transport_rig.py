@@ -6,10 +6,9 @@ stopped CT, one reused connection reopened after a drop, stdin streaming and big
 
 from __future__ import annotations
 
-import dataclasses
+import hashlib
 import io
 import os
-import shutil
 import time
 
 import pytest
@@ -62,7 +61,6 @@ def test_clean_env_stdin_stream_big_output_and_reuse(pct, rig_host):
     data = os.urandom(3 << 20)
     r = pct.run(["sh", "-c", "sha256sum; head -c 3000000 /dev/zero >&2; head -c 2500000 /dev/zero"],
                 stdin=io.BytesIO(data), timeout_s=120)
-    import hashlib
     assert r.ok and r.stdout.startswith(hashlib.sha256(data).hexdigest().encode())
     assert len(r.stderr) == 3000000 and len(r.stdout) == 2500000 + 68
     host = pct.host

@@ -183,7 +183,11 @@ class FakeHost:
 
     # ---- client side ------------------------------------------------------------------
     def ssh_argv(self, *cmd: str) -> list[str]:
-        """OpenSSH client argv for this host through the rig's ssh_config (the seeds' way)."""
+        """OpenSSH client argv for this host through the rig's ssh_config (the seeds' way).
+
+        Like ssh itself, the words of `cmd` are joined with spaces and parsed again by the
+        remote login shell: pass one `shlex.join(argv)` string to get argv there byte-exact.
+        """
         return ["ssh", "-F", str(self.rig.ssh_config_path), self.name, "--", *cmd]
 
     def known_hosts_line(self, public_key: str | None = None) -> str:

@@ -323,9 +323,11 @@ def test_add_host_and_stale_session_cleanup(rig, tmp_path):
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     netns, host_dev, session_dir = proc.stdout.split()
     assert netns in list_netns() and Path(session_dir).exists()
-    from tests.rig.stale import cleanup_stale_sessions
+    from tests.rig.stale import _pids_in_cgroup_prefix, cleanup_stale_sessions
+    assert _pids_in_cgroup_prefix(netns)  # its CT 200 still runs
     cleanup_stale_sessions()
     assert netns not in list_netns()
+    assert _pids_in_cgroup_prefix(netns) == []
     assert host_dev not in list_links()
     assert not Path(session_dir).exists()
     assert all(h.netns in list_netns() for h in rig.hosts)  # a live session is left alone

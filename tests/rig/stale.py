@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from tests.rig.network import list_links, list_netns, netns_pids, nsenter_argv, run_ip
@@ -35,15 +36,23 @@ def _pid_of_dir(path: Path) -> int:
     return int(path.name.split("-")[2])
 
 
-def _try_lock(path: Path) -> int | None:
-    """fd holding the session's lock if its owner is gone, else None."""
+def _claim_if_stale(path: Path) -> int | None:
+    """Take a dead session's lock (returns its fd, or -1 when it has none); None if alive.
+
+    Alive: its owner.lock is held. A lock file younger than 2 min whose pid still runs is
+    a session in the middle of starting (the file exists a moment before its flock).
+    """
+    pid_alive = Path(f"/proc/{_pid_of_dir(path)}").exists()
     try:
         fd = os.open(path / "owner.lock", os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
-        return -1 if not Path(f"/proc/{_pid_of_dir(path)}").exists() else None
+        return None if pid_alive else -1
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        os.close(fd)
+        return None
+    if pid_alive and time.time() - os.fstat(fd).st_mtime < 120:
         os.close(fd)
         return None
     return fd
@@ -52,13 +61,13 @@ def _try_lock(path: Path) -> int | None:
 def _owner_alive(pid: int) -> bool:
     dirs = [d for d in _session_dirs() if _pid_of_dir(d) == pid]
     for d in dirs:
-        fd = _try_lock(d)
+        fd = _claim_if_stale(d)
         if fd is None:
             return True
         if fd >= 0:
             os.close(fd)
     if dirs:
-        return False  # its session directories exist, but nobody holds their lock
+        return False  # its session directories exist, but none is alive
     return Path(f"/proc/{pid}").exists()
 
 
@@ -143,7 +152,7 @@ def cleanup_stale_sessions() -> list[str]:
     """Clean every dead session's leftovers; return a line per thing removed."""
     removed: list[str] = []
     for path in _session_dirs():
-        fd = _try_lock(path)
+        fd = _claim_if_stale(path)
         if fd is None:
             continue
         try:

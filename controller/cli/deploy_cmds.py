@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import DeployError, DfctlError, HostKeyError, UnreachableError
+from controller.errors import BadInputError, DeployError, DfctlError, HostKeyError, UnreachableError
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.runstore import RunRecord, RunStore
 from controller.transport.base import Transport
@@ -87,11 +88,7 @@ def deploy(
 
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
     if name is not None:
-        import re
-
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-            from controller.errors import BadInputError
-
             raise BadInputError(f"--name: expected letters, digits, '.', '_' or '-' (at most 64), got {name!r}")
     root = project_root()
     bundle = build_bundle(root, pb.bundle)

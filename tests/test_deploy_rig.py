@@ -209,3 +209,16 @@ def test_doctor_running_ct(rig, rig_host, tmp_path, capsys, monkeypatch):
     assert checks["pct present"]["ok"] and checks["CT running"]["ok"] and checks["torch"]["ok"]
     assert checks["nvidia-smi"]["detail"].startswith("8 GPU(s)")          # the rig's stand-in default
     assert "GiB free at /workspace/doc" in checks["free disk"]["detail"]
+
+
+def test_cli_unknown_host_key_then_accept_flag(rig, rig_host, tmp_path, capsys, monkeypatch):
+    root = make_project(tmp_path / "proj", git=False)
+    kh = tmp_path / "known_hosts"
+    toml = target_toml(rig, rig_host, "/workspace/hk").split("\n", 1)[1] + f'known_hosts = "{kh}"\n'
+    pb = ticker_playbook(root, kind="pct", extra_target=toml)
+    monkeypatch.chdir(root)
+    code, _, err = dfctl(capsys, "deploy", str(pb), "--no-launch")
+    assert code == 3 and "unknown host key ssh-ed25519 SHA256:" in err and "--accept-new-host-key" in err
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--no-launch", "--accept-new-host-key", "--json")
+    assert code == 0, err
+    assert json.loads(out)["release"]["switched"] and kh.read_text().startswith(rig_host.address + " ")

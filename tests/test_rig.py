@@ -354,3 +354,73 @@ def test_chroot_fallback_backend_behind_the_same_pct(monkeypatch):
     finally:
         fallback.close()
     assert h.netns not in list_netns()
+
+
+# ---- nvidia-smi stand-in against real output -------------------------------------------------
+
+CAPTURES = Path(__file__).parent / "data" / "nvidia-smi"
+FIELD_NOTES_ROWS = {  # FIELD-NOTES "GPUs and nvidia-smi", measured on an H200, driver 580
+    "busy-query-gpu-noheader-nounits": "0, GPU-3bc0a1f2-9d7e-4c1b-8a55-0e6f3b2d9c10, NVIDIA H200, 100, 1011, "
+                                       "143771, 53, 689.46, 0x0000000000000004\n",
+    "list-gpus": "GPU 0: NVIDIA H200 (UUID: GPU-3bc0a1f2-9d7e-4c1b-8a55-0e6f3b2d9c10)\n",
+    "unknown-field": 'Field "not_a_field" is not a valid field to query.\n\n',
+}
+CAPTURE_ARGS = {
+    "query-gpu-noheader-nounits": ["--query-gpu=index,uuid,name,utilization.gpu,memory.used,memory.total,"
+                                   "temperature.gpu,power.draw,clocks_event_reasons.active",
+                                   "--format=csv,noheader,nounits"],
+    "query-gpu-csv": ["--query-gpu=index,uuid,name,utilization.gpu,memory.used,memory.total,"
+                      "temperature.gpu,power.draw,clocks_event_reasons.active", "--format=csv"],
+    "compute-apps": ["--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"],
+    "compute-apps-header": ["--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv"],
+    "list-gpus": ["-L"],
+    "unknown-field": ["--query-gpu=index,not_a_field", "--format=csv,noheader,nounits"],
+}
+
+
+def _shape(text: str) -> list[list[str]]:
+    """Each CSV cell reduced to its form: digits -> 9, UUIDs -> GPU-<uuid>, names kept."""
+    import re
+    rows = []
+    for line in text.splitlines():
+        cells = []
+        for cell in line.split(", "):
+            cell = re.sub(r"GPU-[0-9a-f-]{8,}", "GPU-<uuid>", cell)
+            cell = re.sub(r"0x[0-9a-f]{16}", "0x<mask>", cell)
+            cells.append(re.sub(r"\d+", "9", cell))
+        rows.append(cells)
+    return rows
+
+
+def test_nvidia_smi_standin_matches_real_output(tmp_path):
+    """Same form as real nvidia-smi: FIELD-NOTES rows always, plus every capture in tests/data/nvidia-smi."""
+    from tests.rig.gpus import write_scenario
+    from tests.rig.host import install_script
+    smi = tmp_path / "nvidia-smi"
+    install_script(Path(__file__).parent / "rig" / "standins" / "nvidia_smi.py", smi)
+    busy = busy_gpu(0, apps=[FakeComputeApp(pid=421)])
+    write_scenario(tmp_path / "gpus.json", [busy])
+    expected = dict(FIELD_NOTES_ROWS)
+    for out in sorted(CAPTURES.glob("*.out")) if CAPTURES.is_dir() else []:
+        expected[out.stem] = out.read_text()
+    compared = 0
+    for name, real in expected.items():
+        kind = next((k for k in sorted(CAPTURE_ARGS, key=len, reverse=True) if name.endswith(k)), None)
+        if kind is None:
+            continue  # e.g. the plain table: the stand-in's is not the real layout
+        proc = subprocess.run([str(smi), *CAPTURE_ARGS[kind]], capture_output=True, text=True)
+        rc_file = CAPTURES / f"{name}.rc"
+        if rc_file.exists():
+            assert proc.returncode == int(rc_file.read_text()), name
+        if kind == "unknown-field":
+            assert (proc.returncode, proc.stdout, proc.stderr) == (2, real, ""), name
+        elif kind == "list-gpus":
+            assert _shape(proc.stdout)[0] == _shape(real)[0], name
+        else:
+            real_rows, ours = _shape(real), _shape(proc.stdout)
+            if real_rows and ours:
+                if kind.endswith("csv") or kind.endswith("header"):
+                    assert ours[0] == real_rows[0], f"{name}: header"
+                assert ours[-1] == real_rows[-1], f"{name}: row form"
+        compared += 1
+    assert compared >= len(FIELD_NOTES_ROWS)

@@ -208,6 +208,8 @@ def test_container_stop_start_and_restart_hooks(rig_host):
     assert rig_host.ct_exec(200, ["true"]).returncode == 0
     rig_host.ct_exec(200, ["sh", "-c", "setsid sleep 1000 >/dev/null 2>&1 </dev/null &"], check=True)
     assert "sleep 1000" in rig_host.ct_exec(200, ["ps", "-eo", "args"]).stdout
+    cmdlines = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in rig_host.container_host_pids(200)]
+    assert b"sleep\x001000\x00" in cmdlines
     rig_host.restart_container(200)
     assert "sleep 1000" not in rig_host.ct_exec(200, ["ps", "-eo", "args"]).stdout
 

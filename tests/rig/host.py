@@ -250,6 +250,15 @@ class FakeHost:
             return Path(f"/proc/{pid}/root") / path.lstrip("/")
         return self.containers.rootfs(vmid) / path.lstrip("/")
 
+    def container_host_pids(self, vmid: int) -> list[int]:
+        """Host pids of every process in the CT (from its cgroup), e.g. to put one into a
+        GPU scenario as a compute app: nvidia-smi reports host pids, also inside CTs."""
+        pids: set[int] = set()
+        top = self.ct_cgroup_dir(vmid, "memory")
+        for procs in top.rglob("cgroup.procs") if top.is_dir() else []:
+            pids.update(int(tok) for tok in procs.read_text().split())
+        return sorted(pids)
+
     def ct_cgroup_dir(self, vmid: int, controller: str = "memory") -> Path:
         """Host cgroup directory of the CT (cgroup v1: `memory.oom_control` lives here)."""
         return self.containers.cgroup_dir(vmid, controller)

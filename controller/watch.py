@@ -28,6 +28,7 @@ from controller.playbook import TargetConfig, WatchConfig
 from controller.probe import (ContainerProbeRequest, DEFAULT_READ_CAP_BYTES, HostProbeRequest,
                               ProbeError, RunProbeRequest, run_probe)
 from controller.probe.procfs import cpu_pct
+from controller.probe.session import ProbeSession, SessionUnsupported
 from controller.probe.readings import HostReading, RunReading, parse_probe_document
 from controller.runstore import Cursor, RunRecord, RunStore
 from controller.transport.base import Transport
@@ -138,7 +139,7 @@ class Watch:
                  probe_timeout_s: float = 30.0,
                  gpu: bool = True, nvidia_smi: str = "nvidia-smi",
                  lxcpath: str | None = None, force_pct: bool = False,
-                 gpu_apps_every_s: float = 10.0):
+                 gpu_apps_every_s: float = 10.0, persistent: bool = True):
         self.store = store
         self.clock = clock
         self.on_finding = on_finding
@@ -149,6 +150,10 @@ class Watch:
         self.gpu, self.nvidia_smi = gpu, nvidia_smi
         self.lxcpath, self.force_pct = lxcpath, force_pct
         self.gpu_apps_every_s = gpu_apps_every_s
+        self.persistent = persistent
+        self._agents: dict[str, ProbeSession] = {}
+        self._no_agent: set[str] = set()
+        self.round_trips: dict[str, int] = {}     # host -> probe round trips (agent or one-shot)
         self._apps: dict[str, tuple[float, list, dict]] = {}   # host -> (time, processes, nspids)
         self._transport_for = transport_for or _default_transport
         self.health: dict[str, HostHealth] = {}
@@ -176,11 +181,19 @@ class Watch:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for sess in self._agents.values():
+            sess.close()
+        self._agents.clear()
 
     # -- the tick ----------------------------------------------------------------------
     @property
     def states(self) -> list[RunState]:
         return [r.state for r in self.runs]
+
+    @property
+    def agent_hosts(self) -> list[str]:
+        """Hosts currently probed through a live agent (the rest: one-shot per tick)."""
+        return [h for h, sess in self._agents.items() if sess.alive]
 
     @property
     def all_done(self) -> bool:
@@ -237,7 +250,10 @@ class Watch:
             python = sys.executable
         try:
             transport = self._transport_for(target)
-            doc = run_probe(transport, req, python=python, timeout_s=self.probe_timeout_s)
+            doc = self._probe_via_agent(host, transport, req, python, runs)
+            if doc is None:
+                self.round_trips[host] = self.round_trips.get(host, 0) + 1
+                doc = run_probe(transport, req, python=python, timeout_s=self.probe_timeout_s)
         except ProbeError as exc:
             self._note_failure(host, health, exc.message, now, transport=locals().get("transport"))
             return None, exc.message
@@ -257,6 +273,35 @@ class Watch:
                 self._init_pids[(host, vmid)] = ct.init_pid
         self.hosts[host] = reading.host
         return reading, None
+
+    def _probe_via_agent(self, host: str, transport: Transport, req: HostProbeRequest, python: str,
+                         runs: list[WatchedRun]) -> dict | None:
+        """The tick through the host's long-lived probe agent (controller/probe/session.py);
+        None when there is none (the caller runs the one-shot probe). A timeout means the
+        host is unreachable; a closed channel (sshd restarted) falls back to one-shot."""
+        if not self.persistent or host in self._no_agent:
+            return None
+        sess = self._agents.get(host)
+        if sess is None or not sess.alive:
+            try:
+                sess = self._agents[host] = ProbeSession(transport, python,
+                                                         connect_timeout_s=min(10.0, self.probe_timeout_s))
+            except SessionUnsupported:
+                self._no_agent.add(host)
+                return None
+            except ProbeError:
+                return None
+        doc_req = req.to_json()
+        doc_req.update(gpu_sampler=True, gpu_every_s=min(r.cfg.interval_s for r in runs),
+                       gpu_apps_every_s=self.gpu_apps_every_s)
+        self.round_trips[host] = self.round_trips.get(host, 0) + 1
+        try:
+            return sess.request(doc_req, timeout_s=self.probe_timeout_s)
+        except ProbeError as exc:
+            self._agents.pop(host, None)
+            if exc.unreachable:
+                raise
+            return None
 
     def _note_failure(self, host: str, health: HostHealth, message: str, now: float, transport=None) -> None:
         health.failures += 1

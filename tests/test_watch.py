@@ -158,13 +158,14 @@ def test_killed_and_restarted_watcher_reads_the_log_exactly_once(tmp_path):
         store.add_run(record_for(run, "w"))
         got: list[bytes] = []
         sink = lambda run_id, offset, data: got.append((offset, data))  # noqa: E731
-        w1 = Watch(store.runs(), store, gpu=False, on_log_bytes=sink, read_cap_bytes=8 * 1024)
+        w1 = Watch(store.runs(), store, gpu=False, on_log_bytes=sink, read_cap_bytes=8 * 1024,
+                   persistent=False)                                 # one-shot probes ...
         for _ in range(4):
             w1.tick()
         w1.close()                                                   # "killed" between ticks
         assert got, "the first watcher read something"
         store2 = RunStore(store_path)                                # a new process's registry handle
-        w2 = Watch(store2.runs(), store2, gpu=False, on_log_bytes=sink, read_cap_bytes=8 * 1024)
+        w2 = Watch(store2.runs(), store2, gpu=False, on_log_bytes=sink, read_cap_bytes=8 * 1024)  # ... then the agent
         tick_until(w2, lambda: w2.all_done, 60, "run done and log read", interval_s=0.05)
         data = run.log.read_bytes()
         offsets = [o for o, _ in got]

@@ -89,6 +89,7 @@ def test_pct_run_through_the_host_view_gpus_mapped_and_cgroup_read(rig, rig_host
         w = Watch(store.runs(), store, gpu=True)
         st = tick_until(w, lambda: w.states[0].progress and w.states[0].state == "running" and w.states[0],
                         60, "progress from the CT")
+        assert w.agent_hosts == [host.name]                              # the long-lived probe agent
         assert st.process.pid == int((run_dir / "pid").read_text())      # the CT-namespace pid
         assert st.process.rss_bytes and st.process.threads >= 2
         assert [g.index for g in st.gpus] == [1] and st.gpus[0].users[0] == st.run_id   # mapped via NSpid
@@ -99,12 +100,13 @@ def test_pct_run_through_the_host_view_gpus_mapped_and_cgroup_read(rig, rig_host
         assert isinstance(hs.oom_kill_count, int) and hs.mem_peak_bytes > 0   # CT cgroup (v1 here)
         rounds.append(hs.probe_duration_s)
         # the pct exec fallback reads the same bytes
-        w_fallback = Watch(store.runs(), RunStore(tmp_path / "reg2.sqlite"), gpu=False, force_pct=True)
+        w_fallback = Watch(store.runs(), RunStore(tmp_path / "reg2.sqlite"), gpu=False, force_pct=True,
+                           persistent=False)
         got: list[bytes] = []
         w_fallback.on_log_bytes = lambda rid, off, data: got.append(data)
         w_fallback.tick()
         assert got and (run_dir / "train.log").read_bytes().startswith(b"".join(got))
-        assert w_fallback.states[0].process.state == "running"
+        assert w_fallback.states[0].process.state == "running" and w_fallback.agent_hosts == []
         w.close()
         w_fallback.close()
     finally:
@@ -134,6 +136,7 @@ def test_sshd_restart_and_link_down_mid_watch_recover_with_no_byte_lost(rig, rig
             host.link_up()
         n = len(got)
         tick_until(w, lambda: w.states[0].state == "running" and len(got) > n, 90, "recovered after link up")
+        tick_until(w, lambda: w.agent_hosts == [host.name], 30, "the probe agent back")
         data = (run_dir / "train.log").read_bytes()
         offsets = [o for o, _ in got]
         joined = b"".join(d for _, d in got)

@@ -110,6 +110,29 @@ def probe_stdin(request: HostProbeRequest | dict[str, Any]) -> bytes:
             % (probe_source(), json.dumps(req))).encode("utf-8")
 
 
+# The GPU queries start in the shell *before* the probe's Python, and their output reaches
+# it on fd 3, so interpreter start-up and nvidia-smi (the two slowest parts of a tick)
+# overlap; `timeout` keeps a hung driver from holding the tick. $1 = python, $2 = nvidia-smi.
+GPU_FD = 3
+
+
+def probe_argv(request: HostProbeRequest, python: str) -> list[str]:
+    """The one command a tick runs on the host."""
+    if not request.gpu:
+        return [python, "-S", "-"]
+    from controller.probe.nvidia_smi import APPS_QUERY_FIELDS, GPU_QUERY_FIELDS
+
+    def query(what: str, fields: tuple[str, ...]) -> str:
+        return (f'$T "$2" --query-{what}={",".join(fields)} --format=csv,noheader,nounits </dev/null; '
+                'echo "@@dfctl-rc=$?"; ')
+    queries = query("gpu", GPU_QUERY_FIELDS)
+    if request.gpu_apps:
+        queries += query("compute-apps", APPS_QUERY_FIELDS)
+    script = ('T=""; command -v timeout >/dev/null 2>&1 && T="timeout -k 2 10"; '
+              '{ { ' + queries + '} 2>&1 | "$1" -S - 3<&0 <&4 4<&-; } 4<&0')
+    return ["sh", "-c", script, "dfctl-probe", python, request.nvidia_smi]
+
+
 def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], *,
               python: str = "python3", timeout_s: float = 30.0) -> dict[str, Any]:
     """One round trip: run the probe on the transport's host, return its JSON document.
@@ -123,7 +146,14 @@ def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], 
     """
     where = getattr(transport, "name", "host")
     try:
-        res: Result = transport.run([python, "-S", "-"], stdin=probe_stdin(request), timeout_s=timeout_s)
+        if isinstance(request, HostProbeRequest):
+            argv = probe_argv(request, python)
+            doc_req = request.to_json()
+            if request.gpu:
+                doc_req["gpu_fd"] = GPU_FD
+        else:
+            argv, doc_req = [python, "-S", "-"], request
+        res: Result = transport.run(argv, stdin=probe_stdin(doc_req), timeout_s=timeout_s)
     except UnreachableError as exc:
         raise ProbeError(exc.message, unreachable=True) from None
     except (OSError, EOFError) as exc:

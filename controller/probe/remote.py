@@ -355,13 +355,47 @@ def start_gpu_queries(req):
 def gpu_readings(started):
     """Collect the GPU table + compute apps + each app pid's cgroup/NSpid (host pids)."""
     gpu, apps = started
-    rc, out, err = gpu.result()
+    return _gpu_doc(gpu.result(), apps.result() if apps is not None else None)
+
+
+def gpu_from_fd(fd, timeout_s):
+    """The nvidia-smi output the shell piped to `fd` (started before this interpreter, so
+    Python's start-up and the GPU query overlap): sections end in `@@dfctl-rc=<code>`."""
+    import select
+    chunks, deadline = [], time.time() + timeout_s
+    while True:
+        left = deadline - time.time()
+        if left <= 0:
+            return _gpu_doc((124, b"".join(chunks), b"nvidia-smi timed out"), None)
+        r, _, _ = select.select([fd], [], [], left)
+        if not r:
+            continue
+        block = os.read(fd, 65536)
+        if not block:
+            break
+        chunks.append(block)
+    sections, cur = [], []
+    for line in b"".join(chunks).splitlines(True):
+        if line.startswith(b"@@dfctl-rc="):
+            try:
+                rc = int(line[len(b"@@dfctl-rc="):].strip())
+            except ValueError:
+                rc = 1
+            sections.append((rc, b"".join(cur), b""))
+            cur = []
+        else:
+            cur.append(line)
+    if not sections:
+        return _gpu_doc((1, b"".join(cur), b"no output from the GPU query"), None)
+    return _gpu_doc(sections[0], sections[1] if len(sections) > 1 else None)
+
+
+def _gpu_doc(gpu, apps):
+    rc, out, err = gpu
     doc = {"gpu": _cmd_doc(rc, out, err)}
-    if apps is None:
+    if apps is None or rc != 0:
         return doc
-    arc, aout, aerr = apps.result()
-    if rc != 0:
-        return doc
+    arc, aout, aerr = apps
     doc["apps"] = _cmd_doc(arc, aout, aerr)
     pids = {}
     if arc == 0:
@@ -374,16 +408,22 @@ def gpu_readings(started):
     return doc
 
 
-def main(req, src=""):
+def handle(req, src=""):
+    """One request -> one document (the body of a tick on this host)."""
     t0 = time.time()
+    _PROC_SCANS.clear()   # a fresh process table per request (the agent serves many)
     if req.get("mode") == "inside":
-        sys.stdout.write(json.dumps({"runs": probe_inside(req)}))
-        sys.stdout.flush()
-        return
+        return {"runs": probe_inside(req)}
     doc = {"version": 1, "time_s": t0, "clk_tck": os.sysconf("SC_CLK_TCK"),
            "page_size": os.sysconf("SC_PAGE_SIZE"), "hostname": os.uname()[1]}
     doc["uptime_s"] = float((_read_text("/proc/uptime") or "0").split()[0])
-    started = start_gpu_queries(req) if req.get("gpu", True) else None
+    started = None
+    gpu = req.get("gpu", True)
+    if gpu and req.get("gpu_sampler"):
+        doc.update(_SAMPLER.latest(req))
+        gpu = False
+    elif gpu and req.get("gpu_fd") is None:
+        started = start_gpu_queries(req)
     by_ct = {}
     plain = []
     for run in req.get("runs", []):
@@ -400,9 +440,84 @@ def main(req, src=""):
         doc["runs"].extend(results)
     if started is not None:
         doc.update(gpu_readings(started))
+    elif gpu:
+        doc.update(gpu_from_fd(int(req["gpu_fd"]), 12.0))
     doc["duration_s"] = time.time() - t0
-    sys.stdout.write(json.dumps(doc))
+    return doc
+
+
+def main(req, src=""):
+    """One-shot mode: one request, one document on stdout, exit."""
+    sys.stdout.write(json.dumps(handle(req, src)))
     sys.stdout.flush()
+
+
+class _GpuSampler(object):
+    """Agent mode: nvidia-smi sampled by a background thread every `gpu_every_s` (compute
+    apps every `gpu_apps_every_s`), so a tick returns the latest sample at once instead of
+    waiting for nvidia-smi (the slowest part of a tick on a real 8-GPU node)."""
+
+    def __init__(self):
+        import threading
+        self.lock = threading.Lock()
+        self.doc = None
+        self.thread = None
+        self.every_s, self.apps_every_s, self.smi = 1.0, 10.0, "nvidia-smi"
+        self.apps_at = 0.0
+
+    def _sample(self):
+        want_apps = time.time() - self.apps_at >= self.apps_every_s
+        started = start_gpu_queries({"nvidia_smi": self.smi, "gpu_apps": want_apps})
+        doc = gpu_readings(started)
+        doc["gpu_sampled_s"] = time.time()
+        with self.lock:
+            if want_apps and "apps" in doc:
+                self.apps_at = doc["gpu_sampled_s"]
+            elif self.doc is not None and "apps" in self.doc and doc["gpu"]["rc"] == 0:
+                doc["apps"], doc["app_pids"] = self.doc["apps"], self.doc.get("app_pids", {})
+            self.doc = doc
+
+    def _loop(self):
+        while True:
+            time.sleep(self.every_s)
+            try:
+                self._sample()
+            except Exception:  # noqa: BLE001 - keep sampling; the next tick shows the error
+                pass
+
+    def latest(self, req):
+        import threading
+        self.every_s = max(0.2, float(req.get("gpu_every_s", 1.0)))
+        self.apps_every_s = float(req.get("gpu_apps_every_s", 10.0))
+        self.smi = req.get("nvidia_smi", "nvidia-smi")
+        if self.doc is None:
+            self._sample()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._loop)
+            self.thread.daemon = True
+            self.thread.start()
+        with self.lock:
+            return dict(self.doc)
+
+
+_SAMPLER = _GpuSampler()
+
+
+def serve(src=""):
+    """Agent mode: JSON request lines on stdin, one JSON document line each on stdout, until
+    stdin closes (the controller went away). Holds no state a restart would lose: every
+    cursor arrives with each request."""
+    inp = sys.stdin.buffer
+    while True:
+        line = inp.readline()
+        if not line:
+            return
+        try:
+            doc = handle(json.loads(line.decode("utf-8")), src)
+        except Exception as exc:  # noqa: BLE001 - answer, never die mid-conversation
+            doc = {"error": "probe agent: %s: %s" % (type(exc).__name__, exc)}
+        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__" and "_SRC" not in globals():  # `python3 remote.py < request.json`

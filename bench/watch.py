@@ -1,0 +1,373 @@
+"""Benchmark of `dfctl watch` on the rig (fake Proxmox hosts: netns + real sshd + real LXC).
+
+Side by side in one run:
+  1. one tick for one pct run (warm connection; and cold) vs the seeds' way: three separate
+     `ssh host "pct exec 200 -- bash -c '…'"` processes (tail the log, nvidia-smi, grep wandb);
+  2. the pct fallback (`pct exec` per tick) vs the host view (/proc/<init>/root);
+  3. the tick with a 1 KB log vs a 2 GB log (sparse), cursor at the end as in a running watch;
+     the seeds' way on the 2 GB log too (grep reads it all);
+  4. time from an injected OOM line, a SIGKILL and a stalled log to the finding (interval 1 s);
+  5. 16 runs on 4 hosts: one probe per host per tick, hosts probed concurrently.
+Figures go to bench/results/watch.md. Run: `python -m bench watch` (root; the rig needs
+network namespaces, sshd and LXC).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from controller.playbook import TargetConfig, WatchConfig  # noqa: E402
+from controller.runstore import Cursor, RunRecord, RunStore  # noqa: E402
+from controller.transport.factory import close_all, open_host_transport  # noqa: E402
+from controller.watch import Watch  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "watch.md"
+
+PROGRAM = """
+import json, os, sys, time
+open("trainer.pid", "w").write(str(os.getpid()))
+print("wandb: Tracking run with wandb version 0.31.0")
+print("wandb: W&B syncing is set to `offline` in this directory.")
+step = 0
+while True:
+    step += 1
+    if not os.path.exists("stall"):
+        print("[progress] step=%d loss=2.5 tok_per_s=21500.0 step_time_s=0.5" % step, flush=True)
+    with open("metrics.jsonl", "a") as m:
+        m.write(json.dumps({"step": step, "tok_per_s": 21500.0, "loss": 2.5, "time_s": time.time()}) + "\\n")
+    if os.path.exists("inject"):
+        text = open("inject").read()
+        os.unlink("inject")
+        print(text, flush=True)
+    time.sleep(0.5)
+"""
+
+OOM_LINE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.10 GiB. GPU 5 has a total capacity "
+            "of 139.72 GiB of which 1.02 GiB is free.")
+
+
+def _ms(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000.0
+
+
+def launch_in_ct(host, name: str, program: str = PROGRAM) -> Path:
+    run_dir = host.workspace_dir / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "prog.py").write_text(textwrap.dedent(program))
+    inner = f"echo $$ > pid; PYTHONUNBUFFERED=1 {sys.executable} prog.py > train.log 2>&1; echo $? > exit_code"
+    r = host.ct_exec(200, ["sh", "-c", f"cd /workspace/{name}; setsid sh -c '{inner}' </dev/null >/dev/null 2>&1 &"])
+    if r.returncode != 0:
+        raise RuntimeError(f"launch {name} in CT 200 on {host.name}: {r.stderr}")
+    _wait(lambda: (run_dir / "trainer.pid").exists(), 60, f"{name} started")
+    return run_dir
+
+
+def _wait(cond, deadline_s: float, what: str):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def target_for(rig, host) -> TargetConfig:
+    return TargetConfig(kind="pct", host=host.name, vmid=200, ssh_config=str(rig.ssh_config_path),
+                        known_hosts=str(rig.known_hosts_path), python=sys.executable, connect_timeout_s=5.0)
+
+
+def record(rig, host, name: str, log_name: str = "train.log", **watch) -> RunRecord:
+    cfg = WatchConfig(**{"interval_s": 1.0, **watch})
+    return RunRecord(run_id=f"{host.name}-{name}", name=name, target_kind="pct", target=f"pct 200 on {host.name}",
+                     host=host.name, vmid=200, run_dir=f"/workspace/{name}", log_path=f"/workspace/{name}/{log_name}",
+                     started_s=time.time(), playbook={"target": asdict(target_for(rig, host)), "watch": asdict(cfg)})
+
+
+class _UnusedCountingTransports:
+    """Wraps the factory's transports to count round trips per host per tick."""
+
+    def __init__(self):
+        self.calls: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, target):
+        inner = open_host_transport(target)
+        outer = self
+
+        class Counted:
+            name = inner.name
+
+            def run(self, argv, **kw):
+                with outer.lock:
+                    outer.calls[target.host] = outer.calls.get(target.host, 0) + 1
+                return inner.run(argv, **kw)
+
+            def close(self):
+                inner.close()
+        return Counted()
+
+
+def ticks(w: Watch, n: int, pause_s: float = 0.05) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        w.tick()
+        out.append(time.perf_counter() - t0)
+        time.sleep(pause_s)
+    return out
+
+
+def seeds_way(host, name: str, log_name: str = "train.log") -> float:
+    """Three separate ssh + pct exec processes, as in the seeds."""
+    t0 = time.perf_counter()
+    for cmd in (f"tail -n 20 /workspace/{name}/{log_name}",
+                "nvidia-smi",
+                f"grep wandb /workspace/{name}/{log_name} | tail -2"):
+        subprocess.run(host.ssh_argv(f"pct exec 200 -- bash -c '{cmd}'"), capture_output=True, timeout=120)
+    return time.perf_counter() - t0
+
+
+_PHASE0 = time.monotonic()
+
+
+def time_to_finding(w: Watch, run_id: str, kind: str, act, interval_s: float = 1.0, deadline_s: float = 60.0,
+                    happened=None, since_wall=None) -> tuple[float, int]:
+    """Act, wait until it has happened (the line is in the log, the exit code written), then
+    keep ticking on the watch's fixed 1 s schedule (ticks at _PHASE0 + k s, so the event
+    lands at an arbitrary point between two ticks, as in a real watch) until a finding of
+    `kind` appears: (seconds from the event to the finding, ticks taken)."""
+    act()
+    if happened is not None:
+        _wait(happened, 30, f"{kind} to happen")
+    t_act = time.monotonic()
+    if since_wall is not None:   # the act's real moment, on the wall clock (a file's mtime)
+        t_act -= time.time() - since_wall()
+    n = 0
+    while time.monotonic() - t_act < deadline_s:
+        k = int((time.monotonic() - _PHASE0) / interval_s) + 1
+        _sleep_until(_PHASE0 + k * interval_s)
+        rep = w.tick()
+        n += 1
+        if any(f.kind == kind and f.run_id == run_id for f in rep.new_findings):
+            return time.monotonic() - t_act, n
+    raise RuntimeError(f"no {kind} finding for {run_id} within {deadline_s}s")
+
+
+def _stalled(log: Path) -> bool:
+    """True once the log has stopped growing (one full program period without a byte)."""
+    size = log.stat().st_size
+    time.sleep(0.6)
+    return log.stat().st_size == size
+
+
+def _sleep_until(t: float) -> None:
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+
+
+def main() -> int:
+    from tests.rig.rig import Rig
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    lines: list[str] = []
+    home = Path(tempfile.mkdtemp(prefix="dfctl-bench-watch-"))
+    rig = Rig.create(hosts=4)
+    started = []
+    try:
+        h1 = rig.hosts[0]
+        # ---------------------------------------------------------------- 1 + 2: one run
+        run_dir = launch_in_ct(h1, "one")
+        started.append((h1, run_dir))
+        store = RunStore(home / "one.sqlite")
+        store.add_run(record(rig, h1, "one"))
+        w = Watch(store.runs(), store)
+        t0 = time.perf_counter()
+        w.tick()
+        cold = time.perf_counter() - t0
+        w_shot = Watch(store.runs(), RunStore(home / "one-shot.sqlite"), persistent=False)
+        w_shot.tick()
+        w_nogpu = Watch(store.runs(), RunStore(home / "one-nogpu.sqlite"), gpu=False, persistent=False)
+        w_nogpu.tick()
+        tr = open_host_transport(target_for(rig, h1))
+        smi_argv = ["nvidia-smi", "--query-gpu=index,uuid,name,utilization.gpu,memory.used,memory.total,"
+                    "temperature.gpu,power.draw,clocks_event_reasons.active", "--format=csv,noheader,nounits"]
+        # interleaved, so the shared machine's load weighs on every side alike
+        warm, shot, nogpu, smi, seeds = [], [], [], [], []
+        for _ in range(8):
+            warm += ticks(w, 3)
+            shot += ticks(w_shot, 2)
+            nogpu += ticks(w_nogpu, 2)
+            t0 = time.perf_counter()
+            tr.run(smi_argv)
+            smi.append(time.perf_counter() - t0)
+            seeds.append(seeds_way(h1, "one"))
+        calls_per_tick = w.round_trips[h1.name] / (1 + len(warm))
+        shot_calls_per_tick = w_shot.round_trips[h1.name] / (1 + len(shot))
+        agent_used = w.agent_hosts == [h1.name]
+        w_shot.close()
+        w_nogpu.close()
+        w_pct = Watch(store.runs(), RunStore(home / "one-pct.sqlite"), force_pct=True)
+        w_pct.tick()
+        fallback = ticks(w_pct, 10)
+        w_pct.close()
+        # ---------------------------------------------------------------- 3: 1 KB vs 2 GB log
+        small, big = h1.workspace_dir / "small", h1.workspace_dir / "big"
+        for d in (small, big):
+            d.mkdir(exist_ok=True)
+        (small / "train.log").write_bytes(b"[progress] step=1 loss=2.5\n" * 38)          # ~1 KB
+        with open(big / "train.log", "wb") as f:                                        # 2 GiB, sparse
+            f.truncate(2 << 30)
+            f.seek((2 << 30) - 28)
+            f.write(b"[progress] step=1 loss=2.5\n")
+        store_sz = RunStore(home / "size.sqlite")
+        for name in ("small", "big"):
+            store_sz.add_run(record(rig, h1, name))
+            size = (h1.workspace_dir / name / "train.log").stat().st_size
+            store_sz.set_cursor(Cursor(run_id=f"{h1.name}-{name}", log_inode=(h1.workspace_dir / name / "train.log").stat().st_ino,
+                                       log_offset=size, log_line_no=38))
+        size_ms = {"small": [], "big": []}
+        size_shot = {"small": [], "big": []}
+        watches = {}
+        for name in ("small", "big"):
+            rec = store_sz.get_run(f"{h1.name}-{name}")
+            watches[name] = (Watch([rec], store_sz), Watch([rec], store_sz, persistent=False))
+            for wx in watches[name]:
+                wx.tick()
+        for _ in range(10):                       # interleaved: the same load on both sizes
+            for name in ("small", "big"):
+                size_ms[name] += ticks(watches[name][0], 4, pause_s=0.01)
+                size_shot[name] += ticks(watches[name][1], 1, pause_s=0.01)
+        for pair in watches.values():
+            for wx in pair:
+                wx.close()
+        seeds_big = seeds_way(h1, "big")
+        # ---------------------------------------------------------------- 4: time to finding
+        detect = {}
+        store_d = RunStore(home / "detect.sqlite")
+        for name in ("d-oom", "d-kill", "d-stall"):
+            rd = launch_in_ct(h1, name)
+            started.append((h1, rd))
+            store_d.add_run(record(rig, h1, name, stale_log_s=3.0))
+        wd = Watch(store_d.runs(), store_d)
+        _wait(lambda: (wd.tick() and all(s.progress for s in wd.states)), 60, "detect runs progressing")
+        ws_dir = h1.workspace_dir
+        detect["oom line"] = time_to_finding(
+            wd, f"{h1.name}-d-oom", "oom", lambda: (ws_dir / "d-oom" / "inject").write_text(OOM_LINE),
+            happened=lambda: b"Tried to allocate" in (ws_dir / "d-oom" / "train.log").read_bytes())
+        kill_pid = (ws_dir / "d-kill" / "trainer.pid").read_text().strip()
+        detect["SIGKILL"] = time_to_finding(wd, f"{h1.name}-d-kill", "oom",
+                                            lambda: h1.ct_exec(200, ["kill", "-9", kill_pid]),
+                                            happened=lambda: (ws_dir / "d-kill" / "exit_code").exists())
+        stall_log = ws_dir / "d-stall" / "train.log"
+        detect["stalled log (stale_log_s=3)"] = time_to_finding(
+            wd, f"{h1.name}-d-stall", "stale_log", lambda: (ws_dir / "d-stall" / "stall").write_text("1"),
+            happened=lambda: _stalled(stall_log), since_wall=lambda: stall_log.stat().st_mtime)
+        wd.close()
+        # ---------------------------------------------------------------- 5: 16 runs / 4 hosts
+        store_f = RunStore(home / "fleet.sqlite")
+        for h in rig.hosts:
+            for i in range(4):
+                rd = launch_in_ct(h, f"f{i}")
+                started.append((h, rd))
+                store_f.add_run(record(rig, h, f"f{i}"))
+        wf = Watch(store_f.runs(), store_f)
+        wf.tick()
+        fleet = ticks(wf, 15, pause_s=0.2)
+        fleet_calls = {h: c / 16 for h, c in wf.round_trips.items()}
+        wf_shot = Watch(store_f.runs(), RunStore(home / "fleet-shot.sqlite"), persistent=False)
+        wf_shot.tick()
+        fleet_shot = ticks(wf_shot, 10, pause_s=0.2)
+        wf_shot.close()
+        states_ok = sum(1 for s in wf.states if s.state in ("running", "starting"))
+        wf.close()
+        w.close()
+        # ---------------------------------------------------------------- report
+        warm_ms, seeds_ms = _ms(warm), _ms(seeds)
+        lines += [
+            "# dfctl watch — benchmark",
+            "",
+            f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: {platform.node()}, "
+            f"{os.cpu_count()} cores, {platform.platform()}. Rig: 4 fake Proxmox hosts (netns + OpenSSH sshd + "
+            "LXC CT 200, python pct stand-in), no network latency; other helpers share the 2 cores. "
+            "Medians; one run of `python -m bench watch`.",
+            "",
+            "| measurement | result | target |",
+            "|---|---|---|",
+            f"| one tick, one pct run, probe agent (default; median of {len(warm)}) | {warm_ms:.0f} ms | — |",
+            f"| one tick, one pct run, one-shot probe (python start per tick; median of {len(shot)}) | "
+            f"{_ms(shot):.0f} ms | — |",
+            f"| first tick (SSH connect, CT init pid lookup, agent start) | {cold * 1000:.0f} ms | — |",
+            f"| seeds' way: 3 × `ssh … pct exec 200 -- bash -c …` (median of {len(seeds)}) | {seeds_ms:.0f} ms | — |",
+            f"| **seeds' way / tick (agent)** | **{seeds_ms / warm_ms:.1f}×** | ≥ 20× |",
+            f"| seeds' way / tick (one-shot) | {seeds_ms / _ms(shot):.1f}× | — |",
+            f"| seeds' way / first tick | {seeds_ms / (cold * 1000):.1f}× | — |",
+            f"| one-shot tick without the GPU query | {_ms(nogpu):.0f} ms | — |",
+            f"| the rig's nvidia-smi stand-in (Python) alone, same connection | {_ms(smi):.0f} ms | — |",
+            f"| round trips per host per tick: agent / one-shot | {calls_per_tick:.2f} / {shot_calls_per_tick:.2f}"
+            f"{'' if agent_used else ' (agent NOT used)'} | 1 |",
+            f"| tick through the `pct exec` fallback instead of the host view (agent; median of "
+            f"{len(fallback)}) | {_ms(fallback):.0f} ms ({_ms(fallback) / warm_ms:.0f}× the host view) | — |",
+            f"| tick, 1 KB log, cursor at end | {_ms(size_ms['small']):.0f} ms | — |",
+            f"| tick, 2 GiB log (sparse), cursor at end | {_ms(size_ms['big']):.0f} ms | — |",
+            f"| **2 GiB / 1 KB tick** | **{_ms(size_ms['big']) / _ms(size_ms['small']):.2f}×** | ≤ 1.2× |",
+            f"| one-shot: 1 KB / 2 GiB log tick | {_ms(size_shot['small']):.0f} / {_ms(size_shot['big']):.0f} ms "
+            f"({_ms(size_shot['big']) / _ms(size_shot['small']):.2f}×) | ≤ 1.2× |",
+            f"| seeds' way on the 2 GiB log (grep reads it all) | {seeds_big * 1000:.0f} ms | — |",
+        ]
+        for what, (secs, n) in detect.items():
+            target = ("within one tick (≤ 1 s + tick)" if "stalled" not in what
+                      else "threshold + one tick (≤ 4 s + tick)")
+            lines.append(f"| time from {what} to its finding (interval 1 s) | {secs:.2f} s, {n} tick(s) | {target} |")
+        lines += [
+            f"| **16 runs on 4 hosts, one tick (median of {len(fleet)})** | **{_ms(fleet):.0f} ms** "
+            f"({states_ok}/16 runs read) | ≤ 1000 ms |",
+            f"| 16 runs on 4 hosts, one-shot probes (median of {len(fleet_shot)}) | {_ms(fleet_shot):.0f} ms | — |",
+            f"| round trips per host per tick (16 runs / 4 hosts) | "
+            f"{', '.join(f'{v:.2f}' for v in fleet_calls.values())} | 1 |",
+            "",
+            "Notes: the seeds' way opens a new OpenSSH connection per command (~3 × connect + pct start-up).",
+            "The watch keeps one paramiko connection per host; over it a stdlib-Python probe agent, started",
+            "once, answers one request line per tick (every cursor travels in the request), reading the CT's",
+            "files through /proc/<CT init pid>/root and its processes through the CT's own procfs, while a",
+            "background thread samples nvidia-smi every interval (GPU numbers are at most one interval old).",
+            "One-shot mode (a fresh `python3 -S -` per tick, nvidia-smi started by the shell before Python so",
+            "the two overlap) is the fallback when the agent cannot run or its channel drops.",
+            "The pct stand-in and the nvidia-smi stand-in are Python: real pct (Perl) costs more, which",
+            "widens the gap to the seeds' way; a real nvidia-smi on 8 GPUs costs the agent nothing per tick.",
+            "A 2 GiB log costs the watch nothing extra (it reads from its byte cursor); the seeds' grep reads",
+            "the whole file. Detection times run from the event (the line in the log, the exit_code file, the",
+            "log's last growth) to the tick that reported it, ticks on a fixed 1 s schedule; 1 tick = the next.",
+        ]
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return 0
+    finally:
+        for h, rd in started:
+            try:
+                pid = (rd / "pid").read_text().strip()
+                h.ct_exec(200, ["sh", "-c", f"kill -9 -{pid} 2>/dev/null; true"])
+            except Exception:  # noqa: BLE001
+                pass
+        close_all()
+        rig.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -22,10 +22,11 @@ import io
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from controller import history
 from controller.errors import BadInputError, UnknownRunError
@@ -35,6 +36,8 @@ from controller.importers import (CONFIG_NOISE_KEYS, WANDB_PATH_RE, LoadedRun, c
 DEFAULT_WARMUP_S = 60.0
 DEFAULT_WARMUP_STEPS = 3
 ALIGNED_POINTS = 3
+PROGRESS_COLUMNS = ("step", "time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau", "mem_peak_gib")
+"""The progress columns compare-runs reads (of a 1M-row history, only these are decoded)."""
 BOOTSTRAP_RESAMPLES = 400
 BOOTSTRAP_MAX_SAMPLES = 1500
 MIN_VERDICT_SAMPLES = 3
@@ -70,7 +73,7 @@ def from_registry(record, store) -> LoadedRun:
     from pathlib import Path
 
     meta = history.read_meta(record.run_id)
-    table = history.read_progress(record.run_id)
+    table = history.read_progress(record.run_id, columns=list(PROGRESS_COLUMNS))
     findings = store.findings(record.run_id)
     if table.num_rows == 0 and record.run_dir and Path(record.run_dir).is_dir():
         loaded = read_run_dir(record.run_dir, label=record.name)
@@ -110,7 +113,16 @@ class Columns:
     step_time_s: np.ndarray
     loss: np.ndarray
     tau: np.ndarray
-    mem_peak_gib: np.ndarray
+    mem_peak_gib: np.ndarray                    # one element: the run's maximum (NaN if unknown)
+
+    def finite_series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) where the metric is known; computed once per metric."""
+        cache = self.__dict__.setdefault("_finite", {})
+        if name not in cache:
+            y = getattr(self, name)
+            ok = np.isfinite(y)
+            cache[name] = (self.step, y) if ok.all() else (self.step[ok], y[ok])
+        return cache[name]
 
     @classmethod
     def from_table(cls, table: pa.Table) -> "Columns":
@@ -119,13 +131,15 @@ class Columns:
                 if table.num_rows else np.empty(0, dtype)
 
         step = col("step", np.int64)
-        arrays = {n: col(n) for n in ("time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau",
-                                      "mem_peak_gib")}
+        arrays = {n: col(n) for n in ("time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau")}
+        # Only its maximum is used: computed by Arrow, no 1M-row conversion.
+        peak = pc.max(table.column("mem_peak_gib")).as_py() if table.num_rows else None
+        arrays["mem_peak_gib"] = np.array([np.nan if peak is None else peak])
         if step.size > 1 and not np.all(step[1:] > step[:-1]):
             # Duplicated steps (log + metrics + wandb) or out of order: keep each step's first row.
             _, first = np.unique(step, return_index=True)
             step = step[first]
-            arrays = {n: a[first] for n, a in arrays.items()}
+            arrays = {n: a if n == "mem_peak_gib" else a[first] for n, a in arrays.items()}
         return cls(step=step, **arrays)
 
 
@@ -142,20 +156,33 @@ class Window:
     end_s: float | None = None
 
 
-def warm_mask(c: Columns, warmup_s: float, warmup_steps: int) -> tuple[np.ndarray, bool]:
+def warm_mask(c: Columns, warmup_s: float, warmup_steps: int) -> tuple[np.ndarray | slice, bool]:
     """throughput.warm_samples over arrays: drop the first sample and `warmup_steps` more,
-    and anything within `warmup_s` of the first; if nothing is left, use every sample."""
+    and anything within `warmup_s` of the first; if nothing is left, use every sample.
+    Returns a slice when the window is contiguous (the usual case: no copy of 1M rows)."""
     useful = np.isfinite(c.tok_per_s) | np.isfinite(c.step_time_s) | np.isfinite(c.samples_per_s)
+    n = c.step.size
+    t = c.time_s
+    if n and useful.all():
+        start = warmup_steps + 1
+        contiguous = True
+        if warmup_s > 0 and math.isfinite(t[0]):
+            if np.isfinite(t).all() and np.all(t[1:] >= t[:-1]):
+                start = max(start, int(np.searchsorted(t, t[0] + warmup_s, side="left")))
+            else:
+                contiguous = False
+        if contiguous:
+            return (slice(start, n), True) if start < n else (slice(0, n), False)
     idx = np.flatnonzero(useful)
-    mask = np.zeros(c.step.size, bool)
+    mask = np.zeros(n, bool)
     if idx.size == 0:
         return mask, False
     warm = np.zeros(idx.size, bool)
     warm[warmup_steps + 1:] = True
-    t0 = c.time_s[idx[0]]
+    t0 = t[idx[0]]
     if warmup_s > 0 and math.isfinite(t0):
-        t = c.time_s[idx]
-        warm &= ~(np.isfinite(t) & (t < t0 + warmup_s))
+        ti = t[idx]
+        warm &= ~(np.isfinite(ti) & (ti < t0 + warmup_s))
     if warm.any():
         mask[idx[warm]] = True
         return mask, True
@@ -164,7 +191,9 @@ def warm_mask(c: Columns, warmup_s: float, warmup_steps: int) -> tuple[np.ndarra
 
 
 def _median(a: np.ndarray) -> float | None:
-    a = a[np.isfinite(a)]
+    ok = np.isfinite(a)
+    if not ok.all():
+        a = a[ok]
     return float(np.median(a)) if a.size else None
 
 
@@ -204,9 +233,15 @@ class RunSummary:
     ci_pct: tuple[float, float] | None = None   # 95% interval of delta_pct
     is_baseline: bool = False
     wandb_run_id: str | None = None
-    # kept for the plot, not printed
-    columns: Columns | None = None
-    warm_tok: np.ndarray | None = None          # the warm window's tok/s, in step order
+    # kept for alignment, verdicts and the plot (bounded: no full 1M-row columns)
+    loss_series: tuple[np.ndarray, np.ndarray] | None = None   # (steps, loss) where known
+    tau_series: tuple[np.ndarray, np.ndarray] | None = None
+    log_interval: int | None = None             # median steps between logged losses
+    warm_tok: np.ndarray | None = None          # warm-window tok/s, thinned to BOOTSTRAP_MAX_SAMPLES
+    plot_minutes: np.ndarray | None = None      # thinned (minutes since first sample, tok/s)
+    plot_tok: np.ndarray | None = None
+    plot_steps: np.ndarray | None = None        # thinned (step, loss)
+    plot_loss: np.ndarray | None = None
     start_s: float | None = None
 
 
@@ -225,32 +260,58 @@ def summarise(run: LoadedRun, warmup_s: float, warmup_steps: int) -> RunSummary:
     c = Columns.from_table(run.progress)
     mask, is_warm = warm_mask(c, warmup_s, warmup_steps)
     tok = c.tok_per_s[mask]
-    tok = tok[np.isfinite(tok) & (tok > 0)]
+    good = np.isfinite(tok) & (tok > 0)
+    if not good.all():
+        tok = tok[good]
     stats: dict[str, float | None] = {"median": None, "p10": None, "p90": None}
     if tok.size:
         q = np.quantile(tok, [0.5, 0.1, 0.9])
         stats = {"median": float(q[0]), "p10": float(q[1]), "p90": float(q[2])}
     steps = c.step[mask]
     times = c.time_s[mask]
-    finite_t = c.time_s[np.isfinite(c.time_s)]
-    t_first = float(finite_t[0]) if finite_t.size else None
-    tt = times[np.isfinite(times)]
+    n_window = (mask.stop - mask.start) if isinstance(mask, slice) else int(mask.sum())
+    fin = np.flatnonzero(np.isfinite(c.time_s[:1000])) if c.time_s.size else np.empty(0, np.int64)
+    if fin.size == 0 and c.time_s.size > 1000:
+        fin = np.flatnonzero(np.isfinite(c.time_s))
+    t_first = float(c.time_s[fin[0]]) if fin.size else None
+    tt = times if times.size and np.isfinite(times[0]) and np.isfinite(times[-1]) and np.isfinite(times).all() \
+        else times[np.isfinite(times)]
     window = Window(
         first_step=int(steps[0]) if steps.size else None, last_step=int(steps[-1]) if steps.size else None,
-        samples=int(mask.sum()), samples_total=int(c.step.size), warm=is_warm,
+        samples=n_window, samples_total=int(c.step.size), warm=is_warm,
         start_s=float(tt.min() - t_first) if tt.size and t_first is not None else None,
         end_s=float(tt.max() - t_first) if tt.size and t_first is not None else None)
+    # (min/max, not first/last: a resumed run's samples may not be in clock order)
     ttfs = None
     if run.start_s is not None and t_first is not None and t_first >= run.start_s:
         ttfs = t_first - run.start_s
     mem = c.mem_peak_gib[np.isfinite(c.mem_peak_gib)]
     peak = float(mem.max()) if mem.size else run.gpu_peak_mem_gib
-    return RunSummary(
+    summary = RunSummary(
         label=run.label, source=run.source, kind=run.kind, end_state=run.end_state, end_detail=run.end_detail,
         exit_code=run.exit_code, window=window, tok_per_s=stats,
         step_time_s=_median(c.step_time_s[mask]), samples_per_s=_median(c.samples_per_s[mask]),
         time_to_first_step_s=ttfs, peak_mem_gib=peak, config=dict(run.config), wandb_run_id=run.wandb_run_id,
-        columns=c, warm_tok=tok, start_s=run.start_s)
+        loss_series=c.finite_series("loss"), tau_series=c.finite_series("tau"),
+        log_interval=_interval(c.finite_series("loss")[0]), warm_tok=_thin1(tok, BOOTSTRAP_MAX_SAMPLES),
+        start_s=run.start_s)
+    summary.plot_minutes, summary.plot_tok = _thin(elapsed_minutes(c), c.tok_per_s)
+    summary.plot_steps, summary.plot_loss = _thin(c.step.astype(np.float64), c.loss)
+    return summary
+
+
+def _interval(steps: np.ndarray) -> int | None:
+    if steps.size < 2:
+        return None
+    head = steps[: min(steps.size, 10_001)]
+    return int(np.median(np.diff(head)))
+
+
+def _thin1(x: np.ndarray, n: int) -> np.ndarray:
+    """At most n evenly spaced elements, order kept (a copy: the full array can be freed)."""
+    if x.size <= n:
+        return np.array(x, copy=True)
+    return x[np.linspace(0, x.size - 1, n).round().astype(np.int64)]
 
 
 def aligned_steps(runs: list[RunSummary], points: int = ALIGNED_POINTS) -> list[int]:
@@ -258,12 +319,11 @@ def aligned_steps(runs: list[RunSummary], points: int = ALIGNED_POINTS) -> list[
     multiple of the coarsest log interval so at least one run logged them exactly."""
     ranges, intervals = [], []
     for r in runs:
-        c = r.columns
-        ok = c.step[np.isfinite(c.loss) | np.isfinite(c.tau)] if c is not None else np.empty(0)
-        if ok.size:
-            ranges.append((int(ok[0]), int(ok[-1])))
-            if ok.size > 1:
-                intervals.append(int(np.median(np.diff(ok))))
+        ends = [(int(x[0]), int(x[-1])) for x, _ in (r.loss_series, r.tau_series) if x is not None and x.size]
+        if ends:
+            ranges.append((min(a for a, _ in ends), max(b for _, b in ends)))
+        if r.log_interval:
+            intervals.append(r.log_interval)
     if not ranges:
         return []
     lo, hi = max(a for a, _ in ranges), min(b for _, b in ranges)
@@ -280,11 +340,11 @@ def aligned_steps(runs: list[RunSummary], points: int = ALIGNED_POINTS) -> list[
     return sorted(set(picks))
 
 
-def value_at(c: Columns, name: str, step: int) -> float | None:
-    """Linear interpolation of one metric at `step`, only inside the run's logged range."""
-    y = getattr(c, name)
-    ok = np.isfinite(y)
-    x, y = c.step[ok], y[ok]
+def value_at(series: tuple[np.ndarray, np.ndarray] | None, step: int) -> float | None:
+    """Linear interpolation of (steps, values) at `step`, only inside the logged range."""
+    if series is None:
+        return None
+    x, y = series
     if x.size == 0 or step < x[0] or step > x[-1]:
         return None
     return float(np.interp(step, x, y))
@@ -333,16 +393,26 @@ def _warm_tok(r: RunSummary) -> np.ndarray:
     return r.warm_tok if r.warm_tok is not None else np.empty(0)
 
 
-def compare(runs: list[LoadedRun], *, baseline: LoadedRun | None = None, baseline_tok_per_s: float | None = None,
-            warmup_s: float = DEFAULT_WARMUP_S, warmup_steps: int = DEFAULT_WARMUP_STEPS) -> Comparison:
-    """Summaries, aligned steps, config diff and verdicts. With neither baseline given, the
-    first run is the baseline. A baseline run not among `runs` is shown first."""
-    if not runs:
+def compare(runs: Iterable[LoadedRun], *, baseline: LoadedRun | int | None = None,
+            baseline_tok_per_s: float | None = None, warmup_s: float = DEFAULT_WARMUP_S,
+            warmup_steps: int = DEFAULT_WARMUP_STEPS) -> Comparison:
+    """Summaries, aligned steps, config diff and verdicts.
+
+    `runs` may be a generator: each run is summarised as it arrives and its progress table
+    released (LoadedRun.progress is emptied), so 10 runs of 1M rows never sit in memory
+    together. `baseline` is a run (shown first when not among `runs`) or an index into
+    `runs`; with neither baseline given, the first run is the baseline."""
+    summaries: list[RunSummary] = []
+    for r in runs:
+        summaries.append(summarise(r, warmup_s, warmup_steps))
+        r.progress = r.progress.slice(0, 0)
+    if not summaries:
         raise BadInputError("compare-runs: give at least one RUN")
-    summaries = [summarise(r, warmup_s, warmup_steps) for r in runs]
     base_summary: RunSummary | None = None
-    if baseline is not None:
-        match = next((s for s, r in zip(summaries, runs) if r.source == baseline.source), None)
+    if isinstance(baseline, int):
+        base_summary = summaries[baseline]
+    elif baseline is not None:
+        match = next((s for s in summaries if s.source == baseline.source), None)
         if match is None:
             match = summarise(baseline, warmup_s, warmup_steps)
             summaries.insert(0, match)
@@ -354,10 +424,15 @@ def compare(runs: list[LoadedRun], *, baseline: LoadedRun | None = None, baselin
         base_tok = base_summary.tok_per_s["median"]
     else:
         base_tok = baseline_tok_per_s
+    seen: dict[str, int] = {}
+    for s in summaries:  # two RUNs with one name (a run dir and its wandb dir): keep both apart
+        seen[s.label] = seen.get(s.label, 0) + 1
+        if seen[s.label] > 1:
+            s.label = f"{s.label} #{seen[s.label]}"
     steps = aligned_steps(summaries)
     for s in summaries:
-        s.loss_at = {k: value_at(s.columns, "loss", k) for k in steps}
-        s.tau_at = {k: value_at(s.columns, "tau", k) for k in steps}
+        s.loss_at = {k: value_at(s.loss_series, k) for k in steps}
+        s.tau_at = {k: value_at(s.tau_series, k) for k in steps}
         if s.is_baseline:
             s.verdict = "baseline"
             continue
@@ -537,20 +612,26 @@ PLOT_MAX_POINTS = 2000
 
 
 def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
+    """At most PLOT_MAX_POINTS evenly spaced points where both are known (pick, then filter:
+    no pass over the full arrays)."""
     if x.size > PLOT_MAX_POINTS:
         idx = np.linspace(0, x.size - 1, PLOT_MAX_POINTS).round().astype(np.int64)
         x, y = x[idx], y[idx]
-    return x, y
+    ok = np.isfinite(x) & np.isfinite(y)
+    return x[ok], y[ok]
 
 
 def elapsed_minutes(c: Columns) -> np.ndarray:
     """Minutes since the run's first sample; from the samples' clock, else rebuilt from
     step times (a log without timestamps) -- steps between samples x step time."""
-    if np.isfinite(c.time_s).sum() >= max(2, c.step.size // 2):
-        t0 = c.time_s[np.isfinite(c.time_s)][0]
-        return (c.time_s - t0) / 60.0
+    if c.step.size == 0:
+        return np.empty(0)
+    t = c.time_s
+    if math.isfinite(t[0]) and math.isfinite(t[-1]):
+        return (t - t[0]) / 60.0
+    known_t = np.flatnonzero(np.isfinite(t))
+    if known_t.size >= max(2, t.size // 2):
+        return (t - t[known_t[0]]) / 60.0
     st = np.where(np.isfinite(c.step_time_s), c.step_time_s, 0.0)
     gaps = np.diff(c.step, prepend=c.step[:1] if c.step.size else c.step)
     return np.cumsum(st * gaps) / 60.0
@@ -567,16 +648,14 @@ def plot(cmp: Comparison, path: str) -> str:
     w, h = PLOT_SIZE_PX
     fig, (ax_tok, ax_loss) = plt.subplots(1, 2, figsize=(w / PLOT_DPI, h / PLOT_DPI), dpi=PLOT_DPI)
     for r in cmp.runs:
-        c = r.columns
-        if c is None or c.step.size == 0:
+        if r.plot_tok is None or (r.plot_tok.size == 0 and r.plot_loss.size == 0):
             ax_tok.plot([], [], label=f"{r.label} ({STATE_LABEL.get(r.end_state, r.end_state)}, no samples)")
             continue
-        x, y = _thin(elapsed_minutes(c), c.tok_per_s)
+        x, y = r.plot_minutes, r.plot_tok
         suffix = " (baseline)" if r.is_baseline else ("" if r.end_state in ("finished", "running") else
                                                      f" ({STATE_LABEL.get(r.end_state, r.end_state)})")
         ax_tok.plot(x, y, label=r.label + suffix, linewidth=1.2)
-        lx, ly = _thin(c.step.astype(np.float64), c.loss)
-        ax_loss.plot(lx, ly, label=r.label, linewidth=1.2)
+        ax_loss.plot(r.plot_steps, r.plot_loss, label=r.label, linewidth=1.2)
     if cmp.baseline_tok_per_s:
         ax_tok.axhline(cmp.baseline_tok_per_s, color="black", linestyle="--", linewidth=1,
                        label=f"baseline {_si(cmp.baseline_tok_per_s)}")

@@ -399,7 +399,7 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
         exit_code=loaded.exit_code, ended_s=max(times) if times else None)
     with history.HistoryWriter(run_id) as writer:
         table = loaded.progress.set_column(0, "run_id", pa.array([run_id] * loaded.progress.num_rows, pa.string()))
-        writer.append_progress(samples_from_table(table))
+        writer.append_progress_table(table)
         if loaded.wandb_rows:
             writer.append_wandb_rows(loaded.wandb_rows)
     history.write_meta(run_id, {

@@ -152,9 +152,11 @@ def test_json_figures_match_the_metrics_and_the_detectors_window(runs):
 def test_offline_wandb_dir_log_file_and_run_dir_agree(runs):
     wandb_dir = next((runs["A"] / "wandb").glob("offline-run-*"))
     res = _cli("compare-runs", str(runs["A"]), str(wandb_dir), str(runs["A"] / "train.log"), "--csv",
-               "--warmup-s", "0", "--warmup-steps", "1")
+               "--warmup-s", "0", "--warmup-steps", "1", "--baseline", str(wandb_dir))
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [r["is_baseline"] for r in rows] == ["False", "True", "False"]      # --baseline RUN, order kept
+    assert rows[0]["label"] == "A" and rows[2]["label"] == "A #2"             # same name, kept apart
     assert [r["kind"] for r in rows] == ["run-dir", "wandb-offline", "log"]
     medians = [float(r["tok_per_s_median"]) for r in rows]
     # metrics.jsonl, wandb history and the log's progress lines carry the same numbers
@@ -163,7 +165,7 @@ def test_offline_wandb_dir_log_file_and_run_dir_agree(runs):
     assert medians[2] == pytest.approx(medians[0], abs=0.1)
     assert all(r["end_state"] == "finished" for r in rows)
     assert rows[1]["label"] == wandb_dir.name.rsplit("-", 1)[-1]   # the wandb run id
-    for r in rows[1:]:
+    for r in (rows[0], rows[2]):
         assert r["verdict"].startswith("within noise"), r["verdict"]   # same run: not a difference
 
 

@@ -99,3 +99,15 @@ def test_empty_and_bad_ids():
         history.history_dir("../etc")
     with pytest.raises(ValueError):
         history.read_table("x", "nope")
+
+
+def test_table_append_keeps_order_after_buffered_rows():
+    from controller.importers import progress_table
+
+    w = history.HistoryWriter("run-g", rows_per_part=100, fan_in=4)
+    w.append_progress(samples(3))                                   # buffered
+    w.append_progress_table(progress_table(samples(950, start=3), "run-g"))
+    w.append_progress(samples(2, start=953))
+    w.close()
+    assert history.read_progress("run-g").column("step").to_pylist() == list(range(955))
+    assert len(list((history.history_dir("run-g") / "progress").glob("*.parquet"))) < 8

@@ -53,14 +53,13 @@ def compare_runs(
         raise BadInputError(f"--plot {plot_path}: directory {plot_path.parent} does not exist")
     store = RunStore()
     try:
-        loaded = [compare.resolve(spec, store) for spec in runs]
         base = None
         if baseline is not None:
-            base = next((r for spec, r in zip(runs, loaded) if spec == baseline), None) or compare.resolve(baseline, store)
+            base = runs.index(baseline) if baseline in runs else compare.resolve(baseline, store)
+        result = compare.compare(_prefetched(runs, store), baseline=base,
+                                 baseline_tok_per_s=baseline_tok_s, warmup_s=warmup_s, warmup_steps=warmup_steps)
     finally:
         store.close()
-    result = compare.compare(loaded, baseline=base, baseline_tok_per_s=baseline_tok_s,
-                             warmup_s=warmup_s, warmup_steps=warmup_steps)
     if plot_path is not None:
         compare.plot(result, str(plot_path))
         print(f"dfctl: plot written to {plot_path}", file=sys.stderr)
@@ -74,6 +73,30 @@ def compare_runs(
         from rich.console import Console
 
         Console().print(compare.render_table(result))
+
+
+def _prefetched(specs: list[str], store):
+    """Resolve RUNs one ahead on a thread: the next run's Parquet is read (Arrow releases the
+    GIL) while this one is summarised; at most two runs' tables are in memory at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from controller import compare
+    from controller.runstore import RunStore
+
+    def load(spec: str):
+        local = RunStore(store.path)  # sqlite connections stay on their thread
+        try:
+            return compare.resolve(spec, local)
+        finally:
+            local.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(load, specs[0])
+        for nxt in specs[1:] + [None]:
+            current = pending.result()
+            if nxt is not None:
+                pending = pool.submit(load, nxt)
+            yield current
 
 
 @app.command("import")

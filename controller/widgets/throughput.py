@@ -25,9 +25,12 @@ def current_tok_per_s(progress: list[ProgressSample]) -> float | None:
 
 
 def rolling_median_tok_per_s(progress: list[ProgressSample], n: int = ROLLING_SAMPLES) -> float | None:
-    values = [p.tok_per_s for p in progress if known(p.tok_per_s)]
-    if len(values) > n:
-        values = values[-n:]
+    values = []
+    for p in reversed(progress):  # newest first: a 2000-sample history costs n, not 2000
+        if known(p.tok_per_s):
+            values.append(p.tok_per_s)
+            if len(values) == n:
+                break
     return statistics.median(values) if values else None
 
 

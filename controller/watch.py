@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
@@ -139,7 +140,8 @@ class Watch:
                  probe_timeout_s: float = 30.0,
                  gpu: bool = True, nvidia_smi: str = "nvidia-smi",
                  lxcpath: str | None = None, force_pct: bool = False,
-                 gpu_apps_every_s: float = 10.0, persistent: bool = True):
+                 gpu_apps_every_s: float = 10.0, persistent: bool = True,
+                 tick_wait_s: float | None = None):
         self.store = store
         self.clock = clock
         self.on_finding = on_finding
@@ -154,6 +156,7 @@ class Watch:
         self._agents: dict[str, ProbeSession] = {}
         self._no_agent: set[str] = set()
         self.round_trips: dict[str, int] = {}     # host -> probe round trips (agent or one-shot)
+        self._pending: dict[str, tuple[Future, list[WatchedRun], float]] = {}
         self._apps: dict[str, tuple[float, list, dict]] = {}   # host -> (time, processes, nspids)
         self._transport_for = transport_for or _default_transport
         self.health: dict[str, HostHealth] = {}
@@ -161,6 +164,8 @@ class Watch:
         self._init_pids: dict[tuple[str, int], int] = {}
         self.runs: list[WatchedRun] = [self._watched(rec) for rec in records]
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len({r.host_key for r in self.runs}))))
+        self.tick_wait_s = tick_wait_s if tick_wait_s is not None else max(
+            2.0, 2 * min((r.cfg.interval_s for r in self.runs), default=1.0))
 
     # -- set-up ------------------------------------------------------------------------
     def _watched(self, rec: RunRecord) -> WatchedRun:
@@ -205,12 +210,29 @@ class Watch:
         for r in self.runs:
             if not r.done:
                 by_host.setdefault(r.host_key, []).append(r)
-        futures = {host: self._pool.submit(self._probe_host, host, runs) for host, runs in by_host.items()}
+        # A host still busy with an earlier probe gets no second one: its answer is applied
+        # when it comes (it carries the cursors it was sent with), and meanwhile a slow host
+        # costs the tick at most tick_wait_s -- the other hosts are reported on time.
+        for host, runs in by_host.items():
+            if host not in self._pending:
+                self._pending[host] = (self._pool.submit(self._probe_host, host, runs), runs, time.monotonic())
         report = TickReport(time_s=0.0, states=self.states, hosts=[])
-        for host, fut in futures.items():
-            reading, error = fut.result()
+        deadline = t0 + self.tick_wait_s
+        for host in list(self._pending):
+            fut, runs, submitted = self._pending[host]
+            try:
+                reading, error = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                now = self.clock()
+                health = self.health.setdefault(host, HostHealth())
+                if health.down_since_s is None:
+                    health.down_since_s = now - (time.monotonic() - submitted)
+                self.hosts[host] = HostSample(host=host, reachable=False,
+                                              error=f"no answer for {time.monotonic() - submitted:.0f} s")
+                report.new_findings += self._host_down(host, runs, self.hosts[host].error, now)
+                continue
+            del self._pending[host]
             now = self.clock()
-            runs = by_host[host]
             if reading is None:
                 report.new_findings += self._host_down(host, runs, error, now)
                 continue

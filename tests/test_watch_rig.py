@@ -132,6 +132,8 @@ def test_sshd_restart_and_link_down_mid_watch_recover_with_no_byte_lost(rig, rig
                        interval_s=0.2)
             assert any(f.kind == "unreachable" for f in w.states[0].findings)
             assert not w.hosts[host.name].reachable
+            rep = w.tick()                                  # a dead host never holds the tick long
+            assert rep.duration_s < w.tick_wait_s + 2.0 and w.states[0].state == "unreachable"
         finally:
             host.link_up()
         n = len(got)

@@ -235,6 +235,9 @@ def parse_playbook(text: str | bytes, source: str = "<memory>") -> Playbook:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PlaybookError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib parses nested arrays/tables recursively: thousands of levels overflow it
+        raise PlaybookError(f"{source}: not valid TOML: arrays or tables nested too deeply") from None
     pb = _build(Playbook, data, "", source)
     pb = dataclasses.replace(pb, source=source)
     _check(pb)

@@ -36,11 +36,15 @@ def dense_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Te
 def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int):
     """The rule as a flex_attention mask_mod(b, h, q_idx, kv_idx) -> bool."""
 
+    # ctx_len as a tensor, not a Python int: compiled flex would otherwise specialise on it
+    # and recompile for every padded length.
+    ctx = torch.tensor(ctx_len, device=anchors.device, dtype=torch.int64)
+
     def mask_mod(b, h, q_idx, kv_idx):
         a = q_idx // block_size
         anchor = anchors[b, a]
-        is_ctx = kv_idx < ctx_len
-        return torch.where(is_ctx, kv_idx < anchor, (kv_idx - ctx_len) // block_size == a)
+        is_ctx = kv_idx < ctx
+        return torch.where(is_ctx, kv_idx < anchor, (kv_idx - ctx) // block_size == a)
 
     return mask_mod
 

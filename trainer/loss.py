@@ -41,9 +41,10 @@ class _ChunkedLinearCE(torch.autograd.Function):
             logits = (hidden[start:end] @ weight.t()).float()
             lbl = labels[start:end]
             w = row_weights[start:end]
-            loss_sum += (F.cross_entropy(logits, lbl, reduction="none") * w).sum()
+            lse = torch.logsumexp(logits, dim=-1)
+            loss_sum += ((lse - logits.gather(1, lbl[:, None]).squeeze(1)) * w).sum()
             predictions[start:end] = logits.argmax(dim=-1)
-            probs = torch.softmax(logits, dim=-1)
+            probs = logits.sub_(lse[:, None]).exp_()        # softmax, in place: one [rows, V] buffer
             del logits
             probs[torch.arange(end - start, device=probs.device), lbl] -= 1.0
             probs.mul_(w[:, None])

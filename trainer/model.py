@@ -143,16 +143,17 @@ class TargetModel(nn.Module):
         self.requires_grad_(False)
 
     def reset_parameters(self, seed: int) -> None:
-        """Random init (demo and benchmark targets): normal(0, 0.02) matrices, unit norms."""
-        gen = torch.Generator().manual_seed(seed)
+        """Random init (demo and benchmark targets): normal(0, 0.02) matrices, unit norms.
+        Drawn on the parameters' own device (a 1B target drawn on the CPU takes many seconds)."""
+        gen = torch.Generator(device=self.lm_head.weight.device).manual_seed(seed)
         for name, p in self.named_parameters():
             with torch.no_grad():
                 if name.endswith("norm.weight"):
                     p.fill_(1.0)
                 elif name in ("model.embed_tokens.weight", "lm_head.weight"):
-                    p.copy_(torch.randn(p.shape, generator=gen) * self.cfg.embed_init_std)
+                    p.normal_(0.0, self.cfg.embed_init_std, generator=gen)
                 else:
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+                    p.normal_(0.0, 0.02, generator=gen)
 
     @torch.no_grad()
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -193,9 +194,10 @@ def load_target(cfg: TargetConfig, feature_layers: tuple[int, ...], *, path: str
     """Random init (path None), a safetensors file, or a directory of Qwen3 safetensors shards
     (with config.json, which then overrides `cfg`). Weights go to `device` in `dtype`."""
     if path is None:
-        target = TargetModel(cfg, feature_layers)
+        with torch.device(device):
+            target = TargetModel(cfg, feature_layers)
         target.reset_parameters(seed)
-        return target.to(device=device, dtype=dtype).eval()
+        return target.to(dtype=dtype).eval()
     from safetensors import safe_open
 
     p = Path(path)
@@ -287,6 +289,10 @@ class DraftLayer(DecoderLayer):
         v = torch.cat([v_ctx, v_blk], dim=2)
         if isinstance(mask, torch.Tensor):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=attn.heads != attn.kv_heads)
+        elif torch.compiler.is_compiling():      # --compile-drafter: flex is traced into the layer's graph
+            from torch.nn.attention.flex_attention import flex_attention
+
+            out = flex_attention(q, k, v, block_mask=mask, enable_gqa=attn.heads != attn.kv_heads)
         else:
             out = _flex_attention(q, k, v, mask)
         x = x + attn.merge(out)
@@ -312,10 +318,13 @@ class Drafter(nn.Module):
         self.grad_checkpointing = False
 
     def init_weights(self, seed: int) -> None:
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator(device=self.fc.weight.device).manual_seed(seed)
         for name, p in self.trainable_parameters():
             with torch.no_grad():
-                p.copy_(torch.ones_like(p) if name.endswith("norm.weight") else torch.randn(p.shape, generator=gen) * 0.02)
+                if name.endswith("norm.weight"):
+                    p.fill_(1.0)
+                else:
+                    p.normal_(0.0, 0.02, generator=gen)
 
     def share_target_weights(self, embed: torch.Tensor, lm_head: torch.Tensor) -> None:
         with torch.no_grad():

@@ -198,12 +198,12 @@ def run(args: argparse.Namespace) -> RunResult:
             milestone("target_loaded", index=i, device=dev)
     drafters = []
     for dev in drafter_devices:
-        d = Drafter(cfg.target, dc)
-        d.init_weights(args.seed + 1)
-        d.share_target_weights(targets[0].embed_weight.float().cpu(), targets[0].lm_head_weight.float().cpu())
-        d = d.to(dev)
+        with torch.device(dev):
+            d = Drafter(cfg.target, dc)
+        d.init_weights(args.seed + 1)          # the same seed on every replica; synced again below
         d.embed_tokens.to(dtype)
         d.lm_head.to(dtype)
+        d.share_target_weights(targets[0].embed_weight, targets[0].lm_head_weight)
         d.grad_checkpointing = args.grad_checkpointing
         if args.compile_drafter:
             for layer in d.layers:

@@ -70,8 +70,8 @@ class BatchingSpec:
     seed: int
     len_multiple: int = 1
     anchor_multiple: int = 1
-    fixed_len: int | None = None
     fixed_anchors: int | None = None
+    length_steps: tuple[int, ...] = ()   # compiled drafter: pad L up to the next of these (bucket edges)
 
 
 class BatchPositions:
@@ -100,10 +100,14 @@ class BatchPositions:
 def host_batch_for(dataset: ArrowDataset, positions: BatchPositions, spec: BatchingSpec,
                    local_seq: int) -> HostBatch:
     epoch, rows = positions.rows(local_seq)
+    fixed_len = None
+    if spec.length_steps:
+        longest = min(int(dataset.lengths[rows].max()), spec.max_length)
+        fixed_len = next((s for s in spec.length_steps if s >= longest), spec.length_steps[-1])
     return make_host_batch(dataset, rows, seq=local_seq, epoch=epoch, seed=spec.seed, block_size=spec.block_size,
                            max_anchors=spec.max_anchors, max_length=spec.max_length,
                            mask_token_id=spec.mask_token_id, len_multiple=spec.len_multiple,
-                           anchor_multiple=spec.anchor_multiple, fixed_len=spec.fixed_len,
+                           anchor_multiple=spec.anchor_multiple, fixed_len=fixed_len,
                            fixed_anchors=spec.fixed_anchors)
 
 

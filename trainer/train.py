@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> RunResult:
         d.grad_checkpointing = args.grad_checkpointing
         if args.compile_drafter:
             for layer in d.layers:
-                layer.compile(dynamic=False)
+                layer.compile(dynamic=None)     # automatic: a dim that changes (samples per batch) turns dynamic
         d.train()
         drafters.append(d)
     replicas = DrafterReplicas(
@@ -239,14 +239,18 @@ def run(args: argparse.Namespace) -> RunResult:
 
     # -- pipeline ----------------------------------------------------------------------
     anchor_multiple = 128 // dc.block_size if use_flex else 1
-    fixed_len = fixed_anchors = None
+    # --compile-drafter: a few fixed shapes (lengths padded to bucket edges, anchors to the
+    # maximum) so the compiled graphs settle; eager mode keeps every batch's own shape.
+    length_steps: tuple[int, ...] = ()
+    fixed_anchors = None
     if args.compile_drafter:
-        fixed_len = -(-tc.max_length // 128) * 128 if use_flex else tc.max_length
+        step = 128 if use_flex else 1
+        length_steps = tuple(sorted({-(-min(b.hi - 1, tc.max_length) // step) * step for b in plan.buckets}))
         fixed_anchors = -(-dc.max_anchors // anchor_multiple) * anchor_multiple
     spec = BatchingSpec(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
                         mask_token_id=dc.mask_token_id if dc.mask_token_id >= 0 else cfg.target.vocab_size - 1,
                         seed=args.seed, len_multiple=128 if use_flex else 1, anchor_multiple=anchor_multiple,
-                        fixed_len=fixed_len, fixed_anchors=fixed_anchors)
+                        length_steps=length_steps, fixed_anchors=fixed_anchors)
     positions = BatchPositions(plan, start_pos=next_pos, world=world, rank=rank, replicas=len(drafters))
     pipeline = Pipeline(dataset=dataset, positions=positions, spec=spec, targets=targets,
                         target_devices=target_devices, drafter_devices=drafter_devices,

@@ -105,6 +105,7 @@ class WatchedRun:
     parser: Any = None
     prev_cpu: tuple[int, float] | None = None
     launch_read: bool = False
+    cgroup_seen: dict | None = None    # {"version", "path"} of the run's memory cgroup (non-CT targets)
     last_step: int | None = None
     log_size_seen: int | None = None
     ended_ticks: int = 0               # ticks seen ended with nothing left to read
@@ -345,7 +346,8 @@ class Watch:
             run_id=rec.run_id, log_path=rec.log_path or f"{rec.run_dir}/train.log", run_dir=rec.run_dir,
             pid=rec.pid, vmid=int(r.target.vmid) if r.target.kind == "pct" and r.target.vmid is not None else None,
             log_inode=r.log.inode, log_offset=r.log.read_offset, metrics_offset=r.metrics_offset,
-            wandb_path=r.wandb_path, wandb_offset=r.wandb_offset, want_launch=not r.launch_read)
+            wandb_path=r.wandb_path, wandb_offset=r.wandb_offset, want_launch=not r.launch_read,
+            cgroup=r.cgroup_seen)
 
     # -- host down ---------------------------------------------------------------------
     def _host_down(self, host: str, runs: list[WatchedRun], error: str | None, now: float) -> list[Finding]:
@@ -411,10 +413,10 @@ class Watch:
             found += _detectors().scan_lines(lines, obs.first_line_no, now, r.record.run_id)
         # metrics/wandb first: at a step both report, the history keeps their source and
         # time (stale_log compares them with the log's last growth)
-        samples = self._follow_metrics(r, rd, now) + self._follow_wandb(r, rd, st) + samples
-        if wandb_seen is not None:
+        if wandb_seen is not None:        # the log's word first; the .wandb file's overrides it
             st.wandb = _merge_wandb(st.wandb, wandb_seen)
-            obs.wandb = st.wandb
+        samples = self._follow_metrics(r, rd, now) + self._follow_wandb(r, rd, st) + samples
+        obs.wandb = st.wandb
         fresh = self._add_progress(r, samples, now)
         obs.progress = fresh
         if fresh and self.on_progress is not None:
@@ -538,6 +540,8 @@ class Watch:
             cg = ct.cgroup if ct else None
         else:
             cg = rd.cgroup
+            if cg is not None and cg.path and cg.version:
+                r.cgroup_seen = {"version": cg.version, "path": cg.path}
         if cg is not None:
             hs.oom_kill_count, hs.mem_peak_bytes, hs.mem_limit_bytes = cg.oom_kill_count, cg.peak_bytes, cg.limit_bytes
         return hs

@@ -257,3 +257,15 @@ def test_blob_encoding_roundtrip_large_is_compressed(tmp_path):
     blob = doc["runs"][0]["log"]["bytes"]
     assert blob["enc"] == "zb64" and len(blob["data"]) < 100_000
     assert decode_blob(blob) == log.read_bytes()
+
+
+def test_cgroup_parser_combines_the_ns_level_and_its_parent():
+    doc = {"version": 1, "path": "/sys/fs/cgroup/memory/lxc/200/ns", "files": {
+        "memory.oom_control": "oom_kill 2\n", "memory.max_usage_in_bytes": "100\n",
+        "memory.limit_in_bytes": "9223372036854771712\n"},
+        "parent": {"version": 1, "path": "/sys/fs/cgroup/memory/lxc/200", "files": {
+            "memory.oom_control": "oom_kill 0\n", "memory.max_usage_in_bytes": "300\n",
+            "memory.limit_in_bytes": "1048576\n"}}}
+    cg = parse_memory_cgroup(doc)
+    assert (cg.oom_kill_count, cg.peak_bytes, cg.limit_bytes) == (2, 300, 1 << 20)
+    assert cg.path.endswith("/ns")

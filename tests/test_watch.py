@@ -122,6 +122,8 @@ def test_oom_line_sigkill_and_nccl_timeout_each_flagged_within_one_tick(tmp_path
         assert ("killed", "oom") in new or ("killed", "crash") in new
         by_id = {s.run_id: s for s in w.states}
         assert by_id["killed"].state == "failed" and by_id["killed"].process.exit_code == 137
+        # the process is gone, its cgroup's oom_kill counter is still read (path remembered)
+        assert isinstance(by_id["killed"].host_sample.oom_kill_count, int)
         f = next(f for f in by_id["oom"].findings if f.kind == "oom")
         assert f.severity == "critical" and f.line and "Tried to allocate" in " ".join(f.evidence)
         assert w.exit_code() == 4

@@ -162,3 +162,43 @@ def test_once_on_a_host_never_reachable_exits_3(rig, rig_host, tmp_path, _dfctl_
         assert host.name in p.stderr
     finally:
         host.start_sshd()
+
+
+HOG = """
+    import os, time
+    open("trainer.pid", "w").write(str(os.getpid()))
+    print("[milestone] first_step", flush=True)
+    while not os.path.exists("go"):
+        time.sleep(0.05)
+    chunks = []
+    for i in range(64):
+        chunks.append(bytearray(16 << 20))      # 16 MiB each, touched: RSS grows until the kernel kills
+        print("[progress] step=%d mem_alloc_gib=%.2f" % (i + 1, (i + 1) / 64), flush=True)
+"""
+
+
+def test_a_real_kernel_oom_kill_in_the_ct_is_told_apart_by_the_cgroup_counter(rig, rig_host, tmp_path):
+    host = rig_host
+    rec = ct_record(rig, host, "hog")
+    run_dir = launch_in_ct(host, "hog", HOG)
+    cg = host.ct_cgroup_dir(200, "memory")
+    try:
+        store = RunStore(tmp_path / "reg.sqlite")
+        store.add_run(rec)
+        w = Watch(store.runs(), store, gpu=False)
+        st = tick_until(w, lambda: w.states[0].process.state == "running" and w.states[0], 60, "hog running")
+        baseline = st.host_sample.oom_kill_count
+        assert isinstance(baseline, int)
+        st.oom_kill_at_launch = baseline
+        (cg / "memory.limit_in_bytes").write_text(str(160 << 20))
+        (run_dir / "go").write_text("1")
+        wait_for(lambda: (run_dir / "exit_code").exists(), 60, "the kernel OOM killer")
+        assert (run_dir / "exit_code").read_text().strip() == "137"
+        tick_until(w, lambda: any(f.kind == "oom" for f in w.states[0].findings), 30, "oom finding")
+        ooms = [f for f in w.states[0].findings if f.kind == "oom"]
+        assert any("OOM killer" in f.summary and f.severity == "critical" for f in ooms), ooms  # certain
+        assert w.states[0].host_sample.oom_kill_count > baseline
+        w.close()
+    finally:
+        (cg / "memory.limit_in_bytes").write_text("-1")
+        stop_ct_run(host, run_dir)

@@ -42,13 +42,9 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def parse_memory_cgroup(doc: dict | None) -> MemoryCgroup | None:
-    """The probe's {"version", "path", "files": {name: text}} -> MemoryCgroup."""
-    if not doc:
-        return None
+def _one_level(doc: dict) -> MemoryCgroup:
     files = doc.get("files") or {}
-    version = doc.get("version")
-    if version == 2:
+    if doc.get("version") == 2:
         limit_text = (files.get("memory.max") or "").strip()
         limit = None if limit_text in ("", "max") else _int(limit_text)
         return MemoryCgroup(2, doc.get("path"), _keyed(files.get("memory.events"), "oom_kill"),
@@ -59,6 +55,29 @@ def parse_memory_cgroup(doc: dict | None) -> MemoryCgroup | None:
     return MemoryCgroup(1, doc.get("path"), _keyed(files.get("memory.oom_control"), "oom_kill"),
                         _int(files.get("memory.max_usage_in_bytes")), limit,
                         _int(files.get("memory.usage_in_bytes")))
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def parse_memory_cgroup(doc: dict | None) -> MemoryCgroup | None:
+    """The probe's {"version", "path", "files": {name: text}, "parent": {...}?} -> MemoryCgroup.
+
+    With a parent level (Proxmox's /lxc/<vmid> above /lxc/<vmid>/ns): oom_kill is the
+    larger counter (v2 counts hierarchically, v1 may count only locally), the limit the
+    tighter one, the peak the larger. `path` stays the processes' own level.
+    """
+    if not doc:
+        return None
+    own = _one_level(doc)
+    if not doc.get("parent"):
+        return own
+    up = _one_level(doc["parent"])
+    limits = [x for x in (own.limit_bytes, up.limit_bytes) if x is not None]
+    return MemoryCgroup(own.version, own.path, _max(own.oom_kill_count, up.oom_kill_count),
+                        _max(own.peak_bytes, up.peak_bytes), min(limits) if limits else None,
+                        _max(own.current_bytes, up.current_bytes))
 
 
 def vmid_from_cgroup(text: str | None) -> int | None:

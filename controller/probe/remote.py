@@ -198,11 +198,27 @@ def _is_init_of(pid, vmid):
     return bool(ns and len(ns) > 1 and ns[-1] == 1 and str(vmid) in cg)
 
 
+_CG_FILES = {1: ["memory.oom_control", "memory.max_usage_in_bytes", "memory.limit_in_bytes",
+                  "memory.usage_in_bytes"],
+             2: ["memory.events", "memory.peak", "memory.max", "memory.current"]}
+
+
+def cgroup_files_at(version, path):
+    """The raw memory files of one cgroup directory; None when none can be read."""
+    files = {}
+    for n in _CG_FILES[int(version)]:
+        t = _read_text(path + "/" + n, 8192)
+        if t is not None:
+            files[n] = t
+    return {"version": int(version), "path": path, "files": files} if files else None
+
+
 def cgroup_files(cgroup_text):
     """The memory cgroup of a process: path and the raw oom/peak/limit files (v2 or v1).
 
-    Proxmox puts a CT's processes in /lxc/<vmid>/ns (v2); the limits and the
-    hierarchical oom_kill counter live one level up, so a trailing /ns is dropped.
+    Proxmox puts a CT's processes in /lxc/<vmid>/ns and sets the limits one level up:
+    both levels are read (the counter where the processes are -- the level the launcher
+    saw from inside -- and the limit where it is set); the parser combines them.
     """
     v1 = v2 = None
     for line in (cgroup_text or "").splitlines():
@@ -215,24 +231,17 @@ def cgroup_files(cgroup_text):
             v2 = parts[2]
     cands = []
     if v1 is not None:
-        cands.append(("1", "/sys/fs/cgroup/memory", v1))
+        cands.append((1, "/sys/fs/cgroup/memory", v1))
     if v2 is not None:
-        cands.append(("2", "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") and v1 is not None
+        cands.append((2, "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") and v1 is not None
                       else "/sys/fs/cgroup", v2))
     for version, root, rel in cands:
-        if rel.endswith("/ns"):
-            rel = rel[:-3]
-        path = root + rel.rstrip("/")
-        names = (["memory.oom_control", "memory.max_usage_in_bytes", "memory.limit_in_bytes",
-                  "memory.usage_in_bytes"] if version == "1" else
-                 ["memory.events", "memory.peak", "memory.max", "memory.current"])
-        files = {}
-        for n in names:
-            t = _read_text(path + "/" + n, 8192)
-            if t is not None:
-                files[n] = t
-        if files:
-            return {"version": int(version), "path": path, "files": files}
+        doc = cgroup_files_at(version, root + rel.rstrip("/"))
+        if doc is None:
+            continue
+        if rel.rstrip("/").endswith("/ns"):
+            doc["parent"] = cgroup_files_at(version, root + rel.rstrip("/")[:-3])
+        return doc
     return None
 
 
@@ -255,6 +264,10 @@ def probe_run(run, root, proc_root, cap, host_cgroup):
         out["proc"] = process_tree(proc_root, pid)
         if host_cgroup:
             out["cgroup"] = cgroup_files(_read_text("%s/%d/cgroup" % (proc_root, pid)))
+    if host_cgroup and not out.get("cgroup") and run.get("cgroup"):
+        # the process is gone (its /proc entry with it): read the cgroup it was in
+        cg = run["cgroup"]
+        out["cgroup"] = cgroup_files_at(cg["version"], cg["path"])
     if rd:
         out["metrics"] = read_since(root + rd + "/metrics.jsonl", None, run.get("metrics_offset", 0), cap)
         wb = run.get("wandb") or {}

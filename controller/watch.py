@@ -16,6 +16,7 @@ the others carry on.
 from __future__ import annotations
 
 import json
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -105,6 +106,8 @@ class WatchedRun:
     parser: Any = None
     prev_cpu: tuple[int, float] | None = None
     launch_read: bool = False
+    wandb_api: Any = None              # controller.wandb_api.ApiPoller for an online run
+    wandb_api_failed: bool = False
     cgroup_seen: dict | None = None    # {"version", "path"} of the run's memory cgroup (non-CT targets)
     last_step: int | None = None
     log_size_seen: int | None = None
@@ -415,7 +418,8 @@ class Watch:
         # time (stale_log compares them with the log's last growth)
         if wandb_seen is not None:        # the log's word first; the .wandb file's overrides it
             st.wandb = _merge_wandb(st.wandb, wandb_seen)
-        samples = self._follow_metrics(r, rd, now) + self._follow_wandb(r, rd, st) + samples
+        samples = (self._follow_metrics(r, rd, now) + self._follow_wandb(r, rd, st) + self._poll_wandb_api(r, st)
+                   + samples)
         obs.wandb = st.wandb
         fresh = self._add_progress(r, samples, now)
         obs.progress = fresh
@@ -503,11 +507,32 @@ class Watch:
                                                         state=f"unreadable: {exc}"[:120]))
             return []
         r.wandb_offset = reader.offset
-        info = WandbInfo(run_id=batch.run_id, mode="offline",
-                         offline_dir=rd.wandb_path.rsplit("/", 1)[0], state=batch.state)
+        run_dir = rd.wandb_path.rsplit("/", 1)[0]
+        info = WandbInfo(run_id=batch.run_id, mode="offline" if "/offline-run-" in rd.wandb_path else "online",
+                         offline_dir=run_dir, state=batch.state)
         st.wandb = _merge_wandb(st.wandb, info)
         for p in batch.progress:
             p.source = "wandb"
+        return list(batch.progress)
+
+    def _poll_wandb_api(self, r: WatchedRun, st: RunState) -> list[ProgressSample]:
+        """An online run whose transaction log we cannot read (no wandb/ dir in the run
+        dir): poll wandb.Api() on its own thread; the tick only takes what has arrived."""
+        if r.wandb_path is not None or st.wandb is None or not st.wandb.url:
+            return []
+        if r.wandb_api is None:
+            if not os.environ.get("WANDB_API_KEY") or r.wandb_api_failed:
+                return []
+            try:
+                from controller.wandb_api import ApiPoller
+                r.wandb_api = ApiPoller(st.wandb.url.split("://", 1)[-1].split("/", 1)[-1])
+            except Exception:  # noqa: BLE001 - not a run URL we can poll
+                r.wandb_api_failed = True
+                return []
+        r.wandb_api.poll_async()
+        batch = r.wandb_api.latest()
+        if batch.state and batch.state != "unknown":
+            st.wandb = _merge_wandb(st.wandb, WandbInfo(state=batch.state))
         return list(batch.progress)
 
     def _add_progress(self, r: WatchedRun, samples: list[ProgressSample], now: float) -> list[ProgressSample]:

@@ -225,3 +225,29 @@ def test_cli_once_json_unknown_run_notify_and_kill_restart(tmp_path, _dfctl_home
         assert cur.log_offset == len(data) and cur.log_line_no == data.count(b"\n")
     finally:
         run.stop()
+
+
+def test_online_run_without_a_local_wandb_dir_is_polled_through_the_api_standin(tmp_path, monkeypatch):
+    """wandb.Api() (real client) against the STAND-IN GraphQL server of tests/wandb_standin."""
+    from tests.wandb_standin.server import StandinWandbServer
+
+    key = "0123456789abcdef0123456789abcdef01234567"   # made up
+    with StandinWandbServer(key) as srv:
+        monkeypatch.setenv("WANDB_API_KEY", key)
+        monkeypatch.setenv("WANDB_BASE_URL", srv.url)
+        run = launch_local(tmp_path / "online", f"""
+            import time
+            print("wandb: 🚀 View run at {srv.url}/ops/dfctl-test/runs/live01", flush=True)
+            time.sleep(60)
+            """)
+        try:
+            store = RunStore(tmp_path / "reg.sqlite")
+            store.add_run(record_for(run, "online"))
+            w = Watch(store.runs(), store, gpu=False)
+            st = w.states[0]
+            tick_until(w, lambda: any(p.source == "wandb" for p in st.progress), 90, "wandb API progress")
+            assert st.wandb.run_id == "live01" and st.wandb.mode == "online"
+            assert st.wandb.url.endswith("/ops/dfctl-test/runs/live01")
+            w.close()
+        finally:
+            run.stop()

@@ -273,7 +273,10 @@ def probe_run(run, root, proc_root, cap, host_cgroup):
         wb = run.get("wandb") or {}
         wpath = wb.get("path")
         if not wpath:
-            found = sorted(glob.glob(root + rd + "/wandb/offline-run-*/run-*.wandb"))
+            # offline runs and online runs alike keep the transaction log locally; newest last
+            found = sorted(glob.glob(root + rd + "/wandb/offline-run-*/run-*.wandb") +
+                           glob.glob(root + rd + "/wandb/run-*/run-*.wandb"),
+                           key=lambda p: os.path.basename(os.path.dirname(p)).replace("offline-", ""))
             wpath = found[-1][len(root):] if found else None
         if wpath:
             out["wandb"] = read_since(root + wpath, None, wb.get("offset", 0), cap)

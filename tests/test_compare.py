@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 
 from controller import compare, history
-from controller.importers import load_path
+from controller.importers import load_path, samples_from_table
+from controller.playbook import WatchConfig
 from controller.runstore import RunRecord, RunStore
 from controller.throughput import throughput_summary
-from controller.importers import samples_from_table
-from controller.playbook import WatchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DFCTL = [sys.executable, "-m", "controller"]
@@ -216,8 +215,11 @@ def test_readme_case_imported_runs_by_name(runs, tmp_path):
     assert "config args.token_budget" in md.stdout and "config args.log_every" in md.stdout
     out = os.environ.get("DFCTL_WRITE_EXAMPLE")
     if out:  # refresh the README example: DFCTL_WRITE_EXAMPLE=path pytest -k readme_case
-        Path(out).write_text("$ dfctl compare-runs " + " ".join(names) + " --baseline-tok-s 21500 --warmup-s 0\n"
-                             + table.stdout + "\n$ dfctl compare-runs … --markdown\n" + md.stdout)
+        imports = "".join(f"$ dfctl import runs/{n}/ --name {n}\n" for n in names)
+        text = (imports + "$ dfctl compare-runs " + " ".join(names) + " --baseline-tok-s 21500 --warmup-s 0\n"
+                + table.stdout + "\n$ dfctl compare-runs " + " ".join(names)
+                + " --baseline-tok-s 21500 --warmup-s 0 --markdown\n" + md.stdout)
+        Path(out).write_text("\n".join(line.rstrip() for line in text.splitlines()) + "\n")
 
 
 # -- alignment, end states, registry runs (hand-made files, fast) ---------------------
@@ -339,10 +341,16 @@ def test_wandb_paths_through_the_api_standin():
         assert [r["kind"] for r in doc["runs"]] == ["wandb-api", "wandb-api"]
         assert doc["runs"][0]["tok_per_s"]["median"] is not None
         assert doc["runs"][1]["end_state"] == "running"
+        imported = _cli("import", "ops/dfctl-test/done02", "--name", "from_api", "--json", env=env)
+        assert imported.returncode == 0, imported.stderr
+        assert json.loads(imported.stdout)["kind"] == "wandb-api" and json.loads(imported.stdout)["samples"] > 0
         missing = _cli("compare-runs", "ops/dfctl-test/nosuchrun", env=env)
         assert missing.returncode == 2 and "nosuchrun" in missing.stderr
         wrong_key = _cli("compare-runs", "ops/dfctl-test/done02", env={**env, "WANDB_API_KEY": "f" * 40})
         assert wrong_key.returncode in (2, 3) and "done02" in wrong_key.stderr
         assert key not in wrong_key.stderr and "f" * 40 not in wrong_key.stderr
     # An unreachable server (exit 3) is tested in tests/test_wandb_api.py: its bounded
-    # retries cost ~14 s, too much to repeat here.
+    # retries cost ~14 s, too much to repeat here. The imported run compares by name offline.
+    by_name = _cli("compare-runs", "from_api", "--json", "--warmup-s", "0")
+    assert by_name.returncode == 0, by_name.stderr
+    assert json.loads(by_name.stdout)["runs"][0]["kind"] == "registry"

@@ -9,14 +9,13 @@ from __future__ import annotations
 import io
 import statistics
 import sys
-from dataclasses import replace
 
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
 from controller.dashboard import render
-from controller.model import Finding, GpuSample, HostSample, ProgressSample, RunState
+from controller.model import Finding, GpuSample, HostSample, RunState
 from controller.widgets.demo import sample_states
 from controller.widgets.logtail import collapse_redraws
 from controller.widgets.sparkline import chart

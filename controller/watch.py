@@ -160,6 +160,7 @@ class Watch:
         self._agents: dict[str, ProbeSession] = {}
         self._no_agent: set[str] = set()
         self.round_trips: dict[str, int] = {}     # host -> probe round trips (agent or one-shot)
+        self.errors: list[str] = []               # internal errors survived (detector bugs)
         self._pending: dict[str, tuple[Future, list[WatchedRun], float]] = {}
         self._apps: dict[str, tuple[float, list, dict]] = {}   # host -> (time, processes, nspids)
         self._transport_for = transport_for or _default_transport
@@ -413,7 +414,8 @@ class Watch:
                 wandb_seen = parsed.wandb
         if lines:
             st.log_tail = (st.log_tail + lines)[-LOG_TAIL_LEN:]
-            found += _detectors().scan_lines(lines, obs.first_line_no, now, r.record.run_id)
+            found += self._guarded("scan_lines", r, lambda: _detectors().scan_lines(
+                lines, obs.first_line_no, now, r.record.run_id))
         # metrics/wandb first: at a step both report, the history keeps their source and
         # time (stale_log compares them with the log's last growth)
         if wandb_seen is not None:        # the log's word first; the .wandb file's overrides it
@@ -439,7 +441,7 @@ class Watch:
         st.gpus = self._gpus_for(r, reading, rd)
         st.state = _run_state(st, proc)
         new = self._record_findings(r, found)      # text findings first: evaluate() reads them
-        new += self._record_findings(r, _detectors().evaluate(st, r.cfg, now))
+        new += self._record_findings(r, self._guarded("evaluate", r, lambda: _detectors().evaluate(st, r.cfg, now)))
         # persist the cursor only now: every line it covers has been scanned
         self.store.set_cursor(Cursor(run_id=r.record.run_id, log_inode=r.log.inode, log_offset=r.log.offset,
                                      log_line_no=r.log.line_no, metrics_offset=r.metrics_offset,
@@ -514,6 +516,17 @@ class Watch:
         for p in batch.progress:
             p.source = "wandb"
         return list(batch.progress)
+
+    def _guarded(self, what: str, r: WatchedRun, call: Callable[[], list[Finding]]) -> list[Finding]:
+        """A detector bug costs that detector's findings for this tick, never the watch:
+        the error is kept in `errors` (the CLI prints it once) and the cursor still moves."""
+        try:
+            return list(call())
+        except Exception as exc:  # noqa: BLE001
+            msg = f"{what} failed on run {r.record.run_id}: {type(exc).__name__}: {exc}"
+            if msg not in self.errors:
+                self.errors.append(msg)
+            return []
 
     def _poll_wandb_api(self, r: WatchedRun, st: RunState) -> list[ProgressSample]:
         """An online run whose transaction log we cannot read (no wandb/ dir in the run

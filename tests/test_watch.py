@@ -251,3 +251,45 @@ def test_online_run_without_a_local_wandb_dir_is_polled_through_the_api_standin(
             w.close()
         finally:
             run.stop()
+
+
+def test_a_detector_bug_costs_findings_not_the_watch_or_the_cursor(tmp_path, monkeypatch):
+    import controller.detectors as detectors
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("boom")
+    monkeypatch.setattr(detectors, "scan_lines", broken)
+    store = RunStore(tmp_path / "reg.sqlite")
+    run = launch_local(tmp_path / "b", PROGRESS_PROGRAM.replace('"100000"', '"5"'))
+    try:
+        store.add_run(record_for(run, "b"))
+        w = Watch(store.runs(), store, gpu=False, persistent=False)
+        tick_until(w, lambda: w.all_done, 60, "run done despite the broken detector")
+        assert w.errors and "scan_lines" in w.errors[0] and "boom" in w.errors[0]
+        assert store.get_cursor("b").log_offset == run.log.stat().st_size
+        w.close()
+    finally:
+        run.stop()
+
+
+def test_cli_playbook_picks_the_latest_run_of_its_name(tmp_path, _dfctl_home):
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    store = RunStore()
+    run = launch_local(tmp_path / "p", PROGRESS_PROGRAM.replace('"100000"', '"3"'))
+    try:
+        old = record_for(run, "pb-old")
+        old.name, old.started_s = "pbrun", time.time() - 3600
+        new = record_for(run, "pb-new")
+        new.name = "pbrun"
+        store.add_run(old)
+        store.add_run(new)
+        pb = tmp_path / "p.toml"
+        pb.write_text('[run]\nname = "pbrun"\n')
+        p = _dfctl("watch", "--playbook", str(pb), "--once", "--json", env=env)
+        assert p.returncode in (0, 4), p.stderr
+        assert [r["run_id"] for r in json.loads(p.stdout)["runs"]] == ["pb-new"]
+        pb.write_text('[run]\nname = "never-launched"\n')
+        p = _dfctl("watch", "--playbook", str(pb), "--once", env=env)
+        assert p.returncode == 2 and "never-launched" in p.stderr
+    finally:
+        run.stop()

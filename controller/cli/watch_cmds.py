@@ -199,6 +199,7 @@ def watch(
     try:
         if once:
             rep = w.tick()
+            _report_errors(w, set())
             _check_reachable_once(w)
             if json_out:
                 print(json.dumps({"runs": to_jsonable(rep.states), "hosts": to_jsonable(rep.hosts)},
@@ -229,11 +230,20 @@ def _sleep_until(deadline: float) -> None:
         time.sleep(left)
 
 
+def _report_errors(w, shown: set) -> None:
+    for msg in w.errors:
+        if msg not in shown:
+            shown.add(msg)
+            print(f"dfctl: watch: {msg}", file=sys.stderr, flush=True)
+
+
 def _plain_loop(w, interval_s: float, json_out: bool) -> int:
     last_status = 0.0
+    shown: set = set()
     while True:
         t0 = time.monotonic()
         rep = w.tick()
+        _report_errors(w, shown)
         if json_out:
             for s in rep.states:
                 print(dumps(s), flush=True)
@@ -281,4 +291,5 @@ def _live_loop(w, interval_s: float) -> int:
     for r in w.runs:
         for f in r.state.findings:
             print(finding_line(r.state, f))
+    _report_errors(w, set())
     return w.exit_code()

@@ -980,7 +980,7 @@ class TextScanner:
 
     def __init__(self, progress_pattern: str | None = None, run_id: str | None = None,
                  now_s: float | None = None, batch_lines: int = 8192, overlap_lines: int = 512,
-                 max_progress: int = 50_000):
+                 max_progress: int = 50_000, batch_chars: int = 8 << 20, overlap_chars: int = 1 << 20):
         from collections import deque
 
         self.parser = LineParser(progress_pattern)
@@ -988,6 +988,11 @@ class TextScanner:
         self.now_s = now_s
         self.batch_lines = batch_lines
         self.overlap_lines = overlap_lines
+        # Lines may be up to logparse.LINE_CAP_BYTES long (a 100 MB line arrives as 64 KiB
+        # pieces): batches and overlaps are bounded in characters too, not only in lines.
+        self.batch_chars = batch_chars
+        self.overlap_chars = overlap_chars
+        self._pending_chars = 0
         self.progress: deque[ProgressSample] = deque(maxlen=max_progress)
         self.progress_truncated = False
         self.milestones: dict[str, int] = {}
@@ -1013,20 +1018,37 @@ class TextScanner:
                 self.wandb = merge_wandb(self.wandb, parsed.wandb)
             self.lines_seen += 1
         self._pending.extend(lines)
+        self._pending_chars += sum(len(line) for line in lines)
         new: list[Finding] = []
-        while len(self._pending) >= self.batch_lines + self.overlap_lines:
-            cut = len(self._pending) - self.overlap_lines
+        while (len(self._pending) >= self.batch_lines + self.overlap_lines
+               or self._pending_chars >= self.batch_chars):
+            cut = len(self._pending) - self._tail_count(self._pending, len(self._pending))
+            if cut <= 0:
+                break
             new.extend(self._scan(self._pending[:cut], self._pending[cut:]))
             self._pending_first += cut
-            self._context = self._pending[max(0, cut - self.overlap_lines):cut]
+            self._context = self._pending[cut - self._tail_count(self._pending, cut):cut]
             self._pending = self._pending[cut:]
+            self._pending_chars = sum(len(line) for line in self._pending)
         return new
+
+    def _tail_count(self, lines: Sequence[str], end: int) -> int:
+        """How many lines before `end` make the overlap: at most overlap_lines and
+        overlap_chars (at least one line, so a batch always moves on)."""
+        n, total = 0, 0
+        while n < min(end, self.overlap_lines):
+            total += len(lines[end - 1 - n])
+            if n and total > self.overlap_chars:
+                break
+            n += 1
+        return n
 
     def finish(self) -> list[Finding]:
         new = self._scan(self._pending, [])
         self._pending_first += len(self._pending)
-        self._context = self._pending[-self.overlap_lines:]
+        self._context = self._pending[len(self._pending) - self._tail_count(self._pending, len(self._pending)):]
         self._pending = []
+        self._pending_chars = 0
         return new
 
     def _scan(self, lines: Sequence[str], after: Sequence[str]) -> list[Finding]:

@@ -106,6 +106,7 @@ class WatchedRun:
     parser: Any = None
     prev_cpu: tuple[int, float] | None = None
     launch_read: bool = False
+    launch_asks: int = 0
     wandb_api: Any = None              # controller.wandb_api.ApiPoller for an online run
     wandb_api_failed: bool = False
     cgroup_seen: dict | None = None    # {"version", "path"} of the run's memory cgroup (non-CT targets)
@@ -222,9 +223,12 @@ class Watch:
             if host not in self._pending:
                 self._pending[host] = (self._pool.submit(self._probe_host, host, runs), runs, time.monotonic())
         report = TickReport(time_s=0.0, states=self.states, hosts=[])
-        deadline = t0 + self.tick_wait_s
         for host in list(self._pending):
             fut, runs, submitted = self._pending[host]
+            # a host never reached yet gets its whole connect/probe time (first SSH connect,
+            # ProxyJump, agent start-up); after that a slow answer waits for the next tick
+            known = self.health.get(host, HostHealth()).ever_reachable
+            deadline = t0 + (self.tick_wait_s if known else self.probe_timeout_s)
             try:
                 reading, error = fut.result(timeout=max(0.0, deadline - time.monotonic()))
             except FutureTimeout:
@@ -391,8 +395,9 @@ class Watch:
                 st.oom_kill_at_launch = rd.launch["oom_kill_at_launch"]
             if st.started_s is None and isinstance(rd.launch.get("started_s"), (int, float)):
                 st.started_s = float(rd.launch["started_s"])
-        elif r.launch_read is False and rd.log is not None:
-            r.launch_read = True    # no launch.json: do not ask again every tick
+        elif not r.launch_read:
+            r.launch_asks += 1
+            r.launch_read = r.launch_asks >= 10   # no launch.json (not dfctl's launch): stop asking
         found: list[Finding] = []
         # log -> lines -> scan
         lines = self._follow_log(r, rd, reading, now, obs)

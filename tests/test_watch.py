@@ -100,8 +100,10 @@ def test_oom_line_sigkill_and_nccl_timeout_each_flagged_within_one_tick(tmp_path
     try:
         for rid, run in runs.items():
             store.add_run(record_for(run, rid))
+        (runs["killed"].run_dir / "launch.json").write_text(json.dumps({"oom_kill_at_launch": 0, "started_s": 1.0}))
         w = Watch(store.runs(), store, gpu=False)
         tick_until(w, lambda: all(s.state == "running" for s in w.states), 30, "all running")
+        assert {s.run_id: s.oom_kill_at_launch for s in w.states}["killed"] == 0   # from launch.json
         assert not any(s.findings for s in w.states)
         oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.10 GiB. GPU 5 has a total "
                "capacity of 139.72 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process "

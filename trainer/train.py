@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--grad-checkpointing", action="store_true", help="recompute draft layers in backward")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="save every N steps (0: only on SIGTERM/end)")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="stop after N steps of this invocation with a checkpoint (time-sliced jobs; resume later)")
     ap.add_argument("--target-model", default=None, help="safetensors file or model directory for the target")
     ap.add_argument("--wandb-project", default="dfctl-dflash")
     ap.add_argument("--seed", type=int, default=0)
@@ -292,6 +294,11 @@ def run(args: argparse.Namespace) -> RunResult:
             del batches
             if args.checkpoint_every and step % args.checkpoint_every == 0:
                 save(step)
+            if args.stop_after and step - start_step >= args.stop_after and step < args.steps:
+                out(f"--stop-after {args.stop_after}: saving a checkpoint at step {step} and stopping")
+                if not (args.checkpoint_every and step % args.checkpoint_every == 0):
+                    save(step)
+                break
             if term.requested:
                 out(f"SIGTERM: saving a checkpoint at step {step} and stopping")
                 if not (args.checkpoint_every and step % args.checkpoint_every == 0):

@@ -463,7 +463,7 @@ def _duration(v: float | None) -> str:
 def window_text(w: Window) -> str:
     if w.first_step is None:
         return "no samples"
-    text = f"steps {w.first_step}–{w.last_step} ({w.samples}/{w.samples_total})"
+    text = f"steps {w.first_step}–{w.last_step}, {w.samples} of {w.samples_total} samples"
     if w.start_s is not None and w.end_s is not None:
         text += f", t+{_duration(w.start_s)}–{_duration(w.end_s)}"
     if not w.warm:
@@ -488,7 +488,7 @@ def table_rows(cmp: Comparison) -> list[tuple[str, list[str]]]:
     add("warm window", [window_text(r.window) for r in R])
     add("step time", [_num(r.step_time_s, 3) + ("s" if r.step_time_s is not None else "") for r in R])
     add("samples/s", [_num(r.samples_per_s, 2) for r in R])
-    add("first step after", [_duration(r.time_to_first_step_s) for r in R])
+    add("time to first step", [_duration(r.time_to_first_step_s) for r in R])
     add("peak GPU mem", [(_num(r.peak_mem_gib, 1) + " GiB") if r.peak_mem_gib is not None else "n/a" for r in R])
     for k in cmp.aligned_steps:
         add(f"loss @ step {k}", [_num(r.loss_at.get(k), 4) for r in R])

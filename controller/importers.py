@@ -294,6 +294,19 @@ def _from_wandb_data(data, *, label: str | None, kind: str, source: str) -> Load
                      wandb_rows=list(data.history))
 
 
+def _pid_alive(pid_file: Path) -> bool | None:
+    """Whether launch.py's wrapper (pid file) still runs on this machine; None if unknown."""
+    pid = _read_int(pid_file)
+    if pid is None:
+        return None
+    try:
+        import psutil
+
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except Exception:  # noqa: BLE001 - gone, or not ours to see
+        return False
+
+
 def _read_int(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())
@@ -333,7 +346,8 @@ def read_run_dir(path: str | Path, *, label: str | None = None) -> LoadedRun:
     exit_code = _read_int(d / "exit_code")
     findings = base.findings if base else []
     done_exit = base.exit_code if base else None
-    state, detail = end_state(findings, exit_code, done_exit=done_exit, wandb_state=wb.wandb_state if wb else None)
+    state, detail = end_state(findings, exit_code, done_exit=done_exit, wandb_state=wb.wandb_state if wb else None,
+                              alive=_pid_alive(d / "pid") if exit_code is None else False)
     start = _finite(launch.get("started_s")) or (wb.start_s if wb else None)
     return LoadedRun(label=name, source=str(d), kind="run-dir", progress=numbers, start_s=start,
                      end_state=state, end_detail=detail, exit_code=exit_code if exit_code is not None else done_exit,

@@ -281,6 +281,17 @@ def test_oom_log_file_gets_the_oom_end_state(runs, tmp_path):
     (killed / "train.log").write_text("[progress] step=2 loss=3.0 tok_per_s=100\n")
     (killed / "exit_code").write_text("137\n")
     assert load_path(str(killed)).end_state == "killed"
+    running = tmp_path / "running"
+    running.mkdir()
+    (running / "train.log").write_text("[progress] step=2 loss=3.0 tok_per_s=100\n")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (running / "pid").write_text(f"{sleeper.pid}\n")
+        assert load_path(str(running)).end_state == "running"        # launch.py's pid file, alive
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert load_path(str(running)).end_state == "unknown"            # gone without an exit code
     live = tmp_path / "live.log"
     live.write_text("[progress] step=2 loss=3.0 tok_per_s=100\nTraceback (most recent call last):\n"
                     '  File "x.py", line 1, in <module>\nRuntimeError: NCCL error in: ProcessGroupNCCL.cpp\n')

@@ -69,18 +69,33 @@ def test_errors_in_words():
     assert "is not a valid field" in gpu_error_from(2, "", 'Field "x" is not a valid field to query.\n')
 
 
-def test_real_captures_parse():
-    """Captures from a real GPU machine (tests/data/nvidia-smi/*gpu*.csv / *apps*.csv)."""
-    files = sorted(DATA.glob("*.csv")) if DATA.is_dir() else []
-    for f in files:
-        text = f.read_text(errors="replace")
-        if "apps" in f.name:
-            procs = parse_compute_apps_csv(text)
-            assert all(p.pid > 0 for p in procs), f
-        else:
-            gpus = parse_gpu_csv(text)
-            assert gpus, f"{f}: no GPU rows parsed"
-            assert all(g.uuid and g.uuid.startswith("GPU-") for g in gpus), f
-            assert all(g.mem_total_mib and g.mem_total_mib > 0 for g in gpus), f
-    # the FIELD-NOTES rows always run, captures or not
-    assert len(parse_gpu_csv(BUSY)) == 1
+def _capture(name: str) -> tuple[str, int]:
+    return (DATA / f"{name}.out").read_text(), int((DATA / f"{name}.rc").read_text())
+
+
+def test_real_h200_captures():
+    """Real outputs (2x H200, driver 580.159.04) in tests/data/nvidia-smi/ (see its README)."""
+    for phase in ("idle", "busy"):
+        text, rc = _capture(f"{phase}-query-gpu-noheader-nounits")
+        gpus = parse_gpu_csv(text)
+        assert rc == 0 and [g.index for g in gpus] == [0, 1]
+        assert all(g.uuid.startswith("GPU-") and g.name == "NVIDIA H200" for g in gpus)
+        assert all(g.mem_total_mib == 143771 and g.temp_c and g.power_w for g in gpus)
+        assert all(g.clocks_event_reasons.startswith("0x") for g in gpus)
+        # the same query with header and units parses to the same numbers
+        with_units = parse_gpu_csv(_capture(f"{phase}-query-gpu-csv")[0])
+        assert [(g.index, g.mem_total_mib) for g in with_units] == [(g.index, g.mem_total_mib) for g in gpus]
+        assert all(u.util_pct is not None and u.mem_used_mib is not None for u in with_units)
+    busy = parse_gpu_csv(_capture("busy-query-gpu-noheader-nounits")[0])
+    assert busy[0].util_pct == 100 and busy[0].clocks_event_reasons.endswith("4")
+    idle = parse_gpu_csv(_capture("idle-query-gpu-noheader-nounits")[0])
+    assert all(g.util_pct == 0 and g.clocks_event_reasons.endswith("1") for g in idle)
+    apps = parse_compute_apps_csv(_capture("busy-compute-apps")[0])
+    assert len(apps) == 3 and all(a.pid > 0 and a.gpu_uuid.startswith("GPU-") and a.used_mib for a in apps)
+    assert [(a.pid, a.used_mib) for a in parse_compute_apps_csv(_capture("busy-compute-apps-header")[0])] == \
+        [(a.pid, a.used_mib) for a in apps]
+    text, rc = _capture("idle-compute-apps")
+    assert rc == 0 and parse_compute_apps_csv(text) == []
+    text, rc = _capture("unknown-field")
+    assert rc == 2 and parse_gpu_csv(text) == []
+    assert 'not_a_field" is not a valid field' in gpu_error_from(rc, text, "")

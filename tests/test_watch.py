@@ -295,3 +295,27 @@ def test_cli_playbook_picks_the_latest_run_of_its_name(tmp_path, _dfctl_home):
         assert p.returncode == 2 and "never-launched" in p.stderr
     finally:
         run.stop()
+
+
+def test_live_dashboard_in_a_real_terminal_quits_on_q_and_restores_it(tmp_path, _dfctl_home):
+    from tests.tmux_screen import TmuxScreen
+
+    store = RunStore()
+    run = launch_local(tmp_path / "tty", PROGRESS_PROGRAM)
+    try:
+        store.add_run(record_for(run, "tty-run"))
+        cmd = (f"{sys.executable} -m controller watch tty-run --interval 0.1; "
+               "echo EXIT=$?; stty -a | grep -o -- '-\\?icanon'; sleep 30")
+        with TmuxScreen(["sh", "-c", cmd], width=100, height=30, cwd=ROOT,
+                        env={"DFCTL_HOME": str(_dfctl_home)}) as term:
+            screen = term.wait_for("tty-run", timeout_s=60)
+            term.wait_for("step", timeout_s=60)                     # the dashboard draws progress
+            assert "EXIT=" not in screen
+            term.send_keys("q")
+            screen = term.wait_for("EXIT=", timeout_s=30)
+            assert "EXIT=0" in screen                                # healthy run: verdict 0
+            assert "tty-run running" in screen                       # the status line after the screen
+            term.wait_for("icanon", timeout_s=10)
+            assert "-icanon" not in term.capture()                   # cbreak mode undone
+    finally:
+        run.stop()

@@ -268,24 +268,35 @@ def _live_loop(w, interval_s: float) -> int:
     with _cbreak_keys() as wait_key, Live(console=console, screen=True, auto_refresh=False,
                                           transient=True, redirect_stdout=False) as live:
         next_tick = time.monotonic()
+        last_draw = float("-inf")
+        dirty = False
         while True:
-            if time.monotonic() >= next_tick:
+            now = time.monotonic()
+            if now >= next_tick:
                 w.tick()
                 next_tick = time.monotonic() + interval_s
-                live.update(render(w.states, selected), refresh=True)
+                dirty = True
                 if w.all_done:
+                    live.update(render(w.states, selected), refresh=True)
                     break
-            key = wait_key(min(max(frame_s, next_tick - time.monotonic()), interval_s))
+            now = time.monotonic()
+            if dirty and now - last_draw >= frame_s:   # at most MAX_REFRESH_HZ redraws
+                live.update(render(w.states, selected), refresh=True)
+                last_draw, dirty = now, False
+            wake = next_tick - now
+            if dirty:
+                wake = min(wake, last_draw + frame_s - now)
+            key = wait_key(max(0.0, wake))
             if key is None:
                 continue
             if key in ("q", "Q", "\x1b"):
                 break
             if key in ("j", "\t", "\x1b[B", "n"):
                 selected = (selected + 1) % len(w.runs)
+                dirty = True
             elif key in ("k", "\x1b[A", "p"):
                 selected = (selected - 1) % len(w.runs)
-            live.update(render(w.states, selected), refresh=True)
-            time.sleep(frame_s)  # at most MAX_REFRESH_HZ redraws however fast keys come
+                dirty = True
     for s in w.states:
         print(status_line(s))
     for r in w.runs:

@@ -269,3 +269,12 @@ def test_cgroup_parser_combines_the_ns_level_and_its_parent():
     cg = parse_memory_cgroup(doc)
     assert (cg.oom_kill_count, cg.peak_bytes, cg.limit_bytes) == (2, 300, 1 << 20)
     assert cg.path.endswith("/ns")
+
+
+def test_an_old_background_gpu_sample_is_flagged_not_dropped():
+    row = "0, GPU-a, NVIDIA H200, 97, 1, 143771, 50, 300.0, 0x0"
+    doc = {"time_s": 1000.0, "gpu": {"rc": 0, "stdout": row, "stderr": ""}, "gpu_sampled_s": 960.0, "runs": []}
+    hs = parse_probe_document(doc, "h").host
+    assert hs.gpus[0].util_pct == 97 and "40 s old" in hs.gpu_error
+    doc["gpu_sampled_s"] = 999.0
+    assert parse_probe_document(doc, "h").host.gpu_error is None

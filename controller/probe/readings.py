@@ -81,6 +81,10 @@ class HostReading:
     gpu_pid_nspids: dict[int, list[int]] = field(default_factory=dict)  # host pid -> NSpid chain
 
 
+GPU_STALE_S = 15.0
+"""An agent's background GPU sample older than this is flagged (kept, but said to be old)."""
+
+
 def _exit_code(text: str | None) -> int | None:
     if text is None:
         return None
@@ -139,6 +143,11 @@ def parse_probe_document(doc: dict[str, Any], host_label: str) -> HostReading:
             hs.gpus = parse_gpu_csv(gpu.get("stdout", ""))
             if not hs.gpus:
                 hs.gpu_error = "nvidia-smi listed no GPUs"
+    sampled = doc.get("gpu_sampled_s")       # agent mode: the background sample's time
+    if sampled is not None and hs.time_s is not None and hs.time_s - sampled > GPU_STALE_S:
+        age = hs.time_s - sampled
+        hs.gpu_error = (hs.gpu_error + "; " if hs.gpu_error else "") + \
+            f"GPU numbers are {age:.0f} s old (nvidia-smi slow or hung)"
     nspids: dict[int, list[int]] = {}
     apps = doc.get("apps")
     if apps and apps.get("rc") == 0:

@@ -37,13 +37,13 @@ def launch_in_ct(host, name: str, program: str, *, vmid: int = 200) -> Path:
     return run_dir
 
 
-def ct_record(rig, host, name: str, *, connect_timeout_s: float = 3.0, **watch) -> RunRecord:
-    target = TargetConfig(kind="pct", host=host.name, vmid=200, ssh_config=str(rig.ssh_config_path),
+def ct_record(rig, host, name: str, *, connect_timeout_s: float = 3.0, vmid: int = 200, **watch) -> RunRecord:
+    target = TargetConfig(kind="pct", host=host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path),
                           known_hosts=str(rig.known_hosts_path), python=sys.executable,
                           connect_timeout_s=connect_timeout_s)
     cfg = WatchConfig(**{"interval_s": 0.5, **watch})
-    return RunRecord(run_id=f"{host.name}-{name}", name=name, target_kind="pct", target=f"pct 200 on {host.name}",
-                     host=host.name, vmid=200, run_dir=f"/workspace/{name}", log_path=f"/workspace/{name}/train.log",
+    return RunRecord(run_id=f"{host.name}-{name}", name=name, target_kind="pct", target=f"pct {vmid} on {host.name}",
+                     host=host.name, vmid=vmid, run_dir=f"/workspace/{name}", log_path=f"/workspace/{name}/train.log",
                      started_s=time.time(), playbook={"target": asdict(target), "watch": asdict(cfg)})
 
 
@@ -202,3 +202,16 @@ def test_a_real_kernel_oom_kill_in_the_ct_is_told_apart_by_the_cgroup_counter(ri
     finally:
         (cg / "memory.limit_in_bytes").write_text("-1")
         stop_ct_run(host, run_dir)
+
+
+def test_a_stopped_container_reports_its_runs_unreachable_with_pcts_words(rig, rig_host, tmp_path):
+    host = rig_host
+    store = RunStore(tmp_path / "reg.sqlite")
+    store.add_run(ct_record(rig, host, "gone", vmid=host.vmid_stopped))
+    w = Watch(store.runs(), store, gpu=False)
+    w.tick()
+    st = w.states[0]
+    assert st.state == "unreachable" and w.hosts[host.name].reachable      # the host answers, the CT does not
+    (f,) = [f for f in st.findings if f.kind == "unreachable"]
+    assert "not running" in " ".join(f.evidence) and "pct status" in f.hint
+    w.close()

@@ -26,7 +26,7 @@ from rich.text import Text
 from controller.model import RunState
 from controller.widgets.findings import finding_lines
 from controller.widgets.fleet import fleet_lines
-from controller.widgets.gpus import gpu_lines, run_gpus
+from controller.widgets.gpus import gpu_lines, gpu_lines_wanted, run_gpus
 from controller.widgets.header import header_lines
 from controller.widgets.logtail import log_lines
 from controller.widgets.throughput import throughput_lines
@@ -135,12 +135,12 @@ class Dashboard:
             ("fleet", 0 if n_runs == 1 else 1 + min(n_runs, 2)), ("gpus", 1),
             ("findings", 1 + min(n_find, 1) * 3 + max(0, min(n_find, 3) - 1)),
             ("fleet", 0 if n_runs == 1 else 1 + min(n_runs, 4)),
-            ("gpus", 1 + min(len(gpus), 4)),
+            ("gpus", min(1 + min(len(gpus), 4), gpu_lines_wanted(width, len(gpus)))),
             ("speed", 3 if not wide else max(3, training_need)),
             ("training", 0 if wide else training_need),
             ("log", 3),
             ("header", 2),
-            ("gpus", 1 + len(gpus)),
+            ("gpus", gpu_lines_wanted(width, len(gpus))),
             ("findings", 1 + 3 * n_find),
             ("fleet", 0 if n_runs == 1 else 1 + n_runs),
             ("speed", 5),

@@ -79,6 +79,9 @@ def test_wide_terminal_uses_the_width():
     assert max(cell_len(x) for x in wide) > 150
     # The wide layout puts training beside the chart, so it needs fewer lines for it.
     assert any("│" in line and "loss" in line for line in wide)
+    # ... and pairs GPU rows (8 GPUs in 4 lines), while 80 columns keep one GPU per line.
+    assert any(line.startswith(" 0 ") and "│  1 " in line for line in wide)
+    assert not any(line.startswith(" 0 ") and "│" in line for line in narrow)
     assert "https://wandb.ai/aurorainfra/dflash-qwen36-27b/runs/khjugi7w" in "\n".join(wide)
     assert "khjugi7w" in "\n".join(narrow)
 
@@ -173,3 +176,21 @@ def test_dashboard_in_a_real_terminal_via_tmux():
         lines = term.lines()
         assert "train_eager_dynamiccopy" in screen_text
         assert all(cell_len(line) <= 80 for line in lines)
+
+
+def test_tmux_screen_helper_keys_and_exit_codes():
+    from tests.tmux_screen import TmuxScreen
+
+    reader = [sys.executable, "-c", "import sys; print('ready', flush=True); line = sys.stdin.readline(); "
+              "print('got ' + line.strip(), flush=True); sys.exit(3 if line.strip() == 'q' else 0)"]
+    with TmuxScreen(reader, width=40, height=10) as term:
+        term.wait_for("ready", timeout_s=60)
+        term.send_keys("q", "Enter")
+        assert term.wait_exit(timeout_s=60) == 3
+        assert "got q" in term.capture()                       # the last screen stays readable
+    sleeper = [sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(120)"]
+    with TmuxScreen(sleeper, width=40, height=10) as term:
+        term.wait_for("sleeping", timeout_s=60)
+        assert term.exit_status() is None
+        term.send_keys("C-c")
+        assert term.wait_exit(timeout_s=60) == 130              # SIGINT: 128 + 2

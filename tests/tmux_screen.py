@@ -20,11 +20,30 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 _counter = itertools.count()
+
+# The pane runs this small wrapper, which runs the command and writes its exit status to a
+# file: tmux 3.3 sometimes marks a pane dead without recording the status (seen here for
+# commands that exit within a second), so the file is the authoritative source. The
+# wrapper ignores SIGINT (Ctrl-C reaches the command, which gets the default handler
+# back) so it outlives the command and can record how it ended (128+N for signal N).
+_WRAPPER = r"""
+import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+proc = subprocess.Popen(sys.argv[2:], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+code = proc.wait()
+code = code if code >= 0 else 128 - code
+with open(sys.argv[1] + ".tmp", "w") as fh:
+    fh.write(str(code))
+import os
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+sys.exit(code)
+"""
 
 
 class TmuxScreen:
@@ -34,13 +53,14 @@ class TmuxScreen:
                  env: dict[str, str] | None = None, cwd: str | Path | None = None):
         if shutil.which("tmux") is None:
             raise RuntimeError("tmux is not installed (scripts/setup.sh installs it)")
-        self.command = command if isinstance(command, str) else shlex.join(command)
+        self.argv = ["sh", "-c", "exec " + command] if isinstance(command, str) else list(command)
         self.width, self.height = width, height
         self.env = dict(env or {})
         self.cwd = str(cwd) if cwd else os.getcwd()
         self.socket = f"dfctl-test-{os.getpid()}-{next(_counter)}"
         self.session = "screen"
         self._conf_dir = tempfile.mkdtemp(prefix="tmux-screen-")
+        self._status_file = Path(self._conf_dir) / "exit_status"
         self._started = False
 
     # -- plumbing ---------------------------------------------------------------------
@@ -58,7 +78,8 @@ class TmuxScreen:
             env_args += ["-e", f"{key}={value}"]
         subprocess.run(["tmux", "-L", self.socket, "-f", str(conf), "new-session", "-d",
                         "-s", self.session, "-x", str(self.width), "-y", str(self.height),
-                        "-c", self.cwd, *env_args, self.command],
+                        "-c", self.cwd, *env_args,
+                        shlex.join([sys.executable, "-S", "-c", _WRAPPER, str(self._status_file), *self.argv])],
                        check=True, capture_output=True, text=True, timeout=30)
         self._started = True
         return self
@@ -109,12 +130,12 @@ class TmuxScreen:
         self._tmux("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys)
 
     def exit_status(self) -> int | None:
-        """The command's exit status once it has exited, else None."""
-        out = self._tmux("display-message", "-p", "-t", self.session,
-                         "#{pane_dead} #{pane_dead_status}").stdout.split()
-        if out and out[0] == "1":
-            return int(out[1]) if len(out) > 1 and out[1].lstrip("-").isdigit() else -1
-        return None
+        """The command's exit status once it has exited, else None; killed by signal N:
+        128 + N (as a shell reports it)."""
+        try:
+            return int(self._status_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
 
     def wait_exit(self, *, timeout_s: float = 30.0, poll_s: float = 0.1) -> int:
         """Wait for the command to exit; return its status (AssertionError on timeout)."""

@@ -87,6 +87,20 @@ def summary_line(gpus: list[GpuSample], error: str | None) -> Text:
     return t
 
 
+TWO_COLUMNS_FROM = 170
+"""From this width on, GPU rows go two per line (8 GPUs in 4 lines), leaving rows for the log."""
+
+
+def gpu_columns(width: int, n_gpus: int) -> int:
+    return 2 if width >= TWO_COLUMNS_FROM and n_gpus > 2 else 1
+
+
+def gpu_lines_wanted(width: int, n_gpus: int) -> int:
+    """Lines the GPU section needs to show every GPU (summary line included)."""
+    cols = gpu_columns(width, n_gpus)
+    return 1 + -(-n_gpus // cols)
+
+
 def gpu_lines(state: RunState, width: int, max_lines: int, now_s: float = 0.0) -> list[Text]:
     """Summary line then one row per GPU, as many as `max_lines` allows (+N more)."""
     if max_lines <= 0:
@@ -95,6 +109,17 @@ def gpu_lines(state: RunState, width: int, max_lines: int, now_s: float = 0.0) -
     lines = [summary_line(gpus, error)]
     room = max_lines - 1
     if room <= 0 or not gpus:
+        return lines
+    if gpu_columns(width, len(gpus)) == 2 and gpu_lines_wanted(width, len(gpus)) - 1 <= room:
+        half = (width - 3) // 2
+        rows = [gpu_row(g, half) for g in gpus]
+        for i in range(0, len(rows), 2):
+            line = rows[i]
+            line.truncate(half, overflow="ellipsis", pad=True)
+            if i + 1 < len(rows):
+                line.append(" │ ", style="bright_black")
+                line.append_text(rows[i + 1])
+            lines.append(line)
         return lines
     if len(gpus) <= room:
         return lines + [gpu_row(g, width) for g in gpus]

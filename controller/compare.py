@@ -87,6 +87,11 @@ def from_registry(record, store) -> LoadedRun:
     config = meta.get("config") or config_from_args(((record.playbook or {}).get("run") or {}).get("args") or ())
     if meta.get("end_state"):
         state, detail = meta["end_state"], meta.get("end_detail", "")
+    elif record.run_dir and Path(record.run_dir).is_dir():
+        # A local run: its directory knows best (exit_code file, the log's OOM/crash, pid).
+        local = read_run_dir(record.run_dir, label=record.name, with_progress=False)
+        state, detail = local.end_state, local.end_detail
+        config = {**config, **local.config}
     else:
         state, detail = end_state(findings, record.exit_code,
                                   alive=record.state in ("running", "launched"))

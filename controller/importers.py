@@ -314,7 +314,7 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def read_run_dir(path: str | Path, *, label: str | None = None) -> LoadedRun:
+def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: bool = True) -> LoadedRun:
     """launch.py's run directory: metrics.jsonl (else the log, else wandb) for numbers,
     train.log + exit_code for the end state, launch.json for the start, wandb for config."""
     from controller.wandb_source import find_offline_runs
@@ -333,7 +333,9 @@ def read_run_dir(path: str | Path, *, label: str | None = None) -> LoadedRun:
     if log.is_file():
         base = read_log(log, label=name)
     wb = read_wandb_offline(wandb_runs[-1], label=name) if wandb_runs else None
-    if metrics.is_file():
+    if not with_progress:  # the caller has the numbers (the registry's history)
+        numbers = progress_table([], name)
+    elif metrics.is_file():
         numbers = read_metrics_jsonl(metrics, label=name).progress
     elif base is not None and base.progress.num_rows:
         numbers = base.progress

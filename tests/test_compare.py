@@ -365,3 +365,19 @@ def test_wandb_paths_through_the_api_standin():
     by_name = _cli("compare-runs", "from_api", "--json", "--warmup-s", "0")
     assert by_name.returncode == 0, by_name.stderr
     assert json.loads(by_name.stdout)["runs"][0]["kind"] == "registry"
+
+
+def test_registry_run_with_local_dir_and_watch_history(runs):
+    """A deployed local run that `dfctl watch` recorded: numbers from the history, the end
+    state and config from its run directory (exit_code file, wandb config)."""
+    store = RunStore()
+    rid = "watched-20261129T000000Z"
+    store.add_run(RunRecord(run_id=rid, name="watched", target_kind="local", target="local", run_dir=str(runs["B"]),
+                            log_path=str(runs["B"] / "train.log"), state="running", started_s=None,
+                            playbook={"run": {"args": ["--log-every", "3"]}}))
+    history.append_progress(rid, samples_from_table(load_path(str(runs["B"] / "metrics.jsonl")).progress))
+    loaded = compare.resolve("watched", store)
+    store.close()
+    assert loaded.kind == "registry" and loaded.progress.num_rows == len(_metrics(runs["B"]))
+    assert loaded.end_state == "finished"                       # exit_code 0, though the registry says running
+    assert loaded.config["args.token_budget"] == 768 and loaded.config["args.log_every"] == 3

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from controller import launch_remote
-from controller.errors import DeployError, RemoteCommandError
+from controller.errors import (ContainerStateError, DeployError, DfctlError, HostKeyError,
+                               RemoteCommandError, UnreachableError)
 from controller.playbook import SECRET_NAME_RE, Playbook, TargetConfig
 from controller.runstore import RunRecord, RunStore
 from controller.transport.base import Transport
@@ -101,12 +102,83 @@ def launch_command(transport: Transport, target: TargetConfig) -> str:
     return describe_command(transport, [remote_python(target), "-c", src, "launch"]) + "  < JSON spec on stdin (secrets never in argv)"
 
 
+def _connection_lost(exc: DfctlError) -> bool:
+    """The launch exec's outcome is unknown: the command may or may not have run."""
+    if isinstance(exc, UnreachableError) and not isinstance(exc, (HostKeyError, ContainerStateError)):
+        return True
+    return isinstance(exc, RemoteCommandError) and exc.result is not None and exc.result.exited in (124, 255)
+
+
 def launch_run(transport: Transport, playbook: Playbook, workdir: str, *, name: str | None = None,
-               environ: Mapping[str, str] | None = None) -> LaunchedRun:
-    """Start the run; returns as soon as the trainer process exists."""
-    info = _remote(transport, playbook.target, "launch", launch_spec(playbook, workdir, name, environ))
+               environ: Mapping[str, str] | None = None, spec: dict | None = None,
+               retry_s: float = 60.0) -> LaunchedRun:
+    """Start the run; returns as soon as the trainer process exists.
+
+    A connection lost with the launch in flight leaves its outcome unknown, so the same
+    launch (same run id) is asked again in `adopt` mode until the host answers: the
+    target's mkdir of the run dir decides which attempt starts the run, and a later one
+    reports that run instead of starting a second. (reliability suite:
+    test_connection_lost_mid_launch_no_duplicate_run)"""
+    spec = spec if spec is not None else launch_spec(playbook, workdir, name, environ)
+    try:
+        info = _remote(transport, playbook.target, "launch", spec)
+    except (UnreachableError, RemoteCommandError) as exc:
+        if not _connection_lost(exc):
+            raise
+        info = _adopt_after_drop(transport, playbook.target, spec, exc, retry_s)
     return LaunchedRun(info["run_id"], info["run_dir"], int(info["pid"]), info["release_id"],
                        float(info["started_s"]), info)
+
+
+def _adopt_after_drop(transport: Transport, target: TargetConfig, spec: dict, first: DfctlError,
+                      retry_s: float) -> dict:
+    again = {**spec, "adopt": True}
+    end = time.monotonic() + retry_s
+    last: DfctlError = first
+    while time.monotonic() < end:
+        host = getattr(transport, "host", None)       # pct: reconnect the node's connection
+        for t in (host, transport):
+            if t is not None and hasattr(t, "close"):
+                t.close()
+        try:
+            return _remote(transport, target, "launch", again)
+        except (UnreachableError, RemoteCommandError) as exc:
+            if not _connection_lost(exc):
+                raise
+            last = exc
+        time.sleep(1.0)
+    raise UnreachableError(
+        f"launch of {spec['run_id']} on {transport.name}: the connection was lost with the launch in "
+        f"flight and the target did not answer again within {retry_s:g} s ({last.message})",
+        hint="the run is registered as `launching`; `dfctl runs` shows whether it started")
+
+
+def register_launch(store: RunStore, spec: dict, playbook: Playbook, *, workdir: str,
+                    git_commit: str | None, git_dirty: bool | None) -> RunRecord:
+    """Record the run as `launching` BEFORE the launch exec, under the exact run id the
+    target will use: a controller killed or cut off mid-launch leaves a row that `dfctl
+    runs` resolves (the run dir's pid file), never a run nobody knows about."""
+    base, n = spec["run_id"], 1
+    run_id = base
+    while store.has_run(run_id):           # same name within the same second
+        n += 1
+        run_id = f"{base}-{n}"
+    spec["run_id"], spec["exact"] = run_id, True
+    t = playbook.target
+    run_dir = f"{workdir}/runs/{run_id}"
+    rec = RunRecord(
+        run_id=run_id, name=spec["name"], target_kind=t.kind, target=target_label(t), host=t.host,
+        vmid=t.vmid, workdir=workdir, run_dir=run_dir, log_path=f"{run_dir}/train.log", pid=None,
+        release_id=None, git_commit=git_commit, git_dirty=git_dirty, playbook=playbook.redacted(),
+        playbook_path=playbook.source, started_s=time.time(), state="launching")
+    store.add_run(rec)
+    return rec
+
+
+def finish_launch(store: RunStore, run: LaunchedRun) -> None:
+    """The launch answered: the row gets the pid, release and start time."""
+    store.update_run(run.run_id, pid=run.pid, release_id=run.release_id, started_s=run.started_s,
+                     run_dir=run.run_dir, log_path=run.log_path, state="running")
 
 
 def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir: str,

@@ -181,6 +181,13 @@ def launch(spec):
             os.mkdir(run_dir, 0o755)   # atomic: an existing run dir is never reused
             break
         except FileExistsError:
+            if spec.get("adopt"):
+                # a retry after the connection dropped mid-launch: the first attempt got
+                # this far, so it starts the run; report that run, never a second one
+                return _adopt(run_dir)
+            if spec.get("exact"):
+                return {"error": "run directory %s already exists" % run_dir, "exists": True,
+                        "run_id": run_id, "run_dir": run_dir}
             n += 1
     subst = {"{run_dir}": run_dir, "{workdir}": workdir}
 
@@ -233,6 +240,31 @@ def launch(spec):
     return info
 
 
+def _adopt(run_dir, wait_s=60.0):
+    """The run an earlier attempt of this same launch started (its launch.json)."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(os.path.join(run_dir, "launch.json")) as fh:
+                info = json.load(fh)
+            info["adopted"] = True
+            return info
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > end:
+            return {"error": "an earlier attempt of this launch made %s but did not finish starting "
+                             "the run (no launch.json after %d s)" % (run_dir, wait_s), "run_dir": run_dir}
+        time.sleep(0.1)
+
+
+def _read_pid(run_dir):
+    try:
+        with open(os.path.join(run_dir, "pid")) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def _read_exit_code(run_dir):
     try:
         with open(os.path.join(run_dir, "exit_code")) as fh:
@@ -249,13 +281,15 @@ def status(spec):
             out.append({"run_dir": run_dir, "exists": False})
             continue
         alive = []
+        if not pid:
+            pid = _read_pid(run_dir)   # registered before the launch finished: the run knows
         if pid:
             alive = _members(pid) if _leader_is_ours(pid, run_dir) or _proc_stat(pid) is None else []
         try:
             log_size = os.stat(os.path.join(run_dir, "train.log")).st_size
         except OSError:
             log_size = None
-        out.append({"run_dir": run_dir, "exists": True, "alive_pids": alive,
+        out.append({"run_dir": run_dir, "exists": True, "alive_pids": alive, "pid": pid,
                     "exit_code": _read_exit_code(run_dir), "log_size": log_size})
     return {"runs": out}
 

@@ -135,6 +135,10 @@ class RunStore:
         rows = self._db.execute("SELECT * FROM runs ORDER BY started_s DESC, run_id DESC").fetchall()
         return [self._record(r) for r in rows]
 
+    def has_run(self, run_id: str) -> bool:
+        """Is this exact run id registered?"""
+        return self._db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
+
     def get_run(self, ref: str) -> RunRecord:
         """A run by exact id, by name (the newest of that name), or by unique id prefix."""
         row = self._db.execute("SELECT * FROM runs WHERE run_id = ?", (ref,)).fetchone()

@@ -83,7 +83,7 @@ def deploy(
     """Bundle the code, push it as a new release, switch `current`, launch the run detached."""
     from controller.bundle import build_bundle, local_git_state, project_root
     from controller.deploy import deploy_bundle, plan_commands, resolve_workdir
-    from controller.launch import launch_command, launch_run, record_run
+    from controller.launch import finish_launch, launch_command, launch_run, launch_spec, register_launch
     from controller.transport.factory import open_transport, target_label
 
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
@@ -118,11 +118,19 @@ def deploy(
         typer.echo(f"release {result.release_id} on {target_label(pb.target)}: {result.files} files, {what} "
                    f"({result.duration_s:.2f} s); current -> releases/{result.release_id}")
     if not no_launch:
-        run = launch_run(transport, pb, workdir, name=name)
         commit, dirty = local_git_state(root)
         store = RunStore()
         try:
-            record_run(store, run, pb, workdir=workdir, git_commit=commit, git_dirty=dirty)
+            # registered first (`launching`), so a controller killed or cut off mid-launch
+            # leaves a row `dfctl runs` resolves, never an unknown run
+            spec = launch_spec(pb, workdir, name)
+            rec = register_launch(store, spec, pb, workdir=workdir, git_commit=commit, git_dirty=dirty)
+            try:
+                run = launch_run(transport, pb, workdir, spec=spec)
+            except DeployError:
+                store.update_run(rec.run_id, state="failed")   # the target answered: nothing runs
+                raise
+            finish_launch(store, run)
         finally:
             store.close()
         out["run"] = {"run_id": run.run_id, "run_dir": run.run_dir, "pid": run.pid, "log": run.log_path,
@@ -181,6 +189,9 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
                 print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
                 continue
             for rec, st in zip(recs, statuses):
+                if rec.pid is None and st.get("pid"):      # registered before its launch answered
+                    rec.pid = int(st["pid"])
+                    store.update_run(rec.run_id, pid=rec.pid)
                 state, code = state_of(st, rec.state)
                 if (state, code) != (rec.state, rec.exit_code) and state != "unknown":
                     store.update_run(rec.run_id, state=state, exit_code=code,

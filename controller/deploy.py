@@ -19,14 +19,18 @@ the checksum fails, the script removes its temp dir and the kernel drops the loc
 
 from __future__ import annotations
 
+import calendar
 import os
 import posixpath
+import re
 import secrets as _secrets
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+import psutil
 
 from controller.bundle import Bundle, ProgressReader
 from controller.errors import BadInputError, DeployError, LockedError
@@ -46,30 +50,45 @@ readlink "$W/current" 2>/dev/null || echo
 """
 
 # Positional args: $1 workdir, $2 release id, $3 random suffix, $4 lock owner text,
-# $5 "push" (stdin is the tar stream) or "switch" (release already there).
+# $5 "push" (stdin is the tar stream) or "switch" (release already there), $6 (optional)
+# the owner text of a holder the controller knows to be dead: its script is killed.
+# Children get the lock fd closed (9>&-), so only the script itself holds the lock.
 PUSH_SCRIPT = r"""set -u
-W=$1; ID=$2; RAND=$3; OWNER=$4; MODE=$5
+W=$1; ID=$2; RAND=$3; OWNER=$4; MODE=$5; STALE=${6:-}
 mkdir -p "$W/releases" "$W/runs" || exit 70
 exec 9>>"$W/.deploy.lock" || exit 70
 if ! flock -n 9; then
-  echo "deploy lock $W/.deploy.lock is held by: $(cat "$W/.deploy.owner" 2>/dev/null || echo unknown)" >&2
-  exit 75
+  HELD=$(cat "$W/.deploy.owner" 2>/dev/null || echo unknown)
+  if [ -n "$STALE" ] && [ "$HELD" = "$STALE" ]; then
+    P=$(cat "$W/.deploy.pid" 2>/dev/null)
+    case "$P" in ""|*[!0-9]*) ;; *) pkill -9 -P "$P" 2>/dev/null; kill -9 "$P" 2>/dev/null;; esac
+  fi
+  if [ -z "$STALE" ] || ! flock -w 10 9; then
+    echo "deploy lock $W/.deploy.lock is held by: $HELD" >&2
+    exit 75
+  fi
 fi
 printf '%s\n' "$OWNER" > "$W/.deploy.owner"
+echo $$ > "$W/.deploy.pid"
 # Holding the lock, no other deploy is writing a temp dir: anything left is from a killed one.
 rm -rf "$W"/releases/.tmp-* "$W"/.current.tmp-*
 if [ ! -d "$W/releases/$ID" ]; then
   if [ "$MODE" != push ]; then echo "release $ID is missing on the target" >&2; exit 73; fi
   T="$W/releases/.tmp-$ID-$RAND"
   mkdir "$T" || exit 70
-  if ! tar -x -f - -C "$T"; then echo "tar stream incomplete or unreadable" >&2; rm -rf "$T"; exit 71; fi
-  if ! out=$(cd "$T" && sha256sum -c .dfctl-sha256sums 2>&1); then
+  if ! tar -x -f - -C "$T" 9>&-; then
+    # GNU tar words a full disk "Wrote only N of M bytes": say it plainly
+    set -- $(df -Pk "$T" 2>/dev/null | tail -n 1); A=${4:-}
+    case "$A" in ""|*[!0-9]*) ;; *) [ "$A" -lt 1024 ] && echo "No space left on device: $A KiB free under $W" >&2;; esac
+    echo "tar stream incomplete or unreadable" >&2; rm -rf "$T"; exit 71
+  fi
+  if ! out=$(cd "$T" && sha256sum -c .dfctl-sha256sums 2>&1 9>&-); then
     printf '%s\n' "$out" | grep -v ': OK$' | head -n 20 >&2
     rm -rf "$T"; exit 72
   fi
   mv -T "$T" "$W/releases/$ID" || { rm -rf "$T"; exit 74; }
 else
-  [ "$MODE" = push ] && cat >/dev/null
+  [ "$MODE" = push ] && cat >/dev/null 9>&-
 fi
 ln -s "releases/$ID" "$W/.current.tmp-$RAND" || exit 74
 mv -T "$W/.current.tmp-$RAND" "$W/current" || { rm -f "$W/.current.tmp-$RAND"; exit 74; }
@@ -101,8 +120,38 @@ def resolve_workdir(target: TargetConfig, project_root: str | Path) -> str:
     return posixpath.normpath(w)
 
 
-def _owner() -> str:
-    return f"dfctl pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+_IN_FLIGHT: set[str] = set()     # nonces of this process's deploys still running
+_OWNER_RE = re.compile(r"held by: dfctl pid (\d+) on (\S+) since (\S+) deploy (\w+)")
+
+
+def _owner(nonce: str) -> str:
+    return (f"dfctl pid {os.getpid()} on {socket.gethostname()} since "
+            f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} deploy {nonce}")
+
+
+def stale_owner(stderr: str) -> str | None:
+    """The lock owner's text when that deploy is certainly gone, else None.
+
+    A deploy whose connection died (link down mid-transfer) leaves its remote script
+    blocked on a stream that never ends, holding the lock until sshd notices -- hours,
+    without ClientAliveInterval. Only a holder from THIS machine can be judged: its pid
+    is not alive, was reused (started after the lock was taken), or is this process
+    with that deploy no longer in flight. (reliability suite: test_connection_lost_mid_transfer)"""
+    m = _OWNER_RE.search(stderr)
+    if not m or m.group(2) != socket.gethostname():
+        return None
+    pid, nonce = int(m.group(1)), m.group(4)
+    text = m.group(0).removeprefix("held by: ")
+    if pid == os.getpid():
+        return None if nonce in _IN_FLIGHT else text
+    try:
+        since_s = calendar.timegm(time.strptime(m.group(3), "%Y-%m-%dT%H:%M:%SZ"))
+        alive = psutil.Process(pid).create_time() <= since_s + 1
+    except psutil.NoSuchProcess:
+        alive = False
+    except (ValueError, psutil.Error):
+        alive = True
+    return None if alive else text
 
 
 def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[str]:
@@ -144,28 +193,42 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
     if have and previous == rid:
         result.duration_s = time.monotonic() - t0
         return result
-    argv = ["sh", "-c", PUSH_SCRIPT, "sh", workdir, rid, _secrets.token_hex(4), _owner(),
-            "switch" if have else "push"]
-    stream = None
-    if not have:
-        tar, size = bundle.tar_file()
-        sent = [0]
+    nonce = _secrets.token_hex(4)
+    argv = ["sh", "-c", PUSH_SCRIPT, "sh", workdir, rid, nonce, _owner(nonce), "switch" if have else "push"]
+    sent = [0]
 
-        def count(n: int) -> None:
-            sent[0] += n
-            if on_progress:
-                on_progress(sent[0], size)
+    def attempt(extra: list[str]):
+        stream = None
+        if not have:
+            tar, size = bundle.tar_file()
+            sent[0] = 0
 
-        stream = ProgressReader(tar, count)
-    r = transport.run(argv, stdin=stream, timeout_s=timeout_s)
-    if stream is not None:
-        result.transferred_bytes = sent[0]
+            def count(n: int) -> None:
+                sent[0] += n
+                if on_progress:
+                    on_progress(sent[0], size)
+
+            stream = ProgressReader(tar, count)
+        return transport.run(argv + extra, stdin=stream, timeout_s=timeout_s)
+
+    _IN_FLIGHT.add(nonce)
+    try:
+        r = attempt([])
+        stale = stale_owner(r.stderr_text) if r.exited == LOCKED_EXIT else None
+        if stale:
+            r = attempt([stale])      # the holder is a dead deploy of ours: take the lock over
+    finally:
+        _IN_FLIGHT.discard(nonce)
+    result.transferred_bytes = sent[0]
     if r.exited == LOCKED_EXIT:
         raise LockedError(f"deploy to {transport.name}: {r.stderr_text.strip()}",
                           hint="another deploy to this target is running; wait for it and retry")
     if not r.ok:
         what = {71: "the transfer was cut short or unreadable", 72: "verification against the manifest failed",
                 73: "the release vanished", 74: "could not switch `current`"}.get(r.exited, "the deploy script failed")
+        if b"No space left on device" in r.stderr:
+            # tar's last lines ("Exiting with failure status") would hide the cause
+            what = f"the target's disk is full (No space left on device under {workdir}); the partial copy was removed"
         raise DeployError(f"deploy to {transport.name}: {what}; `current` still points at "
                           f"{previous or 'nothing'}: {r.summary()}")
     result.switched = True

@@ -150,6 +150,25 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
+def dead_link_timeout_s(ep: SshEndpoint) -> float:
+    """How long sent bytes may stay unacknowledged before the connection counts as dead."""
+    return max(10.0, 3 * ep.connect_timeout_s)
+
+
+def _bound_dead_link(transport: "paramiko.Transport | None", ep: SshEndpoint) -> None:
+    """TCP_USER_TIMEOUT on the connection's socket: with the link gone (cable, namespace,
+    VPN), a transfer would otherwise block in sendall for TCP's ~15 minutes of
+    retransmissions. With it, the kernel drops the connection once data (a chunk of the
+    stream, a keepalive) stays unacknowledged this long; the command ends as `connection
+    lost` and the next one reconnects. (reliability suite: test_connection_lost_mid_transfer)"""
+    sock = getattr(transport, "sock", None)
+    if isinstance(sock, socket.socket) and hasattr(socket, "TCP_USER_TIMEOUT"):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(dead_link_timeout_s(ep) * 1000))
+        except OSError:
+            pass
+
+
 class SshTransport(Transport):
     """One paramiko connection to one host, opened lazily, reused, reopened when dropped."""
 
@@ -215,6 +234,7 @@ class SshTransport(Transport):
                 raise HostKeyError(f"host {ep.label}: cannot read known_hosts {ep.known_hosts}: {exc}") from None
         client.set_missing_host_key_policy(_KnownHostsPolicy(ep))
         sock = self._open_sock()
+        t0 = time.monotonic()
         try:
             client.connect(
                 ep.hostname, port=ep.port, username=ep.user,
@@ -245,10 +265,17 @@ class SshTransport(Transport):
                 f"host {ep.label}: no answer within {ep.connect_timeout_s:g} s ({exc or 'timed out'})") from None
         except (OSError, EOFError, paramiko.SSHException) as exc:
             client.close()
+            if time.monotonic() - t0 >= 0.9 * ep.connect_timeout_s:
+                # TCP connected but no banner/handshake in time (sshd stopped, overloaded):
+                # paramiko words this "No existing session" or "Error reading SSH protocol banner"
+                raise UnreachableError(
+                    f"host {ep.label}: no answer within {ep.connect_timeout_s:g} s "
+                    f"(TCP connected, but the SSH handshake did not complete: {exc})") from None
             raise UnreachableError(f"host {ep.label}: cannot connect: {exc}") from None
         transport = client.get_transport()
         if transport is not None and ep.keepalive_s > 0:
             transport.set_keepalive(ep.keepalive_s)
+        _bound_dead_link(transport, ep)
         return client
 
     def connect(self) -> None:

@@ -299,7 +299,7 @@ def run(args: argparse.Namespace) -> RunResult:
                 if not (args.checkpoint_every and step % args.checkpoint_every == 0):
                     save(step)
                 break
-            if term.requested:
+            if _stop_requested(term.requested, world, drafter_devices[0]):
                 out(f"SIGTERM: saving a checkpoint at step {step} and stopping")
                 if not (args.checkpoint_every and step % args.checkpoint_every == 0):
                     save(step)
@@ -313,12 +313,13 @@ def run(args: argparse.Namespace) -> RunResult:
             _check_ranks_agree(replicas, out)
         out(f"[done] steps={step} exit_code={exit_code}")
     finally:
+        failed = sys.exc_info()[0] is not None
         pipeline.stop()
         replicas.close()
         reporter.close()
         term.restore()
         if wandb_logger is not None:
-            wandb_logger.finish(exit_code=0 if exit_code in (EXIT_OK, EXIT_SIGTERM) else 1)
+            wandb_logger.finish(exit_code=1 if failed or exit_code not in (EXIT_OK, EXIT_SIGTERM) else 0)
         if world > 1:
             import torch.distributed as dist
 
@@ -326,6 +327,18 @@ def run(args: argparse.Namespace) -> RunResult:
     result.exit_code = exit_code
     result.history = reporter.history
     return result
+
+
+def _stop_requested(local: bool, world: int, device: torch.device) -> bool:
+    """Under torchrun every rank must stop at the same step (a rank that stops alone leaves
+    the others hanging in the next all-reduce): the SIGTERM flag is all-reduced (max)."""
+    if world <= 1:
+        return local
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if local else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 def _is_foreign_hf(path: str) -> bool:

@@ -35,7 +35,7 @@ def write_section(name: str, body: str, path: Path = RESULTS) -> None:
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
         _, tail = rest.split(end, 1)
-        text = head + block + tail.lstrip("\n")
+        text = head + block + "\n" + tail.lstrip("\n")
     else:
         marker = "\n## README example"
         if marker in text:

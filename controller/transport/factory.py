@@ -16,7 +16,6 @@ from controller.playbook import TargetConfig
 from controller.transport.base import Transport, join_argv
 from controller.transport.local import LocalTransport
 from controller.transport.pct import PctTransport
-from controller.transport.ssh import SshTransport, resolve_endpoint
 
 _cache: dict[tuple, Transport] = {}
 _cache_lock = threading.Lock()
@@ -38,6 +37,10 @@ def open_host_transport(target: TargetConfig) -> Transport:
             if target.kind == "local":
                 t = LocalTransport()
             else:
+                # paramiko is imported only for SSH targets: a local target (the demo, a GPU
+                # box watching itself) needs none of it.
+                from controller.transport.ssh import SshTransport, resolve_endpoint
+
                 ep = resolve_endpoint(
                     target.host or "", user=target.user, port=target.port,
                     identity_file=target.identity_file, known_hosts=target.known_hosts,

@@ -38,6 +38,9 @@ DEFAULT_WARMUP_STEPS = 3
 ALIGNED_POINTS = 3
 PROGRESS_COLUMNS = ("step", "time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau", "mem_peak_gib")
 """The progress columns compare-runs reads (of a 1M-row history, only these are decoded)."""
+LOCAL_METRICS_MAX_BYTES = 256 << 20
+"""A registry run's local metrics.jsonl up to this size is read when it holds more steps
+than the history (a run the watch saw only in part)."""
 BOOTSTRAP_RESAMPLES = 400
 BOOTSTRAP_MAX_SAMPLES = 1500
 MIN_VERDICT_SAMPLES = 3
@@ -88,10 +91,15 @@ def from_registry(record, store) -> LoadedRun:
     if meta.get("end_state"):
         state, detail = meta["end_state"], meta.get("end_detail", "")
     elif record.run_dir and Path(record.run_dir).is_dir():
-        # A local run: its directory knows best (exit_code file, the log's OOM/crash, pid).
-        local = read_run_dir(record.run_dir, label=record.name, with_progress=False)
+        # A local run: its directory knows best (exit_code file, the log's OOM/crash, pid),
+        # and its metrics.jsonl has every step even when the watch saw only part of the run.
+        metrics = Path(record.run_dir) / "metrics.jsonl"
+        fuller = metrics.is_file() and metrics.stat().st_size <= LOCAL_METRICS_MAX_BYTES
+        local = read_run_dir(record.run_dir, label=record.name, with_progress=fuller)
         state, detail = local.end_state, local.end_detail
         config = {**config, **local.config}
+        if local.progress.num_rows > table.num_rows:
+            table = local.progress
     else:
         state, detail = end_state(findings, record.exit_code,
                                   alive=record.state in ("running", "launched"))

@@ -543,10 +543,81 @@ def render_table(cmp: Comparison):
             from rich.markup import escape
             cells = [escape(c) for c in cells]
         t.add_row(name, *cells)
-    t.caption = (f"warm window: after the first {cmp.warmup_steps} samples and {cmp.warmup_s:g} s; "
+    t.caption = (f"warm window: skips the first {cmp.warmup_steps + 1} samples and the first {cmp.warmup_s:g} s; "
                  f"verdicts from a block-bootstrap 95% interval of the median ratio")
     t.caption_justify = "left"
     return t
+
+
+def columns_fit(cmp: Comparison, width: int) -> bool:
+    """Whether the metrics-down, runs-across table fits `width` columns (~22 cells a run)."""
+    return 30 + 22 * len(cmp.runs) <= width
+
+
+def render_table_by_run(cmp: Comparison, width: int | None = None):
+    """Runs down, metrics across: for many runs (or a narrow terminal). Loss and τ at the
+    last aligned step; the config keys that differ get a second table. Columns that do
+    not fit `width` are left out, least important first (the caption says which)."""
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.table import Table
+
+    last = cmp.aligned_steps[-1] if cmp.aligned_steps else None
+    styles = {"oom": "bold red", "crash": "red", "killed": "red", "finished": "green", "running": "cyan"}
+    # (header, min width when wrapped (0 = never wrap), justify, cell per run); display order.
+    cols: list[tuple[str, int, str, list[str]]] = [
+        ("run", 12, "left", [r.label + (" (baseline)" if r.is_baseline else "") for r in cmp.runs]),
+        ("end", 8, "left", [STATE_LABEL.get(r.end_state, r.end_state) for r in cmp.runs]),
+        ("tok/s", 0, "right", [_si(r.tok_per_s["median"]) for r in cmp.runs]),
+        ("p10–p90", 0, "right", [f"{_si(r.tok_per_s['p10'])}–{_si(r.tok_per_s['p90'])}" if r.tok_per_s["median"]
+                                 else "n/a" for r in cmp.runs]),
+        ("vs baseline", 12, "left", [r.verdict for r in cmp.runs]),
+        ("step s", 0, "right", [_num(r.step_time_s, 3) for r in cmp.runs]),
+        ("samp/s", 0, "right", [_num(r.samples_per_s, 2) for r in cmp.runs]),
+        ("1st step", 0, "right", [_duration(r.time_to_first_step_s) for r in cmp.runs]),
+        ("peak mem", 0, "right", [(_num(r.peak_mem_gib, 1) + "G") if r.peak_mem_gib is not None else "n/a"
+                                  for r in cmp.runs]),
+    ]
+    if last is not None:
+        cols += [(f"loss@{last}", 0, "right", [_num(r.loss_at.get(last), 4) for r in cmp.runs]),
+                 (f"τ@{last}", 0, "right", [_num(r.tau_at.get(last), 3) for r in cmp.runs])]
+    priority = ["run", "end", "tok/s", "vs baseline", "p10–p90", f"loss@{last}", f"τ@{last}", "step s",
+                "samp/s", "peak mem", "1st step"]
+    need = {h: (min_w or max(len(h), *(len(c) for c in cells))) + 3 for h, min_w, _, cells in cols}
+    room = (width or 10 ** 6) - 1
+    keep: set[str] = set()
+    for h in priority:
+        if h in need and need[h] <= room:
+            keep.add(h)
+            room -= need[h]
+    dropped = [h for h, *_ in cols if h not in keep]
+    t = Table(title=headline(cmp), title_justify="left")
+    shown = [c for c in cols if c[0] in keep]
+    for h, min_w, just, _ in shown:
+        t.add_column(h, justify=just, overflow="fold", no_wrap=not min_w, min_width=min_w or None)
+    for i, r in enumerate(cmp.runs):
+        row = []
+        for h, _, _, cells in shown:
+            cell = escape(cells[i])
+            if h == "end" and r.end_state in styles:
+                cell = f"[{styles[r.end_state]}]{cell}[/]"
+            elif h == "vs baseline" and r.verdict.startswith(("slower", "faster")):
+                cell = f"[{'red' if r.verdict.startswith('slower') else 'green'}]{cell}[/]"
+            row.append(cell)
+        t.add_row(*row)
+    t.caption = (f"warm window: skips the first {cmp.warmup_steps + 1} samples and the first {cmp.warmup_s:g} s"
+                 + (f"; left out for width: {', '.join(dropped)}" if dropped else "")
+                 + " (--json has everything)")
+    t.caption_justify = "left"
+    if not cmp.config_keys:
+        return t
+    c = Table(title="config keys that differ", title_justify="left")
+    c.add_column("run")
+    for key in cmp.config_keys:
+        c.add_column(escape(key), overflow="fold")
+    for r in cmp.runs:
+        c.add_row(escape(r.label), *[escape(_cfg(r.config.get(k, "—"))) for k in cmp.config_keys])
+    return Group(t, c)
 
 
 def render_markdown(cmp: Comparison) -> str:

@@ -382,3 +382,23 @@ def test_registry_run_with_local_dir_and_watch_history(runs):
     assert loaded.kind == "registry" and loaded.progress.num_rows == len(_metrics(runs["B"]))  # the fuller source
     assert loaded.end_state == "finished"                       # exit_code 0, though the registry says running
     assert loaded.config["args.token_budget"] == 768 and loaded.config["args.log_every"] == 3
+
+
+def test_many_runs_render_one_row_per_run(tmp_path):
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    paths = []
+    for i in range(6):
+        paths.append(tmp_path / f"sweep{i}.jsonl")
+        _write_metrics(paths[-1], range(1, 101), tok=1000.0 * (1 - 0.05 * i), noise=0.02, seed=i)
+    cmp = compare.compare([load_path(str(p)) for p in paths], warmup_s=0, warmup_steps=0)
+    assert not compare.columns_fit(cmp, 100) and compare.columns_fit(cmp, 200)
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None).print(compare.render_table_by_run(cmp, 100))
+    lines = buf.getvalue().splitlines()
+    assert all(cell_len(line) <= 100 for line in lines)
+    assert "left out for width" in buf.getvalue()                # and says so
+    rows = [line for line in lines if line.startswith("│ sweep")]
+    assert [r.split("│")[1].strip().split()[0] for r in rows] == [f"sweep{i}" for i in range(6)]
+    assert "slower by" in rows[-1] and "20.7K" not in rows[-1]

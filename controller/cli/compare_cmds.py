@@ -72,7 +72,9 @@ def compare_runs(
     else:
         from rich.console import Console
 
-        Console().print(compare.render_table(result))
+        console = Console()
+        fits = compare.columns_fit(result, console.width)
+        console.print(compare.render_table(result) if fits else compare.render_table_by_run(result, console.width))
 
 
 def _prefetched(specs: list[str], store):

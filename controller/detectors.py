@@ -675,6 +675,23 @@ def _gpu_utils(state: RunState) -> list[tuple[int, float]]:
     return [(g.index, g.util_pct) for g in state.gpus if g.util_pct is not None]
 
 
+def _sustained_idle(state: RunState, cfg, now_s: float) -> tuple[list[int], list[int]] | None:
+    """(idle, busy) GPU indices where idle means no busy sample for cfg.gpu_idle_s; None
+    while the run has not been watched that long. A state without busy-time history (built
+    by hand, or by an older watcher) falls back to the instantaneous reading."""
+    utils = _gpu_utils(state)
+    if not utils:
+        return None
+    if state.gpus_seen_since_s is None:
+        return ([i for i, u in utils if u <= IDLE_UTIL_PCT], [i for i, u in utils if u > IDLE_UTIL_PCT])
+    window = getattr(cfg, "gpu_idle_s", 60.0)
+    if now_s - state.gpus_seen_since_s < window:
+        return None
+    idle = [i for i, _ in utils
+            if now_s - state.gpu_busy_seen_s.get(i, state.gpus_seen_since_s) >= window]
+    return idle, [i for i, _ in utils if i not in idle]
+
+
 def _alive(state: RunState) -> bool:
     return state.process.state == "running"
 
@@ -807,10 +824,10 @@ def _gpu_idle(state: RunState, cfg, now_s: float) -> Finding | None:
     if not state.progress and "first_step" not in state.milestones:
         return None  # still starting up: loading weights leaves GPUs idle
     utils = _gpu_utils(state)
-    if not utils:
+    split = _sustained_idle(state, cfg, now_s)
+    if split is None:
         return None
-    idle = [i for i, u in utils if u <= IDLE_UTIL_PCT]
-    busy = [i for i, u in utils if u > IDLE_UTIL_PCT]
+    idle, busy = split
     expected = cfg.gpus_expected
     ev = ("GPU util: " + ", ".join(f"{i}: {u:.0f}%" for i, u in utils),)
     hint = ("an idle GPU is a stalled stage: a dead worker thread, a starved queue, or a rank "

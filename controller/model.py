@@ -184,6 +184,11 @@ class RunState:
     findings: list[Finding] = field(default_factory=list)
     baseline_tok_per_s: float | None = None
     oom_kill_at_launch: int | None = None  # the CT cgroup's oom_kill counter when launched
+    gpus_seen_since_s: float | None = None  # first tick that brought this run's GPU readings
+    gpu_busy_seen_s: dict[int, float] = field(default_factory=dict)
+    """GPU index -> last time its utilization was above the idle threshold. utilization.gpu
+    is an instantaneous share, and a healthy pipeline's GPUs read 0 between bursts (seen on
+    2x H200), so "idle" must mean idle for a while, not idle in one sample."""
     updated_s: float | None = None
 
     @property

@@ -75,6 +75,7 @@ class WatchConfig:
     startup_deadlines_s: dict[str, float] = doc("Milestone -> seconds after launch by which it must be seen.", default_factory=lambda: {"dataset_loaded": 600.0, "first_step": 1800.0})
     progress_pattern: str | None = doc("Regex with named groups (step, tok_per_s, loss, ...) for another trainer's progress lines.", default=None)
     gpus_expected: int | None = doc("GPUs the run should use; fewer busy -> gpu_idle.", default=None)
+    gpu_idle_s: float = doc("A GPU counts as idle only after this many seconds without a busy sample.", default=60.0)
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,8 @@ def _check(pb: Playbook) -> None:
         raise PlaybookError(f"{src}: watch.regression_threshold_pct: expected 0 < pct < 100, got {w.regression_threshold_pct}")
     if w.regression_windows < 1:
         raise PlaybookError(f"{src}: watch.regression_windows: expected at least 1, got {w.regression_windows}")
-    for name, value in (("warmup_s", w.warmup_s), ("stale_log_s", w.stale_log_s), ("hang_min_s", w.hang_min_s)):
+    for name, value in (("warmup_s", w.warmup_s), ("stale_log_s", w.stale_log_s), ("hang_min_s", w.hang_min_s),
+                        ("gpu_idle_s", w.gpu_idle_s)):
         if value < 0:
             raise PlaybookError(f"{src}: watch.{name}: expected a number >= 0, got {value}")
     if w.hang_factor <= 0:

@@ -444,6 +444,13 @@ class Watch:
         st.process = proc
         obs.process = proc
         st.gpus = self._gpus_for(r, reading, rd)
+        if st.gpus:
+            if st.gpus_seen_since_s is None:
+                st.gpus_seen_since_s = now
+            idle_pct = _detectors().IDLE_UTIL_PCT
+            for g in st.gpus:
+                if g.util_pct is not None and g.util_pct > idle_pct:
+                    st.gpu_busy_seen_s[g.index] = now
         st.state = _run_state(st, proc)
         new = self._record_findings(r, found)      # text findings first: evaluate() reads them
         new += self._record_findings(r, self._guarded("evaluate", r, lambda: _detectors().evaluate(st, r.cfg, now)))
@@ -603,11 +610,12 @@ class Watch:
             g = by_uuid.get(p.gpu_uuid)
             if g is None:
                 continue
-            g.users.append(f"ct {p.vmid}" if p.vmid is not None else f"pid {p.pid}")
             ns = reading.gpu_pid_nspids.get(p.pid) or [p.pid]
             in_ct = vmid is not None and p.vmid == vmid
             if (vmid is None and p.pid in tree) or (in_ct and ns[-1] in tree):
                 mine.add(p.gpu_uuid)
+                continue                      # labelled by the run id below
+            g.users.append(f"ct {p.vmid}" if p.vmid is not None else f"pid {p.pid}")
             if in_ct:
                 ct.add(p.gpu_uuid)
         chosen = mine or ct

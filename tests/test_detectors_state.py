@@ -273,3 +273,25 @@ def test_process_vanished_without_exit_code():
 def test_nan_loss_from_metrics():
     prog = samples(3, 21000.0) + [ProgressSample(step=99, time_s=T0 + 200, loss=math.nan, source="metrics")]
     assert "nan" in kinds(evaluate(state(progress=prog, gpus=gpus(99)), CFG, T0 + 210))
+
+
+def test_bursty_gpus_are_not_idle_until_idle_for_the_window():
+    """utilization.gpu is one sample's share: a healthy 1 target + 1 drafter pipeline on 2x H200
+    read 0% on one GPU in single samples (bench/gpu_watch_check.sh). Only a GPU with no busy
+    sample for gpu_idle_s counts as idle."""
+    cfg = dataclasses.replace(CFG, gpus_expected=2, gpu_idle_s=30.0)
+    s = state(progress=samples(3, 1.0), gpus=gpus(0, 100))
+    s.gpus_seen_since_s = T0 + 100
+    s.gpu_busy_seen_s = {0: T0 + 150, 1: T0 + 160}
+    assert "gpu_idle" not in kinds(evaluate(s, cfg, T0 + 160))   # 0% now, busy 10 s ago
+    assert "gpu_idle" not in kinds(evaluate(s, cfg, T0 + 179))   # 29 s without a busy sample
+    f = by_kind(evaluate(s, cfg, T0 + 181), "gpu_idle")          # 31 s: idle for the window
+    assert f.summary == "1 of 2 expected GPUs idle (GPU 0)"
+
+
+def test_gpu_idle_waits_for_a_full_window_of_readings():
+    cfg = dataclasses.replace(CFG, gpu_idle_s=30.0)
+    s = state(progress=samples(3, 1.0), gpus=gpus(0, 0))
+    s.gpus_seen_since_s = T0 + 100                               # first GPU reading
+    assert "gpu_idle" not in kinds(evaluate(s, cfg, T0 + 120))
+    assert by_kind(evaluate(s, cfg, T0 + 131), "gpu_idle").summary == "all 2 GPUs idle while the process lives"

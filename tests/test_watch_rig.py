@@ -92,7 +92,9 @@ def test_pct_run_through_the_host_view_gpus_mapped_and_cgroup_read(rig, rig_host
         assert w.agent_hosts == [host.name]                              # the long-lived probe agent
         assert st.process.pid == int((run_dir / "pid").read_text())      # the CT-namespace pid
         assert st.process.rss_bytes and st.process.threads >= 2
-        assert [g.index for g in st.gpus] == [1] and st.gpus[0].users[0] == st.run_id   # mapped via NSpid
+        assert [g.index for g in st.gpus] == [1] and st.gpus[0].users == [st.run_id]    # mapped via NSpid,
+        # named once by the run (not also as "pid N"), and its busy time recorded for gpu_idle
+        assert st.gpu_busy_seen_s.get(1) is not None and st.gpus_seen_since_s is not None
         hs = st.host_sample
         assert len(hs.gpus) == 4 and hs.gpus[2].util_pct is None and hs.gpus[2].temp_c is None
         assert hs.gpus[2].mem_total_mib == 143771                      # only that field is None

@@ -152,6 +152,7 @@ class Watch:
         self.on_finding = on_finding
         self.on_progress = on_progress
         self.on_log_bytes = on_log_bytes
+        self.on_tick: Callable[[TickReport], None] | None = None   # after every tick (history)
         self.read_cap_bytes = read_cap_bytes
         self.probe_timeout_s = probe_timeout_s
         self.gpu, self.nvidia_smi = gpu, nvidia_smi
@@ -252,6 +253,11 @@ class Watch:
         report.time_s = self.clock()
         report.hosts = list(self.hosts.values())
         report.duration_s = time.monotonic() - t0
+        if self.on_tick is not None:
+            try:
+                self.on_tick(report)
+            except Exception as exc:  # noqa: BLE001 - a side record never ends the watch
+                self.errors.append(f"on_tick: {exc}")
         return report
 
     def _probe_host(self, host: str, runs: list[WatchedRun]) -> tuple[HostReading | None, str | None]:

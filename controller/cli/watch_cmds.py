@@ -30,6 +30,7 @@ from controller.errors import BadInputError, UnknownRunError, UnreachableError
 from controller.model import Finding, RunState, dumps, to_jsonable
 
 STATUS_EVERY_S = 30.0
+PROGRESS_SEED_LEN = 2000   # progress samples a restarted watch takes back from the history
 MAX_REFRESH_HZ = 4.0
 
 
@@ -87,13 +88,45 @@ class _HistoryHook:
     def __init__(self) -> None:
         self._writers: dict = {}
 
-    def __call__(self, run_id: str, samples) -> None:
+    def _writer(self, run_id: str):
         from controller.history import HistoryWriter
 
         w = self._writers.get(run_id)
         if w is None:
             w = self._writers[run_id] = HistoryWriter(run_id)
-        w.append_progress(samples)
+        return w
+
+    def __call__(self, run_id: str, samples) -> None:
+        self._writer(run_id).append_progress(samples)
+
+    def record_gpus(self, report) -> None:
+        """Each tick's GPU rows per run, so compare-runs sees peak memory of watched runs."""
+        observed = {o.run_id for o in report.observations}   # runs whose host answered this tick
+        for st in report.states:
+            if st.run_id in observed and st.gpus:
+                self._writer(st.run_id).append_gpus(st.updated_s or report.time_s, st.gpus)
+
+    @staticmethod
+    def seed(w, keep: int) -> None:
+        """A restarted watch resumes its cursors after the lines it has read; give its runs
+        back the progress history they had (Parquet), so the throughput chart and the
+        regression windows do not start from nothing."""
+        from controller.history import read_progress
+        from controller.model import ProgressSample
+
+        names = [f for f in ProgressSample.__dataclass_fields__ if f != "source"]
+        for r in w.runs:
+            if r.state.progress:
+                continue
+            try:
+                table = read_progress(r.record.run_id)
+            except Exception:  # noqa: BLE001 - no history yet, or unreadable: start empty
+                continue
+            if table.num_rows == 0:
+                continue
+            rows = table.slice(max(0, table.num_rows - keep)).to_pylist()
+            r.state.progress = [ProgressSample(**{k: row.get(k) for k in names}, source=row.get("source") or "log")
+                                for row in rows if row.get("step") is not None]
 
     def close(self) -> None:
         for w in self._writers.values():
@@ -195,6 +228,8 @@ def watch(
 
     history = _HistoryHook()
     w = Watch(records, store, on_finding=on_finding, on_progress=history)
+    w.on_tick = history.record_gpus
+    _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
     interval_s = interval if interval is not None else min(r.cfg.interval_s for r in w.runs)
     try:
         if once:

@@ -1,0 +1,49 @@
+"""The watch's two couplings to the Parquet history: GPU rows every tick, and a restarted
+watch taking its runs' progress back (so charts and regression windows survive a restart)."""
+
+from __future__ import annotations
+
+from controller.cli.watch_cmds import _HistoryHook
+from controller.history import append_progress, read_gpus
+from controller.model import GpuSample, ProgressSample, RunState, TickObservation
+from controller.runstore import RunRecord, RunStore
+from controller.watch import TickReport, Watch
+
+
+def _record(run_id: str, tmp_path) -> RunRecord:
+    return RunRecord(run_id=run_id, name=run_id, target_kind="local", target="local",
+                     workdir=str(tmp_path), run_dir=str(tmp_path / run_id),
+                     log_path=str(tmp_path / run_id / "train.log"), started_s=1.0,
+                     playbook={"target": {"kind": "local"}})
+
+
+def test_restarted_watch_takes_progress_back_from_the_history(tmp_path):
+    store = RunStore(tmp_path / "reg.sqlite")
+    rec = _record("seeded", tmp_path)
+    store.add_run(rec)
+    samples = [ProgressSample(step=s, time_s=100.0 + s, tok_per_s=1000.0 + s, loss=5.0 - s / 100, source="metrics")
+               for s in range(10, 310, 10)]
+    append_progress("seeded", samples)
+    w = Watch(store.runs(), store, gpu=False, persistent=False)
+    try:
+        _HistoryHook.seed(w, keep=20)
+        got = w.states[0].progress
+        assert [p.step for p in got] == [s.step for s in samples[-20:]]
+        assert got[-1].tok_per_s == samples[-1].tok_per_s and got[-1].source == "metrics"
+    finally:
+        w.close()
+
+
+def test_gpu_rows_of_observed_runs_go_to_the_history():
+    hook = _HistoryHook()
+    seen = RunState(run_id="gpu-run", updated_s=50.0,
+                    gpus=[GpuSample(index=0, util_pct=97.0, mem_used_mib=70000.0),
+                          GpuSample(index=1, util_pct=None, mem_used_mib=12.0)])
+    unseen = RunState(run_id="other", updated_s=10.0, gpus=[GpuSample(index=0, util_pct=1.0)])
+    report = TickReport(time_s=50.0, states=[seen, unseen], hosts=[],
+                        observations=[TickObservation(run_id="gpu-run", time_s=50.0)])
+    hook.record_gpus(report)
+    hook.close()
+    table = read_gpus("gpu-run").to_pylist()
+    assert [(r["index"], r["util_pct"], r["mem_used_mib"]) for r in table] == [(0, 97.0, 70000.0), (1, None, 12.0)]
+    assert read_gpus("other").num_rows == 0

@@ -76,7 +76,8 @@ if [ ! -d "$W/releases/$ID" ]; then
   if [ "$MODE" != push ]; then echo "release $ID is missing on the target" >&2; exit 73; fi
   T="$W/releases/.tmp-$ID-$RAND"
   mkdir "$T" || exit 70
-  if ! tar -x -f - -C "$T" 9>&-; then
+  # cd, not `tar -C`: GNU tar unquotes backslash escapes in -C's argument
+  if ! (cd "$T" && tar -x -f - 9>&-); then
     # GNU tar words a full disk "Wrote only N of M bytes": say it plainly
     set -- $(df -Pk "$T" 2>/dev/null | tail -n 1); A=${4:-}
     case "$A" in ""|*[!0-9]*) ;; *) [ "$A" -lt 1024 ] && echo "No space left on device: $A KiB free under $W" >&2;; esac

@@ -191,6 +191,9 @@ def _check(pb: Playbook) -> None:
         raise PlaybookError(f"{src}: target.connect_timeout_s: expected 0 < seconds <= 600, got {t.connect_timeout_s}")
     if not t.workdir.strip():
         raise PlaybookError(f"{src}: target.workdir: must not be empty")
+    if ":" in t.workdir:
+        # the release dir goes into the run's PYTHONPATH, where ':' separates entries
+        raise PlaybookError(f"{src}: target.workdir: ':' is not allowed (it would split the run's PYTHONPATH), got {_describe(t.workdir)}")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", pb.run.name):
         raise PlaybookError(f"{src}: run.name: expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit), got {_describe(pb.run.name)}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", pb.run.module):

@@ -161,6 +161,7 @@ def test_real_entry_point_deep_nesting_and_non_utf8(tmp_path):
     ("[target]\nkind = \"ssh\"\n", "target.host: required"),
     ("[run]\nenv = { \"A B\" = \"x\" }\n", "not a valid environment variable name"),
     ("[bundle]\npaths = [\"../../etc\"]\n", "must be relative and inside the project"),
+    ("[target]\nworkdir = \"/w/a:b\"\n", "target.workdir: ':' is not allowed"),
 ])
 def test_named_problems(tmp_path, capsys, text, needle):
     p = tmp_path / "BAD.toml"

@@ -25,11 +25,14 @@ fi
 VPY=.venv/bin/python
 stamp=.venv/.dfctl-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  "$VPY" -m pip install -q --upgrade pip >/dev/null
-  # torch first, pinned to the CPU build that lies on this kind of machine's disk; a GPU box
-  # can set DFCTL_TORCH_SPEC (e.g. "torch") to take its own.
-  "$VPY" -c 'import torch' 2>/dev/null || "$VPY" -m pip install -q "${DFCTL_TORCH_SPEC:-torch==2.13.0}"
-  "$VPY" -m pip install -q -e '.[trainer,dev]'
+  echo "setup: installing dfctl and its dependencies into .venv (log: .venv/setup.log)" >&2
+  {
+    "$VPY" -m pip install -q --upgrade pip &&
+    # torch first, pinned to the CPU build that lies on this kind of machine's disk; a GPU box
+    # can set DFCTL_TORCH_SPEC (e.g. "torch") to take its own.
+    { "$VPY" -c 'import torch' 2>/dev/null || "$VPY" -m pip install -q "${DFCTL_TORCH_SPEC:-torch==2.13.0}"; } &&
+    "$VPY" -m pip install -q -e '.[trainer,dev]'
+  } >.venv/setup.log 2>&1 || { cat .venv/setup.log >&2; echo "setup: pip install failed (above)" >&2; exit 1; }
   touch "$stamp"
 fi
 echo "setup: ready (.venv)" >&2

@@ -167,6 +167,45 @@ def status_line(state: RunState) -> str:
     return f"[{time.strftime('%H:%M:%S')}] " + " ".join(bits)
 
 
+def closing_lines(states: list[RunState]) -> list[str]:
+    """What a person needs when the watch ends: how each run ended, its numbers, what next."""
+    from controller.model import SEVERITY_RANK
+    from controller.throughput import fmt_tok_per_s
+
+    out = []
+    for st in states:
+        name = st.name or st.run_id
+        code = st.process.exit_code
+        how = f"{st.state}" + (f", exit {code}" if code is not None else "")
+        bits = [f"{st.run_id}: {how}"]
+        prog = [p for p in st.progress if p.step is not None]
+        if prog:
+            span = ""
+            if st.started_s and prog[-1].time_s:
+                span = f" in {_duration(prog[-1].time_s - st.started_s)}"
+            bits.append(f"{prog[-1].step} steps{span}")
+            losses = [p.loss for p in prog if p.loss is not None]
+            if losses:
+                bits.append(f"loss {losses[0]:.4g} -> {losses[-1]:.4g}")
+            toks = sorted(p.tok_per_s for p in prog if p.tok_per_s is not None)
+            if toks:
+                bits.append(f"median {fmt_tok_per_s(toks[len(toks) // 2])} tok/s")
+        worst = sorted(st.findings, key=lambda f: -SEVERITY_RANK.get(f.severity, 0))
+        bits.append(f"{len(worst)} finding(s), worst: {worst[0].kind}: {worst[0].summary}" if worst else "no findings")
+        out.append("; ".join(bits))
+        if worst and worst[0].hint:
+            out.append(f"  next: {worst[0].hint}")
+        out.append(f"  see: dfctl logs {name} --tail 50 · dfctl compare-runs {name} [OTHER_RUN…]")
+    return out
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
 @contextlib.contextmanager
 def _cbreak_keys() -> Iterator[callable]:
     """Yield a `wait_key(timeout_s) -> str | None`; the terminal is restored on exit."""
@@ -252,6 +291,9 @@ def watch(
             code = _live_loop(w, interval_s)
         else:
             code = _plain_loop(w, interval_s, json_out)
+        if w.all_done:
+            for line in closing_lines(w.states):
+                print(line, file=sys.stderr if json_out else sys.stdout, flush=True)
         raise typer.Exit(code)
     finally:
         w.close()

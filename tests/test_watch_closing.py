@@ -1,0 +1,24 @@
+"""The lines `dfctl watch` ends with: how each run ended, its numbers, and what to do next."""
+
+from controller.cli.watch_cmds import closing_lines
+from controller.model import Finding, ProcessState, ProgressSample, RunState
+
+
+def test_finished_run_summary():
+    st = RunState(run_id="demo-20261129T000000Z", name="demo", state="finished", started_s=1000.0,
+                  process=ProcessState(state="exited", exit_code=0),
+                  progress=[ProgressSample(step=10, time_s=1010.0, tok_per_s=4000.0, loss=7.44),
+                            ProgressSample(step=300, time_s=1104.0, tok_per_s=5000.0, loss=1.30)])
+    lines = closing_lines([st])
+    assert lines[0] == ("demo-20261129T000000Z: finished, exit 0; 300 steps in 1m44s; loss 7.44 -> 1.3; "
+                        "median 5.0K tok/s; no findings")
+    assert "dfctl logs demo --tail 50" in lines[1] and "dfctl compare-runs demo" in lines[1]
+
+
+def test_failed_run_names_the_worst_finding_and_its_hint():
+    st = RunState(run_id="r-1", name="r", state="failed", process=ProcessState(state="exited", exit_code=1),
+                  findings=[Finding("stale_log", "warning", "log silent"),
+                            Finding("oom", "critical", "CUDA OOM on GPU 5", hint="lower --token-budget")])
+    lines = closing_lines([st])
+    assert lines[0] == "r-1: failed, exit 1; 2 finding(s), worst: oom: CUDA OOM on GPU 5"
+    assert lines[1] == "  next: lower --token-budget"

@@ -43,9 +43,11 @@ def _number(value: str | None) -> float | None:
     if rest and not re.fullmatch(r"(%|MiB|W|C|MHz|KiB|GiB)", rest):
         return None
     try:
-        return float(m.group(0))
+        x = float(m.group(0))
     except ValueError:
         return None
+    # '1e999' parses as inf: not a reading, and --json would print the invalid `Infinity`
+    return x if x == x and abs(x) != float("inf") else None
 
 
 def _rows(text: str) -> list[list[str]]:

@@ -263,6 +263,33 @@ def load_playbook(path: str | Path) -> Playbook:
     return parse_playbook(raw, str(path))
 
 
+def _type_name(tp: Any) -> str:
+    """A TOML-facing name for a field's type (for the README reference table)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _type_name(inner[0]) + " (optional)"
+    if origin is Literal:
+        return " / ".join(f'"{a}"' for a in args)
+    if origin is tuple:
+        return "list of " + _type_name(args[0]) + "s"
+    if origin is dict:
+        return "table of " + _type_name(args[1]) + "s"
+    return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(tp, str(tp))
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def reference_markdown() -> str:
     """The playbook reference (README) generated from the field docs."""
     out = []
@@ -275,7 +302,8 @@ def reference_markdown() -> str:
         for f in dataclasses.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else "")
-            tp = str(typing.get_type_hints(cls)[f.name]).replace("typing.", "")
-            out.append(f"| `{f.name}` | `{tp}` | `{default!r}` | {f.metadata.get('doc', '')} |")
+            tp = _type_name(typing.get_type_hints(cls)[f.name])
+            shown = "—" if default is None else f"`{_toml_value(default)}`"
+            out.append(f"| `{f.name}` | {tp} | {shown} | {f.metadata.get('doc', '')} |")
         out.append("")
     return "\n".join(out)

@@ -1,0 +1,22 @@
+"""The short version of bench/load.py (64 runs on 8 hosts for 10 minutes): 16 live runs on
+4 rig hosts watched for ~20 s at a 1 s interval. Every tick is complete (every host
+answered within the tick, every run `running`) and the controller's open fds do not grow
+after warm-up."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.load import run_load
+
+pytestmark = pytest.mark.rig
+
+
+def test_16_runs_on_4_hosts_every_tick_complete_no_fd_growth(rig, tmp_path):
+    stats = run_load(rig, hosts=4, runs_per_host=4, duration_s=20, interval_s=1.0,
+                     registry=tmp_path / "registry.sqlite")
+    s = stats.summary()
+    assert s["runs"] == 16 and s["ticks"] >= 20, s
+    assert s["incomplete_ticks"] == 0, stats.incomplete_why
+    assert s["fd_growth"] == 0, (s, stats.fds)
+    assert s["log_kib_read"] > 0

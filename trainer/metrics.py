@@ -1,8 +1,11 @@
 """What the trainer prints and records: progress lines, metrics.jsonl, milestones, wandb.
 
 The progress line and metrics.jsonl are a contract dfctl parses (README "The trainer's
-output contract"); keys carry units. Every line is flushed as it is written: a watcher
-reading the log or the JSONL live must never see a block-buffered trainer.
+output contract"); keys carry units. metrics.jsonl is flushed line by line. stdout is
+left to Python's own buffering, as in most trainers (the user's included): run under
+`python -u` / PYTHONUNBUFFERED=1, as `dfctl deploy` launches it, the log is live; launched
+the seeds' way (`nohup python … > log`), it is block-buffered -- the case dfctl's
+`stale_log` finding exists for, reproducible with the real trainer.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ GIB = 1024 ** 3
 
 
 def say(line: str) -> None:
-    """Print one line, flushed (also when stdout is a file and python runs without -u)."""
-    print(line, flush=True)
+    """Print one line (buffered as Python buffers stdout: see the module doc)."""
+    print(line)
 
 
 def milestone(name: str, **fields) -> None:

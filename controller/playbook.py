@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import re
 import tomllib
 import types
@@ -105,7 +106,8 @@ _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "tru
 
 def _describe(value: Any) -> str:
     if isinstance(value, str):
-        return '"' + (value if len(value) <= 60 else value[:57] + "...") + '"'
+        # JSON quoting: a newline, CR or escape in the value cannot break the one-line message
+        return json.dumps(value if len(value) <= 60 else value[:57] + "...", ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):

@@ -130,3 +130,13 @@ def registry_rows(capsys) -> list[dict]:
     code, out, err = dfctl(capsys, "runs", "--json")
     assert code == 0, err
     return json.loads(out)
+
+
+def note(what: str, **figures) -> None:
+    """Append a measured figure for RELIABILITY.md (never fails a test)."""
+    path = Path(os.environ.get("DFCTL_RELIABILITY_FIGURES", "/tmp/dfctl-reliability-figures.jsonl"))
+    try:
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"what": what, **figures}) + "\n")
+    except OSError:
+        pass

@@ -20,7 +20,7 @@ import pytest
 
 from controller import deploy as deploy_mod
 from tests.deploy_support import make_project, ticker_playbook, wait_for
-from tests.reliability.support import (PROJECT, current_release, dfctl, lock_is_free, make_shims,
+from tests.reliability.support import (PROJECT, current_release, dfctl, lock_is_free, make_shims, note,
                                        registry_rows, release_is_complete, run_dirs, spawn_phased,
                                        target_toml)
 from tests.test_deploy_rig import live_pids_of_run
@@ -151,6 +151,7 @@ def test_connection_lost_mid_transfer(rig, rig_host, tmp_path, capsys, monkeypat
     assert code in (1, 3) and "Traceback" not in err, (code, err)
     assert host.name in err and out == ""
     assert took < 60, took                                    # bounded, not TCP's 15 minutes
+    note(f"deploy: {fault} mid-transfer", exit_code=code, failed_after_s=round(took, 1), message=err.strip()[:300])
     assert current_release(host, host.vmid_running, workdir) == before
     monkeypatch.setattr(deploy_mod, "ProgressReader", _FaultAtRead.__mro__[1])
     # recovery: once the host is back, a rerun completes (the stale session's lock and
@@ -163,6 +164,7 @@ def test_connection_lost_mid_transfer(rig, rig_host, tmp_path, capsys, monkeypat
         assert "Traceback" not in err
         time.sleep(1)
     assert code == 0, err
+    note(f"deploy: {fault} mid-transfer, rerun", completed_after_s=round(time.monotonic() - t0, 1))
     doc = json.loads(out)
     assert current_release(host, host.vmid_running, workdir) == doc["release"]["release_id"] != before
     try:
@@ -201,6 +203,7 @@ def test_connection_lost_mid_launch_no_duplicate_run(rig, rig_host, tmp_path, ca
         assert len(rows) == 1, (code, err, rows)
         assert rows[0]["state"] == "running" and rows[0]["pid"]
         assert len(live_pids_of_run(rows[0]["run_id"])) >= 1
+        note(f"launch: {fault} mid-launch", exit_code=code, runs=len(rows), message=err.strip()[:300])
         if code == 0:
             assert json.loads(out)["run"]["run_id"] == rows[0]["run_id"]
         else:
@@ -225,6 +228,7 @@ def test_disk_full_keeps_previous_release(rig, rig_host, tmp_path, capsys, monke
     assert code == 1 and "Traceback" not in err and out == ""
     assert "No space left on device" in err and f"pct {small.vmid} on {host.name}" in err
     assert f"`current` still points at {before}" in err
+    note("deploy: disk full", exit_code=code, message=err.strip()[:400])
     assert current_release(host, small.vmid, workdir) == before
     assert release_is_complete(host, small.vmid, workdir, before)
     assert not list((small.host_dir / "full" / "releases").glob(".tmp-*"))   # the partial copy is gone
@@ -247,6 +251,7 @@ def test_two_deploys_at_once_one_locked_other_completes(rig, rig_host, tmp_path,
         code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
         assert code == 2 and "Traceback" not in err and out == ""
         assert f"deploy lock {workdir}/.deploy.lock is held by: dfctl pid {a.pid} " in err
+        note("deploy: two at once", exit_code=code, message=err.strip()[:300])
         assert registry_rows(capsys) == [] and run_dirs(host, host.vmid_running, workdir) == []
         (shims / "hold-switch").unlink()
         a_out, a_err = a.communicate(timeout=120)
@@ -275,6 +280,8 @@ def test_slow_host_no_banner_bounded_clear(rig, rig_host, tmp_path, capsys, monk
             t0 = time.monotonic()
             code, out, err = dfctl(capsys, *argv)
             assert code == 3 and time.monotonic() - t0 < 15, (argv, code, err)
+            note(f"slow host: {' '.join(argv[:1] + argv[2:])}", exit_code=code, took_s=round(time.monotonic() - t0, 1),
+                 message=(err.strip() or out.strip())[:300])
             assert host.name in (err + out) and "no answer within 2 s" in (err + out) and "Traceback" not in err
     finally:
         host.sigcont_sshd()

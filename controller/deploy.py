@@ -33,7 +33,7 @@ from typing import Callable
 import psutil
 
 from controller.bundle import Bundle, ProgressReader
-from controller.errors import BadInputError, DeployError, LockedError
+from controller.errors import BadInputError, DeployError, LockedError, UnreachableError
 from controller.playbook import TargetConfig
 from controller.transport.base import Transport
 from controller.transport.factory import describe_command
@@ -224,6 +224,10 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
     if r.exited == LOCKED_EXIT:
         raise LockedError(f"deploy to {transport.name}: {r.stderr_text.strip()}",
                           hint="another deploy to this target is running; wait for it and retry")
+    if r.exited == 255 and b"[dfctl] connection lost" in r.stderr:
+        raise UnreachableError(f"deploy to {transport.name}: the connection was lost mid-deploy; `current` "
+                               f"still points at {previous or 'nothing'} (nothing was switched)",
+                               hint="rerun the deploy once the host answers; a partial copy is removed then")
     if not r.ok:
         what = {71: "the transfer was cut short or unreadable", 72: "verification against the manifest failed",
                 73: "the release vanished", 74: "could not switch `current`"}.get(r.exited, "the deploy script failed")

@@ -33,18 +33,28 @@ def write_hostile(path: Path, big_mib: int) -> None:
         fh.write(b"\n" + OOM)
 
 
+# The measured command runs under this small launcher: Linux keeps a process's peak RSS
+# across exec, so a child forked straight from pytest (hundreds of MiB) would report
+# pytest's size. The launcher is a bare `python -S` (~10 MiB): that is the floor.
+LAUNCHER = ("import os, sys\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+            "_, status, usage = os.wait4(pid, 0)\n"
+            "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+
+
 def run_measured(argv: list[str], **kw) -> tuple[int, str, str, float]:
     """Run a process to completion; (exit code, stdout, stderr, its own peak RSS in MiB)."""
     import tempfile
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, **kw)
-        _, status, usage = os.wait4(proc.pid, 0)          # this child's own rusage
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return (proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                usage.ru_maxrss / 1024)
+    with tempfile.TemporaryDirectory() as d:
+        rss_file = Path(d) / "maxrss"
+        p = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(rss_file), *argv], capture_output=True,
+                           timeout=300, **kw)
+        return (p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"),
+                int(rss_file.read_text()) / 1024)
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,24 @@
 """Benchmark of the bundled DFlash trainer on GPUs (figures go to bench/results/trainer.md).
 
-    python bench/trainer.py --out DIR            # GPU: bench-1b config (~1.1B target, ~270M drafter)
-    python bench/trainer.py --out DIR --quick    # CPU smoke run of the same code (tiny config)
+    python bench/trainer.py --out DIR [--jsonl FILE] [--budget-s 495]   # GPU: bench-1b config
+    python bench/trainer.py --out DIR --quick                           # CPU smoke run (tiny config)
 
-What it measures, in one process tree on one machine:
-  1. ceilings: a bf16 8192^3 matmul (TFLOP/s) on this GPU
-  2. target prefill: real target tokens per second (frozen forward to the deepest feature layer)
-  3. drafter fwd+bwd: step time on precomputed features; FLOPs counted from the shapes -> MFU
-  4. end to end (the real CLI, `python -m trainer`): sequential vs threaded pipeline on one GPU,
-     eager vs --compile-drafter, and 1 target GPU + 1 drafter GPU; tok/s from metrics.jsonl,
-     GPU busy fraction from NVML (utilization.gpu, sampled at 10 Hz) over the measured window,
-     peak allocator memory.
+What it measures, in one process tree on one machine, in phases ordered by value, each with
+its own hard timeout inside one overall budget (a phase that would not fit is recorded as
+skipped); every result is appended to --jsonl as soon as it exists, so a call cut short
+still leaves what it measured:
+  0. setup: bf16 8192^3 matmul ceiling, GPU0->GPU1 peer access and copy bandwidth, data
+  1. split: `--sequential` with 1 target GPU + 1 drafter GPU (target forward on GPU0, then
+     the drafter step on GPU1, one thread, a device sync between stages) vs the threaded
+     1+1 pipeline; drafter-GPU busy fraction from NVML (utilization.gpu at 10 Hz)
+  2. micro: target prefill, and drafter fwd+bwd+AdamW eager (GPU0) and --compile-drafter
+     (GPU1) at the same time on the same batches, CUDA-event timing, one FLOP count (the
+     eager shapes: padding the compiled mode adds is not counted as work) -> MFU
+  3. one GPU: `--sequential` (GPU0) and the threaded pipeline (GPU1) at the same time
+  4. --compile-drafter end to end on one GPU, vs phase 3's eager pipeline
+tok/s from metrics.jsonl over steps 11..N; the first steps' losses are compared across the
+sequential / pipeline / split runs (they must be identical: a run is a function of
+(seed, step)).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -51,7 +60,20 @@ def target_flops(cfg, lengths: np.ndarray, padded_len: int) -> float:
     return layers * (per_tok * tokens + attn)
 
 
+def drafter_flops_host(cfg, hb) -> float:
+    """drafter_flops from a HostBatch (the same shapes the DeviceBatch would have)."""
+    s, length = hb.input_ids.shape
+    return _drafter_flops(cfg, s, length, hb.block_ids.shape[1], hb.block_ids.shape[2],
+                          torch.from_numpy(hb.anchors).float(), float((hb.labels != -100).sum()))
+
+
 def drafter_flops(cfg, batch) -> float:
+    s, length, _ = batch.features.shape
+    return _drafter_flops(cfg, s, length, batch.block_ids.shape[1], batch.block_ids.shape[2],
+                          batch.anchors.float().cpu(), float((batch.labels != -100).sum()))
+
+
+def _drafter_flops(cfg, s, length, a, bk, anchors, n_valid) -> float:
     """Model FLOPs of one drafter fwd+bwd on the batch's (padded) shapes.
 
     Trainable matmuls count 3x forward (fwd, grad-input, grad-weight), fc 2x (its input
@@ -59,8 +81,6 @@ def drafter_flops(cfg, batch) -> float:
     to the hidden rows; the frozen weight gets none). Recompute from checkpointing is not
     counted (this is MFU, not HFU)."""
     t, dc = cfg.target, cfg.drafter
-    s, length, _ = batch.features.shape
-    a, bk = batch.block_ids.shape[1], batch.block_ids.shape[2]
     q = a * bk
     h, d = t.hidden_size, dc.head_dim
     k_feat = len(dc.target_layers)
@@ -68,10 +88,8 @@ def drafter_flops(cfg, batch) -> float:
     q_o = 2 * s * q * h * dc.num_heads * d * 2
     kv = 2 * s * (length + q) * h * dc.num_kv_heads * d * 2
     mlp = 2 * s * q * 3 * h * dc.intermediate_size
-    anchors = batch.anchors.float()
     pairs = float((bk * (anchors + bk)).sum())                        # each query: context < anchor + own block
     attn = 4 * dc.num_heads * d * pairs
-    n_valid = float((batch.labels != -100).sum())
     lm = 2 * n_valid * h * t.vocab_size
     return 2 * fc + dc.num_layers * (3 * (q_o + kv + mlp) + 3 * attn) + 2 * lm
 
@@ -90,14 +108,20 @@ class BusySampler:
             pynvml.nvmlInit()
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
             self._nvml = pynvml
-        except Exception as exc:  # noqa: BLE001 — no NVML: report busy fraction as unknown
-            print(f"bench: NVML unavailable ({exc}); no busy fractions")
+        except Exception as exc:  # noqa: BLE001 — no pynvml: nvidia-smi's own 100 ms loop instead
+            print(f"bench: pynvml unavailable ({exc}); sampling `nvidia-smi -lms 100`")
             self._nvml = None
+        self._indices = indices
+        self._smi = None
 
     def __enter__(self):
         if self._nvml is not None:
             self._thread = threading.Thread(target=self._loop, daemon=True)
-            self._thread.start()
+        else:
+            self._smi = subprocess.Popen(["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
+                                          "-lms", "100"], stdout=subprocess.PIPE, text=True)
+            self._thread = threading.Thread(target=self._smi_loop, daemon=True)
+        self._thread.start()
         return self
 
     def _loop(self):
@@ -106,10 +130,25 @@ class BusySampler:
             self.samples.append((time.time(), utils))
             time.sleep(0.1)
 
+    def _smi_loop(self):
+        row: dict[int, int] = {}
+        for line in self._smi.stdout:
+            try:
+                idx, util = (int(x) for x in line.split(","))
+            except ValueError:
+                continue
+            row[idx] = util
+            if all(i in row for i in self._indices):
+                self.samples.append((time.time(), [row[i] for i in self._indices]))
+                row = {}
+
     def __exit__(self, *exc):
         self._stop.set()
+        if self._smi is not None:
+            self._smi.terminate()
+            self._smi.wait()
         if self._thread:
-            self._thread.join()
+            self._thread.join(timeout=5)
 
     def busy(self, t0: float, t1: float) -> list[float] | None:
         window = [u for t, u in self.samples if t0 <= t <= t1]
@@ -119,112 +158,149 @@ class BusySampler:
 
 
 # ---------------------------------------------------------------------------------------- stages
+def _events_time_s(fn, reps: int, cuda: bool) -> float:
+    """Seconds for `reps` calls of fn(i): CUDA events around the loop on GPU, host clock on CPU."""
+    if not cuda:
+        t0 = time.perf_counter()
+        for i in range(reps):
+            fn(i)
+        return time.perf_counter() - t0
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(reps):
+        fn(i)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
 def measure_matmul() -> float:
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):
         a @ b
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        a @ b
-    end.record()
-    torch.cuda.synchronize()
-    return 10 * 2 * 8192 ** 3 / (start.elapsed_time(end) / 1e3) / 1e12
+    t = _events_time_s(lambda i: a @ b, 10, True)
+    return 10 * 2 * 8192 ** 3 / t / 1e12
 
 
-def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool) -> dict:
-    """Target prefill and drafter fwd+bwd on fixed batches, timed with events."""
+def measure_peer_copy() -> dict:
+    """GPU0 -> GPU1: peer access, and the bandwidth of a 1 GiB copy (the size of one batch's
+    hidden states), CUDA events on the source's stream."""
+    out = {"peer_access_0_to_1": torch.cuda.can_device_access_peer(0, 1)}
+    src = torch.randn(2 ** 29, device="cuda:0", dtype=torch.bfloat16)
+    dst = torch.empty(2 ** 29, device="cuda:1", dtype=torch.bfloat16)
+    dst.copy_(src)
+    with torch.cuda.device(0):
+        t = _events_time_s(lambda i: dst.copy_(src), 5, True)
+    out["copy_gib_per_s"] = 5 * 1.0 / t
+    del src, dst
+    torch.cuda.empty_cache()
+    return out
+
+
+def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool, compiled: bool) -> dict:
+    """Target prefill (eager mode only) and drafter fwd+bwd+step on fixed batches, CUDA events.
+
+    Both modes use the same rows and anchors; FLOPs are counted on the eager shapes for both
+    (the compiled mode's extra padding to bucket edges / max anchors is not useful work)."""
     dtype = torch.bfloat16 if cuda else torch.float32
     ds = ArrowDataset(data_dir)
     tc, dc = cfg.train, cfg.drafter
     plan = BucketPlan(ds, block_size=dc.block_size, token_budget=tc.token_budget, max_length=tc.max_length,
                       num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples)
-    spec = BatchingSpec(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
-                        mask_token_id=cfg.target.vocab_size - 1, seed=0, len_multiple=128 if cuda else 1,
-                        anchor_multiple=128 // dc.block_size if cuda else 1)
+    anchor_multiple = 128 // dc.block_size if cuda else 1
+    common = dict(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
+                  mask_token_id=cfg.target.vocab_size - 1, seed=0, len_multiple=128 if cuda else 1,
+                  anchor_multiple=anchor_multiple)
+    spec = BatchingSpec(**common)
     pos = BatchPositions(plan, start_pos=0, world=1, rank=0, replicas=1)
     hbs = [host_batch_for(ds, pos, spec, i) for i in range(n_batches)]
+    n_feat = min(4, n_batches)
+    if compiled:                  # as train.py builds them for --compile-drafter
+        step = 128 if cuda else 1
+        spec_c = BatchingSpec(**common, length_steps=tuple(sorted({-(-min(b.hi - 1, tc.max_length) // step) * step
+                                                                   for b in plan.buckets})),
+                              fixed_anchors=-(-dc.max_anchors // anchor_multiple) * anchor_multiple)
+        hbs_run = [host_batch_for(ds, pos, spec_c, i) for i in range(n_feat)]
+    else:
+        hbs_run = hbs[:n_feat]
     target = load_target(cfg.target, dc.target_layers, path=None, device=device, dtype=dtype)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-
-    def timed(fn, reps):
-        sync()
-        t0 = time.perf_counter()
-        for i in range(reps):
-            fn(i)
-        sync()
-        return time.perf_counter() - t0
-
-    host = [_host_tensors(hb, cuda) for hb in hbs]
-    timed(lambda i: target(host[i % 2]["input_ids"].to(device)), 2)
-    t_target = timed(lambda i: target(host[i]["input_ids"].to(device)), n_batches)
-    real_tokens = sum(hb.num_tokens for hb in hbs)
-    padded_tokens = sum(hb.input_ids.size for hb in hbs)
-    tflop_target = sum(target_flops(cfg, hb.lengths, hb.input_ids.shape[1]) for hb in hbs)
-    out = {"target_prefill_tok_per_s": real_tokens / t_target,
-           "target_prefill_padded_tok_per_s": padded_tokens / t_target,
-           "target_tflops": tflop_target / t_target / 1e12,
-           "batches": n_batches, "real_tokens": real_tokens, "padded_tokens": padded_tokens}
-    feats = [run_target(target, host[i], hbs[i], device, device, None) for i in range(min(4, n_batches))]
+    out: dict = {"mode": "compiled" if compiled else "eager", "batches": n_batches}
+    if not compiled:
+        host = [_host_tensors(hb, cuda) for hb in hbs]
+        _events_time_s(lambda i: target(host[i % 2]["input_ids"].to(device)), 2, cuda)
+        t_target = _events_time_s(lambda i: target(host[i]["input_ids"].to(device)), n_batches, cuda)
+        real_tokens = sum(hb.num_tokens for hb in hbs)
+        padded_tokens = sum(hb.input_ids.size for hb in hbs)
+        tflop_target = sum(target_flops(cfg, hb.lengths, hb.input_ids.shape[1]) for hb in hbs)
+        out.update({"target_prefill_tok_per_s": real_tokens / t_target,
+                    "target_prefill_padded_tok_per_s": padded_tokens / t_target,
+                    "target_step_s": t_target / n_batches,
+                    "target_tflops": tflop_target / t_target / 1e12, "real_tokens": real_tokens,
+                    "padded_tokens": padded_tokens})
+    feats = [run_target(target, _host_tensors(hb, cuda), hb, device, device, None) for hb in hbs_run]
     with torch.device(device):
         drafter = Drafter(cfg.target, dc)
     drafter.init_weights(1)
     drafter.embed_tokens.to(dtype)
     drafter.lm_head.to(dtype)
     drafter.share_target_weights(target.embed_weight, target.lm_head_weight)
+    if compiled:
+        import importlib
+
+        importlib.import_module("torch._dynamo").config.recompile_limit = 16
+        torch._logging.set_logs(recompiles=True)
+        for layer in drafter.layers:
+            layer.compile(dynamic=None)
     drafter.train()
     reps = DrafterReplicas([drafter], [device], lr=tc.lr, weight_decay=0.0, grad_clip=1.0, total_steps=1000,
                            warmup_frac=0.04, min_lr_frac=0.1, gamma=dc.loss_gamma, chunk_rows=dc.loss_chunk_tokens,
-                           use_flex=cuda, autocast_dtype=dtype if cuda else None)
-    t_compile = timed(lambda i: reps.step([feats[i % len(feats)]]), 3)
+                           use_flex=cuda, autocast_dtype=dtype if cuda else None, compiled=compiled)
+    t0 = time.perf_counter()
+    warm = 2 * len(feats) if compiled else 3           # compiled: every shape twice (automatic dynamic settles)
+    _events_time_s(lambda i: reps.step([feats[i % len(feats)]]), warm, cuda)
+    out["drafter_warmup_s"] = time.perf_counter() - t0
     n_steps = 2 * len(feats)
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    t_drafter = timed(lambda i: reps.step([feats[i % len(feats)]]), n_steps)
-    flops = sum(drafter_flops(cfg, feats[i % len(feats)]) for i in range(n_steps))
+    t_drafter = _events_time_s(lambda i: reps.step([feats[i % len(feats)]]), n_steps, cuda)
+    flops = sum(drafter_flops_host(cfg, hbs[i % len(feats)]) for i in range(n_steps))   # eager shapes, both modes
     out.update({
         "drafter_step_s": t_drafter / n_steps,
-        "drafter_warmup_s": t_compile,
         "drafter_tflops": flops / t_drafter / 1e12,
         "drafter_mfu_datasheet": flops / t_drafter / 1e12 / PEAK_BF16_TFLOPS,
-        "drafter_tok_per_s": sum(f.num_tokens for f in (feats[i % len(feats)] for i in range(n_steps))) / t_drafter,
+        "drafter_tok_per_s": sum(hbs[i % len(feats)].num_tokens for i in range(n_steps)) / t_drafter,
+        "drafter_gflop_per_batch": flops / n_steps / 1e9,
         "drafter_trainable_params": sum(p.numel() for p in reps.params),
         "drafter_peak_gib": torch.cuda.max_memory_allocated(device) / 2 ** 30 if cuda else None,
         "target_params": sum(p.numel() for p in target.parameters()),
+        "shapes": [list(f.features.shape[:2]) + [f.block_ids.shape[1]] for f in feats],
     })
     return out
 
 
-def end_to_end(name: str, cfg_name: str, data_dir: Path, work: Path, extra: list[str], steps: int,
-               sampler: BusySampler | None, gpus: list[int], timeout_s: float) -> dict:
-    run_dir = work / f"run-{name}"
-    cmd = [sys.executable, "-u", "-m", "trainer", "--config", cfg_name, "--data", str(data_dir), "--run-dir",
-           str(run_dir), "--steps", str(steps), "--log-every", "5", *extra]
-    env = dict(os.environ, WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
-    t0 = time.time()
-    with open(work / f"log-{name}.txt", "w") as log:
-        try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-    recs = []
+def parse_run(run_dir: Path) -> list[dict]:
     mfile = run_dir / "metrics.jsonl"
-    if mfile.exists():
-        recs = [json.loads(line) for line in mfile.read_text().splitlines() if line.strip()]
-    out = {"name": name, "rc": rc, "wall_s": time.time() - t0, "records": len(recs)}
+    if not mfile.exists():
+        return []
+    return [json.loads(line) for line in mfile.read_text().splitlines() if line.strip()]
+
+
+def summarise_run(name: str, rc, wall_s: float, recs: list[dict], sampler, gpus: list[int]) -> dict:
+    out = {"name": name, "rc": rc, "wall_s": round(wall_s, 1), "records": len(recs),
+           "losses": [round(r["loss"], 6) for r in recs]}
     measured = [r for r in recs if r["step"] > 10]        # the first 10 steps: warm-up and compiles
     if len(measured) >= 2:
-        t_first = recs[recs.index(measured[0]) - 1]["time_s"]
-        t_last = measured[-1]["time_s"]
-        steps_done = measured[-1]["step"] - recs[recs.index(measured[0]) - 1]["step"]
-        tokens = sum(r["tok_per_s"] * r["step_time_s"] * 5 for r in measured)
+        before = recs[recs.index(measured[0]) - 1]
+        t_first, t_last = before["time_s"], measured[-1]["time_s"]
+        steps_done = measured[-1]["step"] - before["step"]
+        tokens = sum(r["tok_per_s"] * r["step_time_s"] * (r["step"] - p["step"])
+                     for p, r in zip([before] + measured[:-1], measured))
         out.update({"tok_per_s": tokens / (t_last - t_first), "step_time_s": (t_last - t_first) / steps_done,
                     "data_wait_s": float(np.mean([r["data_wait_s"] for r in measured])),
                     "mem_peak_gib": max(r["mem_peak_gib"] for r in recs), "loss_first": recs[0]["loss"],
-                    "loss_last": recs[-1]["loss"]})
+                    "loss_last": recs[-1]["loss"], "window_s": t_last - t_first})
         if sampler is not None:
             busy = sampler.busy(t_first, t_last)
             if busy is not None:
@@ -232,83 +308,204 @@ def end_to_end(name: str, cfg_name: str, data_dir: Path, work: Path, extra: list
     return out
 
 
+class Bench:
+    """The orchestrator: phases of child processes (one per GPU at a time), one budget."""
+
+    def __init__(self, args, cuda: bool):
+        self.args, self.cuda = args, cuda
+        self.work = Path(args.out)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.deadline = time.time() + args.budget_s
+        self.jsonl = Path(args.jsonl) if args.jsonl else self.work / "trainer-bench.jsonl"
+        self.results: dict = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                              "torch": torch.__version__, "e2e": [], "micro": {}}
+
+    def record(self, kind: str, obj: dict) -> None:
+        line = dict(obj, kind=kind, t_s=round(time.time() - (self.deadline - self.args.budget_s), 1))
+        with open(self.jsonl, "a") as fh:
+            fh.write(json.dumps(line, default=str) + "\n")
+        print(json.dumps(line, default=str), flush=True)
+        (self.work / "trainer-bench.json").write_text(json.dumps(self.results, indent=2, default=str))
+
+    def left_s(self) -> float:
+        return self.deadline - time.time()
+
+    def run_group(self, jobs: list[tuple[str, list[str], str | None]], timeout_s: float, min_s: float) -> list:
+        """Run jobs (name, argv, CUDA_VISIBLE_DEVICES or None) at once; kill all at timeout.
+        Returns [(name, rc, wall_s)]; a group that cannot get min_s is skipped."""
+        budget = min(timeout_s, self.left_s() - 3)
+        if budget < min_s:
+            for name, _, _ in jobs:
+                self.record("skipped", {"name": name, "left_s": round(self.left_s(), 1)})
+            return []
+        procs = []
+        t0 = time.time()
+        for name, argv, visible in jobs:
+            env = dict(os.environ, WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
+            if visible is not None:
+                env["CUDA_VISIBLE_DEVICES"] = visible
+            log = open(self.work / f"log-{name}.txt", "w")
+            procs.append((name, subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                 start_new_session=True), log))
+        out = []
+        for name, proc, log in procs:
+            try:
+                rc = proc.wait(timeout=max(0.1, t0 + budget - time.time()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)      # its own session: the child and its workers only
+                proc.wait()
+                rc = "timeout"
+            log.close()
+            out.append((name, rc, time.time() - t0))
+        return out
+
+    def e2e_argv(self, name: str, extra: list[str], steps: int) -> list[str]:
+        return [sys.executable, "-u", "-m", "trainer", "--config", self.cfg_name, "--data", str(self.data_dir),
+                "--run-dir", str(self.work / f"run-{name}"), "--steps", str(steps), "--log-every", "5", *extra]
+
+    def e2e_group(self, runs: list[tuple[str, list[str], str | None, list[int]]], timeout_s: float, min_s: float,
+                  steps: int, sampler) -> None:
+        done = self.run_group([(n, self.e2e_argv(n, extra, steps), vis) for n, extra, vis, _ in runs],
+                              timeout_s, min_s)
+        gpus_of = {n: g for n, _, _, g in runs}
+        for name, rc, wall in done:
+            r = summarise_run(name, rc, wall, parse_run(self.work / f"run-{name}"), sampler, gpus_of[name])
+            self.results["e2e"].append(r)
+            self.record("e2e", r)
+
+    def micro_group(self, modes: list[tuple[str, bool, str | None]], timeout_s: float, min_s: float) -> None:
+        jobs = []
+        for name, compiled, visible in modes:
+            argv = [sys.executable, "-u", str(Path(__file__).resolve()), "--out", str(self.work), "--phase", "micro",
+                    "--micro-json", str(self.work / f"micro-{name}.json")] + (["--compile"] if compiled else []) + \
+                   (["--quick"] if not self.cuda else [])
+            jobs.append((f"micro-{name}", argv, visible))
+        for name, rc, wall in self.run_group(jobs, timeout_s, min_s):
+            f = self.work / f"{name}.json"
+            r = json.loads(f.read_text()) if f.exists() else {"error": f"rc={rc}, no result (see log-{name}.txt)"}
+            r.update({"rc": rc, "wall_s": round(wall, 1)})
+            self.results["micro"][name] = r
+            self.record("micro", dict(r, name=name))
+
+    def main(self) -> int:
+        cuda, args = self.cuda, self.args
+        self.cfg_name = "bench-1b" if cuda else "tiny"
+        cfg = get_preset(self.cfg_name)
+        n_gpu = torch.cuda.device_count() if cuda else 0
+        setup: dict = {"config": self.cfg_name, "torch": torch.__version__, "budget_s": args.budget_s}
+        if cuda:
+            setup["gpus"] = [torch.cuda.get_device_name(i) for i in range(n_gpu)]
+            setup["matmul_bf16_tflops"] = measure_matmul()
+            torch.cuda.empty_cache()
+            if n_gpu >= 2:
+                setup.update(measure_peer_copy())
+        self.data_dir = self.work / f"data-{self.cfg_name}"
+        if not self.data_dir.exists():
+            t0 = time.time()
+            write_dataset(self.data_dir, args.samples if cuda else 400, min_len=cfg.synth_min_len,
+                          max_len=cfg.synth_max_len, vocab=cfg.target.vocab_size)
+            setup["synth_write_s"] = time.time() - t0
+        self.results["setup"] = setup
+        self.record("setup", setup)
+
+        dev = ["--device", "cuda"] if cuda else ["--device", "cpu"]
+        split = ["--target-devices", "0", "--drafter-devices", "1"]
+        steps = args.steps if cuda else 20
+        two = n_gpu >= 2 or not cuda
+        g0, g1 = ("0", "1") if cuda else (None, None)
+        only = {x for x in args.only.split(",") if x}
+        want = (lambda n: not only or n in only)
+        with BusySampler(list(range(n_gpu))) if cuda else _Null() as sampler:
+            # 1. the split: sequential (one thread, stages never overlap) vs threaded pipeline
+            if two and want("split"):
+                self.e2e_group([("seq-split", dev + ["--sequential"] + split, None, [0, 1])], 130, 40, steps, sampler)
+                self.e2e_group([("pipe-split", dev + split, None, [0, 1])], 100, 40, steps, sampler)
+            # 2. components: eager on GPU0 and compiled on GPU1 at once (compiled: GPU only)
+            if want("micro"):
+                modes = [("eager", False, g0)] + ([("compiled", True, g1)] if cuda and n_gpu >= 2 else [])
+                self.micro_group(modes, 170, 60)
+            # 3. one GPU: sequential on GPU0 and the pipeline on GPU1 at once
+            if want("onegpu"):
+                if cuda and n_gpu >= 2:
+                    self.e2e_group([("seq-1gpu", dev + ["--sequential"], "0", [0]),
+                                    ("pipe-1gpu", dev, "1", [1])], 100, 40, steps, sampler)
+                else:
+                    self.e2e_group([("seq-1gpu", dev + ["--sequential"], g0, [0])], 300, 20, steps, sampler)
+                    self.e2e_group([("pipe-1gpu", dev, g0, [0])], 300, 20, steps, sampler)
+            # 4. --compile-drafter end to end (GPU only: inductor on a 2-core CPU takes minutes)
+            if cuda and want("compiled"):
+                self.e2e_group([("compiled-1gpu", dev + ["--compile-drafter"], "0", [0])], 200, 60, steps, sampler)
+        self.finish()
+        return 0
+
+    def finish(self) -> None:
+        res = self.results
+        by = {r["name"]: r for r in res["e2e"]}
+        ratios = {}
+        for num, den, key in (("pipe-split", "seq-split", "split_pipeline_over_sequential"),
+                              ("pipe-1gpu", "seq-1gpu", "onegpu_pipeline_over_sequential"),
+                              ("pipe-split", "seq-1gpu", "split_pipeline_over_onegpu_sequential"),
+                              ("compiled-1gpu", "pipe-1gpu", "compiled_over_eager_e2e")):
+            if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):
+                ratios[key] = by[num]["tok_per_s"] / by[den]["tok_per_s"]
+        me, mc = res["micro"].get("micro-eager", {}), res["micro"].get("micro-compiled", {})
+        if "drafter_step_s" in me and "drafter_step_s" in mc:
+            ratios["compiled_over_eager_drafter_step"] = me["drafter_step_s"] / mc["drafter_step_s"]
+        # losses: identical across the eager runs (same seed, same steps)
+        same = [by[n]["losses"] for n in ("seq-1gpu", "pipe-1gpu", "seq-split", "pipe-split") if by.get(n, {}).get("losses")]
+        if len(same) >= 2:
+            k = min(len(x) for x in same)
+            ratios["losses_compared_records"] = k
+            ratios["losses_max_abs_diff"] = max(abs(a - b) for x in same[1:] for a, b in zip(same[0][:k], x[:k]))
+        ps = by.get("pipe-split", {})
+        if "busy" in ps and "step_time_s" in ps:
+            idle = 1.0 - ps["busy"]["gpu1"]
+            waiting = ps["data_wait_s"] / ps["step_time_s"]      # the drafter waiting for the target: explained
+            ratios["split_drafter_gpu_idle"] = idle
+            ratios["split_drafter_gpu_idle_waiting_for_target"] = waiting
+            ratios["split_drafter_gpu_idle_unexplained"] = max(0.0, idle - waiting)
+            if "drafter_step_s" in me:
+                ratios["split_step_over_drafter_component"] = ps["step_time_s"] / me["drafter_step_s"]
+        res["ratios"] = ratios
+        self.record("summary", ratios)
+        print("\n| run | rc | tok/s | step s | data wait s | peak GiB | busy | loss first->last |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in res["e2e"]:
+            print(f"| {r['name']} | {r['rc']} | {r.get('tok_per_s', float('nan')):.0f} | "
+                  f"{r.get('step_time_s', float('nan')):.3f} | {r.get('data_wait_s', float('nan')):.3f} | "
+                  f"{r.get('mem_peak_gib', float('nan')):.1f} | {r.get('busy')} | "
+                  f"{r.get('loss_first', float('nan')):.4f}->{r.get('loss_last', float('nan')):.4f} |")
+        for name, m in res["micro"].items():
+            print(f"{name}: drafter {m.get('drafter_step_s', float('nan')):.3f} s/step, "
+                  f"MFU {m.get('drafter_mfu_datasheet', float('nan')):.3f}, "
+                  f"target {m.get('target_prefill_tok_per_s', float('nan')):.0f} tok/s")
+        for k, v in ratios.items():
+            print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="CPU smoke run (tiny config)")
     ap.add_argument("--samples", type=int, default=1500)
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--only", default="", help="comma list of e2e runs to do (default all)")
+    ap.add_argument("--steps", type=int, default=25)
+    ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
+    ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled (default all)")
+    ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    work = Path(args.out)
-    work.mkdir(parents=True, exist_ok=True)
     cuda = torch.cuda.is_available() and not args.quick
-    cfg_name = "bench-1b" if cuda else "tiny"
-    cfg = get_preset(cfg_name)
-    results: dict = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "config": cfg_name,
-                     "torch": torch.__version__}
-    if cuda:
-        results["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        results["matmul_bf16_tflops"] = measure_matmul()
-    data_dir = work / f"data-{cfg_name}"
-    if not data_dir.exists():
-        t0 = time.time()
-        write_dataset(data_dir, args.samples if cuda else 400, min_len=cfg.synth_min_len, max_len=cfg.synth_max_len,
-                      vocab=cfg.target.vocab_size)
-        results["synth_write_s"] = time.time() - t0
-
-    def save():
-        (work / "trainer-bench.json").write_text(json.dumps(results, indent=2, default=str))
-
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    try:
-        results["micro"] = micro(cfg, data_dir, device, 8 if cuda else 3, cuda)
-    except Exception as exc:  # noqa: BLE001 — keep going: the e2e runs are still worth having
-        import traceback
-
-        traceback.print_exc()
-        results["micro"] = {"error": repr(exc)}
-    save()
-    print(json.dumps(results["micro"], indent=1, default=str), flush=True)
-    torch.cuda.empty_cache() if cuda else None
-
-    dev = ["--device", "cuda"] if cuda else ["--device", "cpu"]
-    runs = [("sequential", dev + ["--sequential"]), ("pipeline", dev)]
-    n_gpu = torch.cuda.device_count() if cuda else 0
-    if n_gpu >= 2:
-        runs.append(("split-1+1", dev + ["--target-devices", "0", "--drafter-devices", "1"]))
-    if cuda:                      # inductor on a 2-core CPU box takes minutes: GPU only
-        runs.append(("compiled", dev + ["--compile-drafter"]))
-    only = {x for x in args.only.split(",") if x}
-    results["e2e"] = []
-    with BusySampler(list(range(n_gpu))) if cuda else _Null() as sampler:
-        for name, extra in runs:
-            if only and name not in only:
-                continue
-            r = end_to_end(name, cfg_name, data_dir, work, extra, args.steps if cuda else 20,
-                           sampler if cuda else None, list(range(n_gpu)), (200 if name == "compiled" else 130) if cuda else 300)
-            print(json.dumps(r, default=str), flush=True)
-            results["e2e"].append(r)
-            save()
-    by = {r["name"]: r for r in results["e2e"]}
-    if "tok_per_s" in by.get("sequential", {}) and "tok_per_s" in by.get("pipeline", {}):
-        results["pipeline_over_sequential"] = by["pipeline"]["tok_per_s"] / by["sequential"]["tok_per_s"]
-    if "tok_per_s" in by.get("split-1+1", {}) and "tok_per_s" in by.get("sequential", {}):
-        results["split_over_sequential"] = by["split-1+1"]["tok_per_s"] / by["sequential"]["tok_per_s"]
-    if "tok_per_s" in by.get("compiled", {}) and "tok_per_s" in by.get("pipeline", {}):
-        results["compiled_over_eager"] = by["compiled"]["tok_per_s"] / by["pipeline"]["tok_per_s"]
-    save()
-    print("\n| run | rc | tok/s | step s | data wait s | peak GiB | busy | loss first->last |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results["e2e"]:
-        print(f"| {r['name']} | {r['rc']} | {r.get('tok_per_s', float('nan')):.0f} | "
-              f"{r.get('step_time_s', float('nan')):.3f} | {r.get('data_wait_s', float('nan')):.3f} | "
-              f"{r.get('mem_peak_gib', float('nan')):.1f} | {r.get('busy')} | "
-              f"{r.get('loss_first', float('nan')):.3f}->{r.get('loss_last', float('nan')):.3f} |")
-    for k in ("pipeline_over_sequential", "split_over_sequential", "compiled_over_eager"):
-        if k in results:
-            print(f"{k}: {results[k]:.2f}")
-    return 0
+    if args.phase == "micro":
+        cfg_name = "bench-1b" if cuda else "tiny"
+        device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+        r = micro(get_preset(cfg_name), Path(args.out) / f"data-{cfg_name}", device, 8 if cuda else 3, cuda,
+                  args.compile)
+        Path(args.micro_json).write_text(json.dumps(r, default=str))
+        print(json.dumps(r, default=str))
+        return 0
+    return Bench(args, cuda).main()
 
 
 class _Null:

@@ -38,7 +38,8 @@ def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int):
 
     # ctx_len as a tensor, not a Python int: compiled flex would otherwise specialise on it
     # and recompile for every padded length.
-    ctx = torch.tensor(ctx_len, device=anchors.device, dtype=torch.int64)
+    # (a fill on the device, not torch.tensor(...): no host->device copy in the step.)
+    ctx = anchors.new_full((), ctx_len)
 
     def mask_mod(b, h, q_idx, kv_idx):
         a = q_idx // block_size

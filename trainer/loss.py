@@ -97,12 +97,16 @@ class LossOutput:
 
 
 def dflash_loss(hidden: torch.Tensor, labels: torch.Tensor, lm_head_weight: torch.Tensor, *,
-                gamma: float, chunk_rows: int) -> LossOutput:
-    """hidden [S, A, Bk, H] (after the drafter's norm), labels [S, A, Bk] (IGNORE where none)."""
+                gamma: float, chunk_rows: int, rows: torch.Tensor | None = None) -> LossOutput:
+    """hidden [S, A, Bk, H] (after the drafter's norm), labels [S, A, Bk] (IGNORE where none).
+
+    `rows`: the flat indices of the supervised slots (labels != IGNORE), if the caller
+    knows them (the pipeline computes them on the host). Without it they are found with
+    `nonzero` on labels' device, which on a GPU is a device->host sync per call."""
     bk = labels.shape[-1]
     flat_labels = labels.reshape(-1)
-    keep = flat_labels != IGNORE
-    rows = keep.nonzero(as_tuple=True)[0]
+    if rows is None:
+        rows = (flat_labels != IGNORE).nonzero(as_tuple=True)[0]
     slot = rows % bk
     h = hidden.reshape(-1, hidden.shape[-1]).index_select(0, rows)
     lbl = flat_labels.index_select(0, rows)

@@ -18,8 +18,9 @@ positions; rank r's replica j takes position base + r*R + j. Position p is batch
 epoch p // N (N batches per epoch), so every sample is seen once per epoch whatever the
 device split.
 
-`sequential=True` does the same work in the calling thread, one stage after the other
-(the benchmark's baseline).
+`sequential=True` does the same work in the calling thread, one stage after the other,
+with a device sync between stages so nothing overlaps (the benchmark's baseline; works
+with any --target-devices / --drafter-devices split).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 
 from .data import ArrowDataset, BucketPlan, HostBatch, make_host_batch
+from .loss import IGNORE
 
 
 @dataclass
@@ -47,6 +49,7 @@ class DeviceBatch:
     num_tokens: int
     num_samples: int
     ready: object = None          # a CUDA event the consumer waits on (None on CPU)
+    loss_rows: object = None      # [N] int64 flat indices of supervised label slots (host-computed), or None
 
     def wait_ready(self) -> None:
         """Make the consumer's stream wait for the producer's copies, and tell the caching
@@ -55,8 +58,9 @@ class DeviceBatch:
             return
         stream = torch.cuda.current_stream(self.features.device)
         stream.wait_event(self.ready)
-        for t in (self.features, self.block_ids, self.anchors, self.labels):
-            t.record_stream(stream)
+        for t in (self.features, self.block_ids, self.anchors, self.labels, self.loss_rows):
+            if t is not None:
+                t.record_stream(stream)
 
 
 @dataclass(frozen=True)
@@ -112,26 +116,48 @@ def host_batch_for(dataset: ArrowDataset, positions: BatchPositions, spec: Batch
 
 
 def _host_tensors(hb: HostBatch, pin: bool) -> dict[str, torch.Tensor]:
+    """The batch as (optionally pinned) host tensors. `loss_rows` (the supervised label
+    slots) is found here, on the host, so the loss needs no device->host sync to size its
+    row selection (`nonzero` on the device was one sync per step)."""
+    rows = np.flatnonzero(hb.labels.reshape(-1) != IGNORE).astype(np.int64)
     out = {"input_ids": torch.from_numpy(hb.input_ids), "block_ids": torch.from_numpy(hb.block_ids),
-           "anchors": torch.from_numpy(hb.anchors), "labels": torch.from_numpy(hb.labels)}
+           "anchors": torch.from_numpy(hb.anchors), "labels": torch.from_numpy(hb.labels),
+           "loss_rows": torch.from_numpy(rows)}
     if pin:
         out = {k: v.pin_memory() for k, v in out.items()}
     return out
 
 
 def run_target(target, host: dict[str, torch.Tensor], hb: HostBatch, target_device: torch.device,
-               drafter_device: torch.device, stream) -> DeviceBatch:
-    """Target forward on its device (and stream), results copied to the drafter's device."""
+               drafter_device: torch.device, stream, copy_stream=None) -> DeviceBatch:
+    """Target forward on its device (and stream), results copied to the drafter's device.
+
+    When the drafter is on another GPU, `copy_stream` (a side stream on the drafter's
+    device) is that device's current stream during the copies. Why: a cross-device copy
+    waits for whatever is queued on the destination's current stream and makes it wait
+    for the copy; on the drafter's default stream that chained every ~1 GB hidden-state
+    copy behind the running drafter step and stalled the drafter GPU for the copy's
+    duration. On the side stream the copy overlaps the drafter's work; the consumer waits
+    on the `ready` event (DeviceBatch.wait_ready) and the allocator is told via
+    record_stream. The copy itself runs on the target's stream (the source side), so the
+    source tensor needs no record_stream."""
     ctx = torch.cuda.stream(stream) if stream is not None else _nullcontext()
+    rows = host.get("loss_rows")
+    if rows is None and host["labels"].device.type == "cpu":
+        rows = torch.nonzero(host["labels"].reshape(-1) != IGNORE).squeeze(1)   # host op, no device sync
     with ctx:
         ids = host["input_ids"].to(target_device, non_blocking=True)
         features = target(ids)
-        moved = {k: host[k].to(drafter_device, non_blocking=True) for k in ("block_ids", "anchors", "labels")}
-        features = features.to(drafter_device, non_blocking=True)
-        ready = None
-        if stream is not None:
-            ready = torch.cuda.Event()
-            ready.record(stream)
+        cross = copy_stream is not None and drafter_device != target_device
+        with (torch.cuda.stream(copy_stream) if cross else _nullcontext()):
+            moved = {k: host[k].to(drafter_device, non_blocking=True) for k in ("block_ids", "anchors", "labels")}
+            if rows is not None:
+                moved["loss_rows"] = rows.to(drafter_device, non_blocking=True)
+            features = features.to(drafter_device, non_blocking=True)
+            ready = None
+            if stream is not None:
+                ready = torch.cuda.Event()
+                ready.record(copy_stream if cross else stream)
     return DeviceBatch(seq=hb.seq, features=features, num_tokens=hb.num_tokens, num_samples=len(hb.rows),
                        ready=ready, **moved)
 
@@ -161,6 +187,8 @@ class Pipeline:
         self._ready: dict[int, DeviceBatch] = {}
         self._threads: list[threading.Thread] = []
         self._streams = [torch.cuda.Stream(device=d) if d.type == "cuda" else None for d in target_devices]
+        # one side stream per drafter device for the incoming copies (see run_target)
+        self._copy_streams = {d: torch.cuda.Stream(device=d) for d in set(drafter_devices) if d.type == "cuda"}
         if sequential:
             return
         n_prefetch = max(1, prefetch_workers)
@@ -233,9 +261,16 @@ class Pipeline:
             if item is None:
                 return
             hb, host = item
-            out = run_target(target, host, hb, dev, self.drafter_devices[hb.seq % self.replicas], stream)
+            ddev = self.drafter_devices[hb.seq % self.replicas]
+            out = run_target(target, host, hb, dev, ddev, stream, self._copy_streams.get(ddev))
             if not self._put(self._hs_q, out):
                 return
+
+    def _sync_devices(self) -> None:
+        """Sequential mode only: stages never overlap, not even through CUDA's asynchronous
+        queue (host batch, then target, then drafter, one after another, on any device split)."""
+        for d in sorted({d.index for d in self.target_devices + self.drafter_devices if d.type == "cuda"}):
+            torch.cuda.synchronize(d)
 
     # -- the step loop's side -----------------------------------------------------------
     def next_step_batches(self) -> list[DeviceBatch]:
@@ -243,12 +278,14 @@ class Pipeline:
         wanted = list(range(self._next_seq, self._next_seq + self.replicas))
         self._next_seq += self.replicas
         if self.sequential:
+            self._sync_devices()          # the previous step's drafter work is finished
             out = []
             for seq in wanted:
                 hb = host_batch_for(self.dataset, self.positions, self.spec, seq)
                 i = seq % len(self.targets)
                 out.append(run_target(self.targets[i], _host_tensors(hb, False), hb, self.target_devices[i],
                                       self.drafter_devices[seq % self.replicas], None))
+            self._sync_devices()          # the target stage and its copies are finished
             return out
         while any(s not in self._ready for s in wanted):
             if self._errors:

@@ -89,7 +89,8 @@ class DrafterReplicas:
             contextlib.nullcontext()
         with autocast:
             hidden = drafter(feats, block_ids, anchors, use_flex=self.use_flex)
-            out = dflash_loss(hidden, labels, drafter.lm_head.weight, gamma=self.gamma, chunk_rows=self.chunk_rows)
+            out = dflash_loss(hidden, labels, drafter.lm_head.weight, gamma=self.gamma, chunk_rows=self.chunk_rows,
+                              rows=batch.loss_rows)
         out.loss_sum.backward()
         return torch.cat([out.loss_sum.detach().float().view(1), out.weight_sum.float().view(1),
                           out.correct.float(), out.count.float()])

@@ -420,6 +420,12 @@ class Bench:
             if two and want("split"):
                 self.e2e_group([("seq-split", dev + ["--sequential"] + split, None, [0, 1])], 130, 40, steps, sampler)
                 self.e2e_group([("pipe-split", dev + split, None, [0, 1])], 100, 40, steps, sampler)
+            # 1b. opt-in (`--only split-compiled`): the same pair with --compile-drafter
+            if two and cuda and only and "split-compiled" in only:
+                comp = ["--compile-drafter"]
+                self.e2e_group([("seq-split-compiled", dev + ["--sequential"] + split + comp, None, [0, 1])], 200, 60,
+                               steps, sampler)
+                self.e2e_group([("pipe-split-compiled", dev + split + comp, None, [0, 1])], 200, 60, steps, sampler)
             # 2. components: eager on GPU0 and compiled on GPU1 at once (compiled: GPU only)
             if want("micro"):
                 modes = [("eager", False, g0)] + ([("compiled", True, g1)] if cuda and n_gpu >= 2 else [])
@@ -445,7 +451,8 @@ class Bench:
         for num, den, key in (("pipe-split", "seq-split", "split_pipeline_over_sequential"),
                               ("pipe-1gpu", "seq-1gpu", "onegpu_pipeline_over_sequential"),
                               ("pipe-split", "seq-1gpu", "split_pipeline_over_onegpu_sequential"),
-                              ("compiled-1gpu", "pipe-1gpu", "compiled_over_eager_e2e")):
+                              ("compiled-1gpu", "pipe-1gpu", "compiled_over_eager_e2e"),
+                              ("pipe-split-compiled", "seq-split-compiled", "split_compiled_pipeline_over_sequential")):
             if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):
                 ratios[key] = by[num]["tok_per_s"] / by[den]["tok_per_s"]
         me, mc = res["micro"].get("micro-eager", {}), res["micro"].get("micro-compiled", {})
@@ -491,7 +498,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=25)
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
-    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled (default all)")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled (default all); split-compiled only when named")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)

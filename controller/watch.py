@@ -227,9 +227,13 @@ class Watch:
         for host in list(self._pending):
             fut, runs, submitted = self._pending[host]
             # a host never reached yet gets its whole connect/probe time (first SSH connect,
-            # ProxyJump, agent start-up); after that a slow answer waits for the next tick
-            known = self.health.get(host, HostHealth()).ever_reachable
-            deadline = t0 + (self.tick_wait_s if known else self.probe_timeout_s)
+            # ProxyJump, agent start-up) on its FIRST try only; after that -- and once it
+            # has failed or timed out -- a slow answer waits for the next tick, so a host
+            # dead from the start cannot stall every tick (reliability suite:
+            # test_slow_host_under_watch_bounded_ticks_then_recovers)
+            h = self.health.get(host, HostHealth())
+            first_try = not h.ever_reachable and h.failures == 0 and h.down_since_s is None
+            deadline = t0 + (self.probe_timeout_s if first_try else self.tick_wait_s)
             try:
                 reading, error = fut.result(timeout=max(0.0, deadline - time.monotonic()))
             except FutureTimeout:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from controller.runstore import RunStore
+from controller.transport.factory import close_all
 from controller.watch import Watch
 from tests.test_probe import wait_for
 from tests.test_watch import tick_until
@@ -148,6 +149,7 @@ def test_container_stopped_under_a_running_watch(rig, rig_host, tmp_path):
 CHILD_WATCH = r"""
 import hashlib, json, sys, time
 from controller.runstore import RunStore
+from controller.transport.factory import close_all
 from controller.watch import Watch
 reg, run_id, journal = sys.argv[1], sys.argv[2], sys.argv[3]
 store = RunStore(reg)
@@ -230,4 +232,36 @@ def test_watcher_sigkilled_mid_tick_resumes_and_two_watchers_at_once(rig, rig_ho
         for p in procs:
             if p.poll() is None:
                 p.kill()
+        stop_ct_run(host, run_dir)
+
+
+def test_slow_host_under_watch_bounded_ticks_then_recovers(rig, rig_host, tmp_path):
+    """sshd SIGSTOPped (TCP connects, no banner) before the watcher connects: every tick
+    still returns within its bound, the run is `unreachable` naming the host, and after
+    SIGCONT the watch carries on from the cursor."""
+    host = rig_host
+    name = f"rel-slow-{os.getpid()}"
+    run_dir = launch_in_ct(host, name, APPENDER)
+    store = RunStore(tmp_path / "reg.sqlite")
+    store.add_run(ct_record(rig, host, name, connect_timeout_s=2.0))
+    close_all()                      # no connection cached from earlier tests: connect anew
+    host.sigstop_sshd()
+    w = Watch(store.runs(), store, gpu=False, probe_timeout_s=4.0)
+    try:
+        took = []
+        end = time.monotonic() + 60
+        while w.states[0].state != "unreachable" and time.monotonic() < end:
+            took.append(w.tick().duration_s)
+        for _ in range(3):
+            took.append(w.tick().duration_s)
+        # a never-reached host gets its full probe time on the first tick, later ticks tick_wait_s
+        assert w.states[0].state == "unreachable" and took[0] <= 4.0 + 1.0, took
+        assert max(took[1:]) <= w.tick_wait_s + 1.0, took
+        assert any(host.name in f.summary for f in w.states[0].findings if f.kind == "unreachable")
+        host.sigcont_sshd()
+        tick_until(w, lambda: w.states[0].state == "running" and w.states[0].log.offset_bytes > 0, 90,
+                   "recovered after SIGCONT")
+    finally:
+        host.sigcont_sshd()
+        w.close()
         stop_ct_run(host, run_dir)

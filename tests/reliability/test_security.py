@@ -92,7 +92,8 @@ def test_secrets_in_no_artefact_and_least_permissions(rig, rig_host, tmp_path, _
     leaked = [o for o in outputs if MARK1 in o or MARK2 in o]
     assert not leaked, leaked[0][:2000]
     assert len(outputs) >= 12
-    assert grep_tree(_dfctl_home) == [] and any(_dfctl_home.iterdir())          # registry, history
+    assert list(_dfctl_home.rglob("*.parquet")) and list(_dfctl_home.rglob("registry.sqlite*"))
+    assert grep_tree(_dfctl_home) == []                                          # registry, history
     host_workdir = host.container_path(host.vmid_running, workdir)
     assert grep_tree(host_workdir) == []
     assert grep_tree(host.dir / "sshd") == [] if (host.dir / "sshd").exists() else True

@@ -103,6 +103,11 @@ def probe_and_stop(transport, pb, rec, run, tmp_path: Path):
     finally:
         w.close()
         store.close()
+    # `dfctl logs`' remote read (a sh script with the path as a positional argument)
+    from controller.cli.deploy_cmds import _read_log
+
+    inode, size, _alive, _data = _read_log(transport, rec, 0, 5)
+    assert inode is not None and size is not None
     stop_run(transport, pb.target, rec, grace_s=2)
 
 

@@ -423,9 +423,10 @@ class Bench:
             # 1b. opt-in (`--only split-compiled`): the same pair with --compile-drafter
             if two and cuda and only and "split-compiled" in only:
                 comp = ["--compile-drafter"]
-                self.e2e_group([("seq-split-compiled", dev + ["--sequential"] + split + comp, None, [0, 1])], 200, 60,
+                each_s = float(os.environ.get("SPLIT_COMPILED_TIMEOUT_S", "200"))   # a short lease can ask for less
+                self.e2e_group([("seq-split-compiled", dev + ["--sequential"] + split + comp, None, [0, 1])], each_s, 60,
                                steps, sampler)
-                self.e2e_group([("pipe-split-compiled", dev + split + comp, None, [0, 1])], 200, 60, steps, sampler)
+                self.e2e_group([("pipe-split-compiled", dev + split + comp, None, [0, 1])], each_s, 60, steps, sampler)
             # 2. components: eager on GPU0 and compiled on GPU1 at once (compiled: GPU only)
             if want("micro"):
                 modes = [("eager", False, g0)] + ([("compiled", True, g1)] if cuda and n_gpu >= 2 else [])

@@ -57,7 +57,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from controller.model import GpuSample, ProgressSample
+from controller.model import finite_or_none, GpuSample, ProgressSample
 
 PROGRESS_FLOAT_FIELDS = ("tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "loss", "acc", "tau",
                          "mem_alloc_gib", "mem_peak_gib", "lr")
@@ -99,14 +99,7 @@ def history_dir(run_id: str, root: Path | None = None) -> Path:
     return (root or history_root()) / run_id
 
 
-def _finite(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+_finite = finite_or_none
 
 
 # -- part files -------------------------------------------------------------------------

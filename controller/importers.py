@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from controller import history
 from controller.errors import BadInputError
-from controller.model import Finding, ProgressSample
+from controller.model import finite_or_none, Finding, ProgressSample
 
 WANDB_PATH_RE = re.compile(
     r"^(?:https?://[^/\s]+/)?(?P<entity>[\w.-]+)/(?P<project>[\w.-]+)/(?:runs/)?(?P<run_id>[\w-]+)/?$")
@@ -92,14 +92,7 @@ def samples_from_table(table: pa.Table) -> list[ProgressSample]:
     return out
 
 
-def _finite(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+_finite = finite_or_none
 
 
 def flatten_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:

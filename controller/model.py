@@ -198,6 +198,17 @@ class RunState:
         return max((f.severity for f in self.findings), key=SEVERITY_RANK.__getitem__)
 
 
+def finite_or_none(value: Any) -> float | None:
+    """A float, or None for None/bools/non-numbers/NaN/Inf: how an unreadable metric is kept."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _clean(value: Any) -> Any:
     """JSON-safe: NaN/Inf become null (json.dumps would write invalid JSON)."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -15,6 +15,13 @@ import traceback
 from pathlib import Path
 
 
+# Run only when named: they need another machine or a long time.
+NOT_BY_DEFAULT = {
+    "trainer": "needs a GPU: run `bash bench/trainer_device.sh` on a GPU machine",
+    "load": "takes 10 minutes: `python -m bench load`",
+}
+
+
 def discover() -> list[str]:
     here = Path(__file__).resolve().parent
     return sorted(m.name for m in pkgutil.iter_modules([str(here)])
@@ -40,13 +47,19 @@ def run(names: list[str]) -> int:
         print(f"== bench.{name}: {'ok' if not rc else f'FAILED ({rc})'} in {time.monotonic() - t0:.1f} s", flush=True)
         if rc:
             failed.append(name)
+    import bench._assemble
+    bench._assemble.main()   # BENCHMARKS.md from the results files just written
     if failed:
         print("failed: " + ", ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    wanted = sys.argv[1:] or discover()
+    wanted = sys.argv[1:]
+    if not wanted:
+        wanted = [n for n in discover() if n not in NOT_BY_DEFAULT]
+        for name, why in NOT_BY_DEFAULT.items():
+            print(f"bench: skipping {name} ({why})", file=sys.stderr)
     unknown = sorted(set(wanted) - set(discover()))
     if unknown:
         print(f"bench: no such benchmark: {', '.join(unknown)} (have: {', '.join(discover())})", file=sys.stderr)

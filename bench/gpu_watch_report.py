@@ -6,7 +6,7 @@ Checks, for each `dfctl watch --once --json` taken between two direct nvidia-smi
 identity fields equal, memory.used within the span of the two direct reads (+/- 64 MiB),
 utilization within the span (+/- 10 points; it is a sampled share). Then: findings on the
 healthy run (want none), and the OOM run's delay from the OOM text to the finding.
-Not a benchmark with a main(): it needs the GPU machine's files.
+Not run by `python -m bench` (no main()): it needs the GPU machine's files.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def findings_of(jsonl: Path) -> list[dict]:
     return list(seen.values())
 
 
-def main(argv: list[str]) -> int:
+def report(argv: list[str]) -> int:
     d = Path(argv[0])
     rows = gpu_agreement(d)
     ok = all(r["identity_equal"] and r["mem_ok"] and r["util_ok"] for r in rows)
@@ -81,4 +81,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(report(sys.argv[1:]))

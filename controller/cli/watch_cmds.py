@@ -161,7 +161,7 @@ def status_line(state: RunState) -> str:
     if busy:
         bits.append("gpu%=" + ",".join(f"{g.util_pct:.0f}" for g in busy))
     elif state.host_sample is not None and state.host_sample.gpu_error:
-        bits.append("gpu=?")
+        bits.append("gpu=n/a")
     if state.findings:
         bits.append(f"findings={len(state.findings)}")
     return f"[{time.strftime('%H:%M:%S')}] " + " ".join(bits)

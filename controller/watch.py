@@ -438,6 +438,9 @@ class Watch:
         samples = (self._follow_metrics(r, rd, now) + self._follow_wandb(r, rd, st) + self._poll_wandb_api(r, st)
                    + samples)
         obs.wandb = st.wandb
+        if st.wandb is not None and st.wandb.run_id and st.wandb.run_id != r.record.wandb_run_id:
+            r.record.wandb_run_id = st.wandb.run_id          # the registry learns it once
+            self.store.update_run(r.record.run_id, wandb_run_id=st.wandb.run_id)
         fresh = self._add_progress(r, samples, now)
         obs.progress = fresh
         if fresh and self.on_progress is not None:

@@ -249,6 +249,7 @@ def test_online_run_without_a_local_wandb_dir_is_polled_through_the_api_standin(
             st = w.states[0]
             tick_until(w, lambda: any(p.source == "wandb" for p in st.progress), 90, "wandb API progress")
             assert st.wandb.run_id == "live01" and st.wandb.mode == "online"
+            assert store.get_run(st.run_id).wandb_run_id == "live01"       # the registry learns it
             assert st.wandb.url.endswith("/ops/dfctl-test/runs/live01")
             w.close()
         finally:

@@ -123,3 +123,20 @@ def slow(done, total):
 deploy_bundle(open_transport(pb.target), resolve_workdir(pb.target, root), b, on_progress=slow)
 print("finished", flush=True)
 '''
+
+
+def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
+    """The real CLI in-process: (exit code, stdout, stderr); cached connections closed after,
+    so each call starts like a fresh `dfctl` process."""
+    from controller.cli import main
+    from controller.transport.factory import close_all
+
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        close_all()
+    out, err = capsys.readouterr()
+    return code, out, err

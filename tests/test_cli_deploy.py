@@ -8,18 +8,9 @@ import os
 
 import pytest
 
-from controller.cli import main
 from tests.deploy_support import make_project, session_members, ticker_playbook, wait_for
+from tests.deploy_support import dfctl
 
-
-def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
-from controller.transport.factory import close_all
 from tests.deploy_support import SLOW_DEPLOY, all_cmdlines, make_project, ticker_playbook, wait_for
+from tests.deploy_support import dfctl
 
 pytestmark = pytest.mark.rig
 
@@ -26,17 +25,6 @@ PROJECT = Path(__file__).resolve().parents[1]
 CT_PYTHON = str(PROJECT / ".venv" / "bin" / "python")   # the checkout is bound read-only into the CT
 SECRET = "rig-wandb-key-" + os.urandom(6).hex()
 
-
-def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        close_all()
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def target_toml(rig, host, workdir: str, timeout_s: float = 10) -> str:

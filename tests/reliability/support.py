@@ -10,25 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.cli import main
-from controller.transport.factory import close_all
+from tests.deploy_support import dfctl  # noqa: F401 - re-exported for the reliability tests
 
 PROJECT = Path(__file__).resolve().parents[2]
 CT_PYTHON = str(PROJECT / ".venv" / "bin" / "python")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-
-def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
-    """The real CLI in-process (exit code, stdout, stderr); connections closed after."""
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        close_all()
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # A controller in a child process; `phase` pauses it (it prints "at <phase>") so the test

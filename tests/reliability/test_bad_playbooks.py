@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.cli import main
+from tests.deploy_support import dfctl as dfctl_inproc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,15 +110,6 @@ def bad_playbook(draw) -> bytes:
         text = text[:cut] + draw(st.sampled_from([b"[[", b"= =", b'"unterminated', b"\x00", b"[target]\n"]))
     return text
 
-
-def dfctl_inproc(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_clear_message(code: int, out: str, err: str, path: Path) -> None:

@@ -185,14 +185,7 @@ class ApiPoller:
             self.error = None
             self.consecutive_failures = 0
             self._not_before = time.monotonic() + self.min_interval_s
-            p = self._pending
-            p.history.extend(batch.history)
-            p.progress.extend(batch.progress)
-            p.system.extend(batch.system)
-            if batch.config is not None:
-                p.config = batch.config
-            if batch.summary is not None:
-                p.summary = batch.summary
+            self._pending.absorb(batch)
 
     def _scrub(self, text: str) -> str:
         key = self._api_key or os.environ.get("WANDB_API_KEY")

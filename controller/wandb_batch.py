@@ -92,6 +92,17 @@ class WandbBatch:
         return not (self.history or self.system or self.config or self.summary
                     or self.exit_code is not None)
 
+    def absorb(self, part: "WandbBatch") -> None:
+        """Append a later batch's rows; its config/summary, when it has them, replace ours."""
+        self.progress.extend(part.progress)
+        self.history.extend(part.history)
+        self.system.extend(part.system)
+        if part.config is not None:
+            self.config = part.config
+        if part.summary is not None:
+            self.summary = part.summary
+        self.corrupt_blocks += part.corrupt_blocks
+
 
 @dataclass
 class WandbRunData:

@@ -509,7 +509,7 @@ class OfflineRunReader:
                 before = self.offset
                 part = WandbBatch()
                 self._consume(data, part, emit=emit)
-                _extend(merged, part)
+                merged.absorb(part)
                 if self.offset == before:
                     if len(data) < want or self.offset + len(data) >= stop:
                         break                  # the rest is a partial record: wait for it
@@ -520,19 +520,8 @@ class OfflineRunReader:
                     budget -= self.offset - before
                     if budget <= 0:
                         break
-        _extend(batch, merged)
+        batch.absorb(merged)
         self._finish(batch, emit)
-
-
-def _extend(into: WandbBatch, part: WandbBatch) -> None:
-    into.progress.extend(part.progress)
-    into.history.extend(part.history)
-    into.system.extend(part.system)
-    if part.config is not None:
-        into.config = part.config
-    if part.summary is not None:
-        into.summary = part.summary
-    into.corrupt_blocks += part.corrupt_blocks
 
 
 def read_offline_run(path: str | Path) -> WandbRunData:

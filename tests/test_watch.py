@@ -229,6 +229,34 @@ def test_cli_once_json_unknown_run_notify_and_kill_restart(tmp_path, _dfctl_home
         run.stop()
 
 
+def test_json_stream_lines_carry_each_tick_s_deltas_not_the_growing_history(tmp_path, _dfctl_home):
+    """`watch --json` to the end of a real run: concatenated, the lines' progress_new and
+    log_lines_new are the run's steps and log lines, each exactly once and in order, and a
+    line does not grow with the history (the whole RunState each tick did: ~0.5 MB per
+    line at 2,000 samples)."""
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    store = RunStore()
+    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM.replace('"100000"', '"60"'))
+    try:
+        store.add_run(record_for(run, "stream-run"))
+        p = _dfctl("watch", "stream-run", "--json", "--interval", "0.2", env=env)
+        assert p.returncode == 0, p.stderr
+        docs = [json.loads(line) for line in p.stdout.splitlines()]
+        assert len(docs) >= 5 and all(d["run_id"] == "stream-run" for d in docs)
+        assert not any("progress" in d or "log_tail" in d for d in docs)
+        steps = [s["step"] for d in docs for s in d["progress_new"]]
+        assert steps == list(range(1, 61))
+        lines = [ln for d in docs for ln in d["log_lines_new"]]
+        assert lines == run.log.read_text().splitlines()
+        assert docs[-1]["latest_progress"]["step"] == 60 and docs[-1]["state"] == "finished"
+        # what is left once the deltas are taken out does not grow with the run
+        rest = [len(json.dumps({k: v for k, v in d.items() if k not in ("progress_new", "log_lines_new")}))
+                for d in docs]
+        assert max(rest) < 1.5 * min(rest), rest
+    finally:
+        run.stop()
+
+
 def test_online_run_without_a_local_wandb_dir_is_polled_through_the_api_standin(tmp_path, monkeypatch):
     """wandb.Api() (real client) against the STAND-IN GraphQL server of tests/wandb_standin."""
     from tests.wandb_standin.server import StandinWandbServer

@@ -5,8 +5,9 @@ every interval and render. On a terminal the dashboard (controller.dashboard.ren
 drawn in rich's Live at most 4 times a second on the alternate screen, keys read in
 cbreak mode (q quits, j/k or Tab pick the run shown in full) and the terminal restored on
 any exit. Not a terminal: one readable line per new finding and a status line now and
-then. `--json`: JSON lines, one RunState document per run per tick; with --once one
-document {"runs": [...], "hosts": [...]}.
+then. `--json`: JSON lines, one document per run per tick (controller.model.tick_document:
+the run's state without its histories, plus the progress samples and log lines that tick
+added); with --once one document {"runs": [full RunState...], "hosts": [...]}.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import typer
 
 from controller.cli.app import app
 from controller.errors import BadInputError, UnknownRunError, UnreachableError
-from controller.model import Finding, RunState, dumps, to_jsonable
+from controller.model import Finding, RunState, tick_document, to_jsonable
 
 STATUS_EVERY_S = 30.0
 PROGRESS_SEED_LEN = 2000   # progress samples a restarted watch takes back from the history
@@ -322,8 +323,9 @@ def _plain_loop(w, interval_s: float, json_out: bool) -> int:
         rep = w.tick()
         _report_errors(w, shown)
         if json_out:
+            seen = {o.run_id: o for o in rep.observations}
             for s in rep.states:
-                print(dumps(s), flush=True)
+                print(json.dumps(tick_document(s, seen.get(s.run_id)), ensure_ascii=False), flush=True)
         elif time.monotonic() - last_status >= max(STATUS_EVERY_S, interval_s) or w.all_done:
             last_status = time.monotonic()
             for s in rep.states:

@@ -1,7 +1,8 @@
 """compare-runs: several runs side by side -- which was faster, by how much, and why.
 
 For each run: tok/s median / p10 / p90 over the warm window (the same window and quantiles
-as controller/throughput.py, so "12.4K" here is the watch's 12.4K, computed column-wise so
+as controller/throughput.py, and a registry run's own playbook warm-up, so "12.4K" here is
+the watch's 12.4K, computed column-wise so
 10 runs of 1M rows take well under the 2 s budget), step time, samples/s, time to first
 logged step, peak GPU memory, loss and tau at steps every run reached (interpolated, so
 runs logging every 10 and every 25 steps, or resumed at step 500, line up), the end state
@@ -77,11 +78,13 @@ def from_registry(record, store) -> LoadedRun:
 
     meta = history.read_meta(record.run_id)
     table = history.read_progress(record.run_id, columns=list(PROGRESS_COLUMNS))
+    warmup = playbook_warmup(record.playbook)
     findings = store.findings(record.run_id)
     if table.num_rows == 0 and record.run_dir and Path(record.run_dir).is_dir():
         loaded = read_run_dir(record.run_dir, label=record.name)
         loaded.source = record.run_id
         loaded.kind = "registry"
+        loaded.warmup = warmup
         return loaded
     if table.num_rows == 0 and not meta:
         raise BadInputError(f"run {record.name!r} ({record.run_id}): no metric history recorded yet and its run "
@@ -110,7 +113,21 @@ def from_registry(record, store) -> LoadedRun:
                      exit_code=record.exit_code if record.exit_code is not None else meta.get("exit_code"),
                      config=config, findings=findings, wandb_run_id=record.wandb_run_id,
                      log_path=record.log_path or None, run_dir=record.run_dir or None,
-                     gpu_peak_mem_gib=peak / 1024 if peak is not None else None)
+                     gpu_peak_mem_gib=peak / 1024 if peak is not None else None, warmup=warmup)
+
+
+def playbook_warmup(playbook: dict[str, Any] | None) -> tuple[float, int] | None:
+    """(warmup_s, warmup_steps) of a registered run's [watch] table, None when it has none
+    (then compare-runs' defaults apply). Why: the watch judged the run by these values; a
+    compare with other ones printed other numbers for the same run (playbooks/local.toml's
+    10 s warm-up against the 60 s default made the demo run "short run: start-up included")."""
+    from controller.playbook import watch_config_from
+
+    raw = (playbook or {}).get("watch") or {}
+    if "warmup_s" not in raw and "warmup_steps" not in raw:
+        return None
+    cfg = watch_config_from(playbook)
+    return float(cfg.warmup_s), int(cfg.warmup_steps)
 
 
 # -- statistics -------------------------------------------------------------------------
@@ -256,6 +273,8 @@ class RunSummary:
     plot_steps: np.ndarray | None = None        # thinned (step, loss)
     plot_loss: np.ndarray | None = None
     start_s: float | None = None
+    warmup_s: float = DEFAULT_WARMUP_S            # the warm-up this run's window was taken with
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
 
 
 @dataclass
@@ -265,8 +284,8 @@ class Comparison:
     baseline_tok_per_s: float | None
     aligned_steps: list[int]
     config_keys: list[str]
-    warmup_s: float
-    warmup_steps: int
+    warmup_s: float | None                      # the warm-up every run shared; None when runs differ
+    warmup_steps: int | None
 
 
 def summarise(run: LoadedRun, warmup_s: float, warmup_steps: int) -> RunSummary:
@@ -307,7 +326,7 @@ def summarise(run: LoadedRun, warmup_s: float, warmup_steps: int) -> RunSummary:
         time_to_first_step_s=ttfs, peak_mem_gib=peak, config=dict(run.config), wandb_run_id=run.wandb_run_id,
         loss_series=c.finite_series("loss"), tau_series=c.finite_series("tau"),
         log_interval=_interval(c.finite_series("loss")[0]), warm_tok=_thin1(tok, BOOTSTRAP_MAX_SAMPLES),
-        start_s=run.start_s)
+        start_s=run.start_s, warmup_s=warmup_s, warmup_steps=warmup_steps)
     summary.plot_minutes, summary.plot_tok = _thin(elapsed_minutes(c), c.tok_per_s)
     summary.plot_steps, summary.plot_loss = _thin(c.step.astype(np.float64), c.loss)
     return summary
@@ -406,10 +425,20 @@ def _warm_tok(r: RunSummary) -> np.ndarray:
     return r.warm_tok if r.warm_tok is not None else np.empty(0)
 
 
+def warmup_for(run: LoadedRun, warmup_s: float | None, warmup_steps: int | None) -> tuple[float, int]:
+    """The warm-up a run is summarised with: what the caller gave (the CLI's --warmup-s /
+    --warmup-steps), else the run's own playbook's, else the defaults."""
+    own_s, own_steps = run.warmup or (DEFAULT_WARMUP_S, DEFAULT_WARMUP_STEPS)
+    return (own_s if warmup_s is None else warmup_s), (own_steps if warmup_steps is None else warmup_steps)
+
+
 def compare(runs: Iterable[LoadedRun], *, baseline: LoadedRun | int | None = None,
-            baseline_tok_per_s: float | None = None, warmup_s: float = DEFAULT_WARMUP_S,
-            warmup_steps: int = DEFAULT_WARMUP_STEPS) -> Comparison:
+            baseline_tok_per_s: float | None = None, warmup_s: float | None = None,
+            warmup_steps: int | None = None) -> Comparison:
     """Summaries, aligned steps, config diff and verdicts.
+
+    `warmup_s` / `warmup_steps` apply to every run when given; None means each run's own
+    (warmup_for).
 
     `runs` may be a generator: each run is summarised as it arrives and its progress table
     released (LoadedRun.progress is emptied), so 10 runs of 1M rows never sit in memory
@@ -417,7 +446,7 @@ def compare(runs: Iterable[LoadedRun], *, baseline: LoadedRun | int | None = Non
     `runs`; with neither baseline given, the first run is the baseline."""
     summaries: list[RunSummary] = []
     for r in runs:
-        summaries.append(summarise(r, warmup_s, warmup_steps))
+        summaries.append(summarise(r, *warmup_for(r, warmup_s, warmup_steps)))
         r.progress = r.progress.slice(0, 0)
     if not summaries:
         raise BadInputError("compare-runs: give at least one RUN")
@@ -427,7 +456,7 @@ def compare(runs: Iterable[LoadedRun], *, baseline: LoadedRun | int | None = Non
     elif baseline is not None:
         match = next((s for s in summaries if s.source == baseline.source), None)
         if match is None:
-            match = summarise(baseline, warmup_s, warmup_steps)
+            match = summarise(baseline, *warmup_for(baseline, warmup_s, warmup_steps))
             summaries.insert(0, match)
         base_summary = match
     elif baseline_tok_per_s is None:
@@ -450,9 +479,19 @@ def compare(runs: Iterable[LoadedRun], *, baseline: LoadedRun | int | None = Non
             s.verdict = "baseline"
             continue
         judge(s, base_summary, base_tok)
+    used = {(s.warmup_s, s.warmup_steps) for s in summaries}
+    shared_s, shared_steps = used.pop() if len(used) == 1 else (None, None)
     return Comparison(runs=summaries, baseline_label=base_summary.label if base_summary else None,
                       baseline_tok_per_s=base_tok, aligned_steps=steps, config_keys=differing_config(summaries),
-                      warmup_s=warmup_s, warmup_steps=warmup_steps)
+                      warmup_s=shared_s, warmup_steps=shared_steps)
+
+
+def warmup_caption(cmp: Comparison) -> str:
+    """What the warm window skipped: once when every run shared it, else per run."""
+    if cmp.warmup_s is not None:
+        return f"warm window: skips the first {cmp.warmup_steps + 1} samples and the first {cmp.warmup_s:g} s"
+    each = ", ".join(f"{r.label} {r.warmup_steps + 1} samples/{r.warmup_s:g} s" for r in cmp.runs)
+    return f"warm window per run (its playbook's, else the defaults): skips the first {each}"
 
 
 # -- output -----------------------------------------------------------------------------
@@ -543,8 +582,7 @@ def render_table(cmp: Comparison):
             from rich.markup import escape
             cells = [escape(c) for c in cells]
         t.add_row(name, *cells)
-    t.caption = (f"warm window: skips the first {cmp.warmup_steps + 1} samples and the first {cmp.warmup_s:g} s; "
-                 f"verdicts from a block-bootstrap 95% interval of the median ratio")
+    t.caption = f"{warmup_caption(cmp)}; verdicts from a block-bootstrap 95% interval of the median ratio"
     t.caption_justify = "left"
     return t
 
@@ -605,7 +643,7 @@ def render_table_by_run(cmp: Comparison, width: int | None = None):
                 cell = f"[{'red' if r.verdict.startswith('slower') else 'green'}]{cell}[/]"
             row.append(cell)
         t.add_row(*row)
-    t.caption = (f"warm window: skips the first {cmp.warmup_steps + 1} samples and the first {cmp.warmup_s:g} s"
+    t.caption = (warmup_caption(cmp)
                  + (f"; left out for width: {', '.join(dropped)}" if dropped else "")
                  + " (--json has everything)")
     t.caption_justify = "left"
@@ -639,6 +677,7 @@ def to_jsonable(cmp: Comparison) -> dict[str, Any]:
             "wandb_run_id": r.wandb_run_id,
             "window": {"first_step": w.first_step, "last_step": w.last_step, "samples": w.samples,
                        "samples_total": w.samples_total, "warm": w.warm, "start_s": w.start_s, "end_s": w.end_s},
+            "warmup": {"seconds": r.warmup_s, "samples": r.warmup_steps},
             "tok_per_s": r.tok_per_s, "step_time_s": r.step_time_s, "samples_per_s": r.samples_per_s,
             "time_to_first_step_s": r.time_to_first_step_s, "peak_mem_gib": r.peak_mem_gib,
             "loss_at": {str(k): v for k, v in r.loss_at.items()}, "tau_at": {str(k): v for k, v in r.tau_at.items()},

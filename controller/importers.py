@@ -67,6 +67,7 @@ class LoadedRun:
     log_path: str | None = None
     run_dir: str | None = None
     gpu_peak_mem_gib: float | None = None       # from GPU samples (nvidia-smi), when recorded
+    warmup: tuple[float, int] | None = None     # its playbook's watch.warmup_s / warmup_steps (registry runs)
 
 
 # -- conversions ------------------------------------------------------------------------

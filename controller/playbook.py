@@ -79,6 +79,14 @@ class WatchConfig:
     gpu_idle_s: float = doc("A GPU counts as idle only after this many seconds without a busy sample.", default=60.0)
 
 
+def watch_config_from(playbook: dict[str, Any] | None) -> WatchConfig:
+    """The run's [watch] table as the registry stored it (asdict) -> WatchConfig (the
+    watch and compare-runs judge a run by the same values)."""
+    raw = dict((playbook or {}).get("watch") or {})
+    known = {f.name for f in dataclasses.fields(WatchConfig)}
+    return WatchConfig(**{k: v for k, v in raw.items() if k in known})
+
+
 @dataclass(frozen=True)
 class Playbook:
     target: TargetConfig = doc("Where to deploy and run.", default_factory=TargetConfig)

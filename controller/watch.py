@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 from controller.logcursor import LogFollower
 from controller.model import (Finding, GpuSample, HostSample, LogStatus, ProgressSample,
                               RunState, TickObservation, WandbInfo)
-from controller.playbook import TargetConfig, WatchConfig
+from controller.playbook import TargetConfig, WatchConfig, watch_config_from
 from controller.probe import (ContainerProbeRequest, DEFAULT_READ_CAP_BYTES, HostProbeRequest,
                               ProbeError, RunProbeRequest, run_probe)
 from controller.probe.procfs import cpu_pct
@@ -58,13 +58,6 @@ def _line_parser(pattern: str | None):
     except ImportError:
         return None
     return LineParser(pattern)
-
-
-def watch_config_from(playbook: dict[str, Any] | None) -> WatchConfig:
-    """The run's [watch] table as the registry stored it (asdict) -> WatchConfig."""
-    raw = dict((playbook or {}).get("watch") or {})
-    known = {f.name for f in fields(WatchConfig)}
-    return WatchConfig(**{k: v for k, v in raw.items() if k in known})
 
 
 def target_config_from(rec: RunRecord) -> TargetConfig:

@@ -315,6 +315,37 @@ def test_registry_run_from_watch_history_uses_playbook_args():
     store.close()
 
 
+def test_registry_runs_are_judged_with_their_own_playbook_warmup_unless_the_caller_says():
+    """The watch judged a run by its playbook's watch.warmup_s / warmup_steps: compare-runs
+    takes the same window (a run without them gets the defaults); --warmup-s/--warmup-steps
+    override every run."""
+    from controller.model import ProgressSample
+
+    store = RunStore()
+    for name, watch in (("own", {"warmup_s": 0.0, "warmup_steps": 10}), ("plain", None)):
+        pb = {"run": {"args": []}, **({"watch": watch} if watch else {})}
+        rid = f"{name}-20261201T000000Z"
+        store.add_run(RunRecord(run_id=rid, name=name, target_kind="local", target="local", playbook=pb,
+                                state="finished", exit_code=0, started_s=100.0))
+        history.append_progress(rid, [ProgressSample(step=s, time_s=100.0 + s, tok_per_s=1000.0 + s, loss=3.0,
+                                                     source="log") for s in range(1, 101)])
+    cmp = compare.compare([compare.resolve(n, store) for n in ("own", "plain")])
+    own, plain = cmp.runs
+    assert (own.warmup_s, own.warmup_steps, own.window.first_step) == (0.0, 10, 12)     # 1 + 10 samples skipped
+    assert (plain.warmup_s, plain.warmup_steps) == (compare.DEFAULT_WARMUP_S, compare.DEFAULT_WARMUP_STEPS)
+    assert plain.window.first_step == 61                                                 # the first 60 s skipped
+    assert own.tok_per_s["median"] == pytest.approx(1000.0 + (12 + 100) / 2)
+    assert cmp.warmup_s is None and "own 11 samples/0 s" in compare.warmup_caption(cmp)
+    doc = compare.to_jsonable(cmp)
+    assert doc["warmup"] == {"seconds": None, "samples": None}
+    assert doc["runs"][0]["warmup"] == {"seconds": 0.0, "samples": 10}
+    # the caller's values apply to every run
+    cmp = compare.compare([compare.resolve(n, store) for n in ("own", "plain")], warmup_s=0, warmup_steps=0)
+    assert [r.window.first_step for r in cmp.runs] == [2, 2] and (cmp.warmup_s, cmp.warmup_steps) == (0, 0)
+    assert compare.warmup_caption(cmp).startswith("warm window: skips the first 1 samples and the first 0 s")
+    store.close()
+
+
 # -- bad inputs -------------------------------------------------------------------------
 
 def test_bad_inputs_exit_2_with_a_clear_message(tmp_path, runs):

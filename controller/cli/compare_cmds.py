@@ -32,10 +32,12 @@ def compare_runs(
     markdown_out: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
     plot_path: Optional[Path] = typer.Option(None, "--plot", help="Also write tok/s over time and loss by step "
                                                                   "to this PNG file."),
-    warmup_s: float = typer.Option(60.0, "--warmup-s", help="Seconds after the first sample left out of "
-                                                            "throughput figures."),
-    warmup_steps: int = typer.Option(3, "--warmup-steps", help="Samples after the first one left out of "
-                                                               "throughput figures."),
+    warmup_s: Optional[float] = typer.Option(None, "--warmup-s", help="Seconds after the first sample left out of "
+                                                                     "throughput figures, for every run (default: "
+                                                                     "each run's playbook watch.warmup_s, else 60)."),
+    warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", help="Samples after the first one left out "
+                                                                          "of throughput figures, for every run "
+                                                                          "(default: each run's playbook, else 3)."),
 ) -> None:
     """Put runs side by side: tok/s, step time, memory, loss/τ, config diff, verdict."""
     from controller import compare
@@ -47,7 +49,7 @@ def compare_runs(
         raise BadInputError("compare-runs: give --baseline RUN or --baseline-tok-s N, not both")
     if baseline_tok_s is not None and not baseline_tok_s > 0:
         raise BadInputError(f"--baseline-tok-s {baseline_tok_s:g}: must be a positive number")
-    if warmup_s < 0 or warmup_steps < 0:
+    if (warmup_s is not None and warmup_s < 0) or (warmup_steps is not None and warmup_steps < 0):
         raise BadInputError("--warmup-s and --warmup-steps must not be negative")
     if plot_path is not None and not plot_path.parent.is_dir():
         raise BadInputError(f"--plot {plot_path}: directory {plot_path.parent} does not exist")

@@ -16,6 +16,7 @@ still leaves what it measured:
      eager shapes: padding the compiled mode adds is not counted as work) -> MFU
   3. one GPU: `--sequential` (GPU0) and the threaded pipeline (GPU1) at the same time
   4. --compile-drafter end to end on one GPU, vs phase 3's eager pipeline
+  4b. --compile-drafter --sequential on one GPU (the compiled one-GPU pipeline's baseline)
 tok/s from metrics.jsonl over steps 11..N; the first steps' losses are compared across the
 sequential / pipeline / split runs (they must be identical: a run is a function of
 (seed, step)).
@@ -442,6 +443,11 @@ class Bench:
             # 4. --compile-drafter end to end (GPU only: inductor on a 2-core CPU takes minutes)
             if cuda and want("compiled"):
                 self.e2e_group([("compiled-1gpu", dev + ["--compile-drafter"], "0", [0])], 200, 60, steps, sampler)
+            # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline
+            #     ratio with the faster drafter (the target's share of a step grows)
+            if cuda and want("compiled-seq"):
+                self.e2e_group([("compiled-seq-1gpu", dev + ["--compile-drafter", "--sequential"], "0", [0])],
+                               200, 60, steps, sampler)
         self.finish()
         return 0
 
@@ -453,6 +459,7 @@ class Bench:
                               ("pipe-1gpu", "seq-1gpu", "onegpu_pipeline_over_sequential"),
                               ("pipe-split", "seq-1gpu", "split_pipeline_over_onegpu_sequential"),
                               ("compiled-1gpu", "pipe-1gpu", "compiled_over_eager_e2e"),
+                              ("compiled-1gpu", "compiled-seq-1gpu", "onegpu_compiled_pipeline_over_sequential"),
                               ("pipe-split-compiled", "seq-split-compiled", "split_compiled_pipeline_over_sequential")):
             if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):
                 ratios[key] = by[num]["tok_per_s"] / by[den]["tok_per_s"]
@@ -499,7 +506,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=25)
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
-    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled (default all); split-compiled only when named")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-seq (default all); split-compiled only when named")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)

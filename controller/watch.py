@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Iterable
 
 from controller.logcursor import LogFollower
+from controller.logparse import split_lines
 from controller.model import (Finding, GpuSample, HostSample, LogStatus, ProgressSample,
                               RunState, TickObservation, WandbInfo)
 from controller.playbook import TargetConfig, WatchConfig, watch_config_from
@@ -37,6 +38,11 @@ from controller.transport.base import Transport
 
 PROGRESS_HISTORY_LEN = 2000
 LOG_TAIL_LEN = 200
+LOG_CONTEXT_BYTES = 32 << 10
+"""A watch that starts past the log's beginning (a restart: its cursor is in the registry)
+asks once for this much of the log before the cursor, so its log tail is not empty until
+the run writes again -- for a run that ended, never. Shown only: the detectors saw those
+lines before."""
 BACKOFF_MAX_S = 15.0
 ENDED_STATES = ("finished", "failed")
 
@@ -106,6 +112,7 @@ class WatchedRun:
     last_step: int | None = None
     log_size_seen: int | None = None
     ended_ticks: int = 0               # ticks seen ended with nothing left to read
+    tail_context_wanted: bool = True   # ask for the log before the cursor (once, for the tail)
     done: bool = False
 
     @property
@@ -358,7 +365,8 @@ class Watch:
             pid=rec.pid, vmid=int(r.target.vmid) if r.target.kind == "pct" and r.target.vmid is not None else None,
             log_inode=r.log.inode, log_offset=r.log.read_offset, metrics_offset=r.metrics_offset,
             wandb_path=r.wandb_path, wandb_offset=r.wandb_offset, want_launch=not r.launch_read,
-            cgroup=r.cgroup_seen)
+            cgroup=r.cgroup_seen,
+            log_context_bytes=LOG_CONTEXT_BYTES if r.tail_context_wanted and r.log.read_offset > 0 else 0)
 
     # -- host down ---------------------------------------------------------------------
     def _host_down(self, host: str, runs: list[WatchedRun], error: str | None, now: float) -> list[Finding]:
@@ -474,6 +482,11 @@ class Watch:
         if lr is None or not lr.exists:
             st.log = replace(st.log, size_bytes=None, rotated=False)
             return []
+        if r.tail_context_wanted:
+            r.tail_context_wanted = False
+            if lr.context and not lr.rotated and not st.log_tail:
+                before, _ = split_lines(lr.context)
+                st.log_tail = before[1 if lr.context_start > 0 else 0:][-LOG_TAIL_LEN:]  # [0] may be cut
         chunk = r.log.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated)
         if chunk.consumed and self.on_log_bytes is not None:
             self.on_log_bytes(r.record.run_id, r.log.offset - len(chunk.consumed), chunk.consumed)

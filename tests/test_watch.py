@@ -184,6 +184,45 @@ def test_killed_and_restarted_watcher_reads_the_log_exactly_once(tmp_path):
         run.stop()
 
 
+def test_a_restarted_watch_shows_the_log_before_its_cursor_without_reading_it_again(tmp_path):
+    """A watch restarted on a run that wrote nothing since (here: one that ended) has its
+    log tail at once: the probe sends the bytes before the cursor, once; they are shown,
+    not scanned (no finding again) nor delivered as new lines."""
+    from controller.watch import LOG_CONTEXT_BYTES, LOG_TAIL_LEN
+
+    store_path = tmp_path / "reg.sqlite"
+    store = RunStore(store_path)
+    run = launch_local(tmp_path / "t", """
+        import sys
+        for i in range(400):
+            print("line %d %s" % (i, "z" * 100))
+            if i == 350:
+                print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                      "capacity of 79.25 GiB of which 1.00 GiB is free.")
+    """)
+    try:
+        store.add_run(record_for(run, "t"))
+        w1 = Watch(store.runs(), store, gpu=False, persistent=False)
+        tick_until(w1, lambda: w1.all_done, 60, "run done and log read", interval_s=0.05)
+        assert kinds(w1, "t") == ["oom"]
+        w1.close()
+        lines = run.log.read_text().splitlines()
+        assert len(run.log.read_bytes()) > LOG_CONTEXT_BYTES          # the context starts mid-file, mid-line
+        store2 = RunStore(store_path)
+        w2 = Watch(store2.runs(), store2, gpu=False)
+        rep = w2.tick()
+        tail = w2.states[0].log_tail
+        assert 100 < len(tail) <= LOG_TAIL_LEN and tail == lines[-len(tail):]   # whole lines, the newest
+        assert rep.new_findings == [] and rep.observations[0].new_lines == []
+        assert kinds(w2, "t") == ["oom"]                              # from the registry, once
+        w2.tick()
+        assert w2.states[0].log_tail == tail                          # asked once, not appended again
+        w2.close()
+        store2.close()
+    finally:
+        run.stop()
+
+
 def _dfctl(*args: str, env: dict, timeout_s: float = 120, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "controller", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout_s, **kw)

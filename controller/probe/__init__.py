@@ -37,12 +37,13 @@ class RunProbeRequest:
     wandb_path: str | None = None      # None: the probe looks under <run_dir>/wandb/
     wandb_offset: int = 0
     want_launch: bool = False          # ship launch.json (first tick)
+    log_context_bytes: int = 0         # also this many bytes before the cursor (a restarted watch's tail)
     cgroup: dict[str, Any] | None = None  # {"version", "path"} last seen: read it once the process is gone
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "log_path": self.log_path, "run_dir": self.run_dir,
                 "pid": self.pid, "vmid": self.vmid,
-                "log": {"inode": self.log_inode, "offset": self.log_offset},
+                "log": {"inode": self.log_inode, "offset": self.log_offset, "context": self.log_context_bytes},
                 "metrics_offset": self.metrics_offset,
                 "wandb": {"path": self.wandb_path, "offset": self.wandb_offset},
                 "want_launch": self.want_launch, "cgroup": self.cgroup}

@@ -29,6 +29,8 @@ class FileRead:
     mtime_s: float | None = None       # host clock
     rotated: bool = False
     error: str | None = None
+    context: bytes = b""               # bytes before the cursor, when asked (log_context_bytes)
+    context_start: int = 0             # file offset of context[0]
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any] | None) -> "FileRead | None":
@@ -38,7 +40,8 @@ class FileRead:
             return cls(exists=False, error=doc.get("error"))
         return cls(exists=True, data=decode_blob(doc.get("bytes")), start=int(doc.get("start", 0)),
                    inode=doc.get("inode"), size_bytes=doc.get("size"), mtime_s=doc.get("mtime"),
-                   rotated=bool(doc.get("rotated")))
+                   rotated=bool(doc.get("rotated")), context=decode_blob(doc.get("context")),
+                   context_start=int(doc.get("context_start", 0)))
 
 
 @dataclass

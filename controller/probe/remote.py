@@ -72,11 +72,13 @@ def _cmd_doc(rc, out, err):
 
 # -- files ----------------------------------------------------------------------------
 
-def read_since(path, inode, offset, cap):
+def read_since(path, inode, offset, cap, context=0):
     """New bytes of a growing file from a cursor. New inode or size below offset -> from 0.
 
     Returns {exists, inode, size, mtime, start, rotated, bytes(blob)}; `start` is the
-    offset the returned bytes begin at (0 after a rotation/truncation).
+    offset the returned bytes begin at (0 after a rotation/truncation). With `context`
+    (and the cursor still valid) also up to that many bytes before the cursor, as
+    {context(blob), context_start}: what a restarted watch shows as its log tail.
     """
     try:
         f = open(path, "rb")
@@ -95,8 +97,13 @@ def read_since(path, inode, offset, cap):
         if n:
             f.seek(start)
             data = f.read(n)
-        return {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
-                "start": start, "rotated": rotated, "bytes": _blob(data)}
+        out = {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
+               "start": start, "rotated": rotated, "bytes": _blob(data)}
+        if context and start > 0:
+            c0 = max(0, start - context)
+            f.seek(c0)
+            out["context"], out["context_start"] = _blob(f.read(start - c0)), c0
+        return out
     finally:
         f.close()
 
@@ -252,7 +259,8 @@ def probe_run(run, root, proc_root, cap, host_cgroup):
     rd = run.get("run_dir") or ""
     out = {"run_id": run["run_id"]}
     log = run.get("log") or {}
-    out["log"] = read_since(root + run["log_path"], log.get("inode"), log.get("offset", 0), cap)
+    out["log"] = read_since(root + run["log_path"], log.get("inode"), log.get("offset", 0), cap,
+                            log.get("context", 0))
     pid = _int_file(root + rd + "/pid") if rd else None
     if pid is None:
         pid = run.get("pid")

@@ -71,3 +71,9 @@ class LockedError(DfctlError):
     """Another dfctl holds the deploy lock of this target."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class RunConflictError(DfctlError):
+    """A run of the target is still alive and the playbook's run is exclusive."""
+
+    exit_code = EXIT_BAD_INPUT

@@ -214,6 +214,29 @@ def state_of(status: dict, previous: str) -> tuple[str, int | None]:
     return ("finished" if code == 0 else "failed"), code
 
 
+ENDED_STATES = ("finished", "failed", "stopped")
+"""Registry states a run never leaves: such runs are not probed again."""
+
+
+def target_identity(target: TargetConfig) -> tuple:
+    """What makes two targets one machine or container (its GPUs): kind, host, port, user, vmid."""
+    return (target.kind, target.host, target.port, target.user, target.vmid)
+
+
+def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecord]) -> list[RunRecord]:
+    """The records (runs of this target that are not known to have ended) whose processes
+    are alive, in one exec. Why deploy asks: a second training launched into a container
+    whose GPUs the first still holds ends in a CUDA OOM, or halves both runs."""
+    maybe = [r for r in records if r.state not in ENDED_STATES]
+    alive = []
+    for r, st in zip(maybe, runs_status(transport, target, maybe) if maybe else []):
+        if st.get("alive_pids"):
+            if r.pid is None and st.get("pid"):      # registered before its launch answered
+                r.pid = int(st["pid"])
+            alive.append(r)
+    return alive
+
+
 def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grace_s: float = 10.0) -> dict:
     """SIGTERM the run's process group and session, wait grace_s, SIGKILL what is left."""
     if record.pid is None:

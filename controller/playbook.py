@@ -60,6 +60,8 @@ class RunConfig:
     args: tuple[str, ...] = doc("Arguments for the module (argv, no shell).", default=())
     env: dict[str, str] = doc("Environment for the run. Names that look secret are sent like secret_env.", default_factory=dict)
     secret_env: tuple[str, ...] = doc("Names of local environment variables passed to the run through a 0600 file, never argv.", default=("WANDB_API_KEY",))
+    exclusive: bool = doc("Launch only while no other run of this target is alive (they would share its GPUs); deploy --replace stops those first.", default=True)
+    stop_grace_s: float = doc("Seconds between SIGTERM and SIGKILL when deploy --replace stops a run (the bundled trainer saves a checkpoint on SIGTERM).", default=60.0)
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ def _check(pb: Playbook) -> None:
     for k in list(pb.run.env) + list(pb.run.secret_env):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise PlaybookError(f"{src}: run.env: {_describe(k)} is not a valid environment variable name")
+    if not (0 <= pb.run.stop_grace_s <= 3600):
+        raise PlaybookError(f"{src}: run.stop_grace_s: expected 0..3600 seconds, got {pb.run.stop_grace_s}")
     if not pb.bundle.paths:
         raise PlaybookError(f"{src}: bundle.paths: must name at least one path")
     for p in pb.bundle.paths:

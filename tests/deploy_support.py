@@ -49,7 +49,8 @@ def make_project(root: Path, *, git: bool = True, extra_files: dict[str, bytes] 
 
 
 def ticker_playbook(root: Path, *, kind: str = "local", extra_target: str = "", args: str = '"--steps", "100000"',
-                    name: str = "tick", env: str = "{ WANDB_MODE = \"offline\" }", paths: str = '["ticker"]') -> Path:
+                    name: str = "tick", env: str = "{ WANDB_MODE = \"offline\" }", paths: str = '["ticker"]',
+                    extra_run: str = "") -> Path:
     pb = root / "pb.toml"
     pb.write_text(f"""
 [target]
@@ -62,6 +63,7 @@ name = "{name}"
 module = "ticker"
 args = ["--run-dir", "{{run_dir}}", {args}]
 env = {env}
+{extra_run}
 """)
     return pb
 

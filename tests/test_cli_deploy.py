@@ -58,6 +58,49 @@ def test_deploy_runs_logs_stop(project, capsys, monkeypatch):
     assert code == 0 and json.loads(out)["release"]["transferred_bytes"] == 0
 
 
+def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys):
+    """The seeds' loop (kill the old run, patch, relaunch) as one command: deploy refuses to
+    put a second run on a target whose run is alive (exit 2, nothing pushed or launched);
+    --replace pushes the new release, stops the old run, then launches; exclusive = false
+    allows runs side by side."""
+    root, pb = project
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    a = first["run"]
+    releases = root / ".dfctl-local" / "releases"
+    before = sorted(p.name for p in releases.iterdir())
+    (root / "ticker" / "patch.py").write_text("FIX = 1\n")               # the patch of the next iteration
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--name", "next")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert a["run_id"] in err and "still alive" in err and "--replace" in err and "dfctl stop" in err
+    assert sorted(p.name for p in releases.iterdir()) == before        # nothing pushed
+    assert session_members(a["pid"])                                   # nor stopped
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    assert [r["run_id"] for r in json.loads(out)] == [a["run_id"]]     # nor launched
+    code, out, _ = dfctl(capsys, "deploy", str(pb), "--dry-run", "--replace", "--json")
+    assert code == 0 and json.loads(out)["would_stop"] == [a["run_id"]] and session_members(a["pid"])
+
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--name", "next", "--replace", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [s["run_id"] for s in doc["stopped"]] == [a["run_id"]] and "SIGTERM" in doc["stopped"][0]["signals"]
+    assert session_members(a["pid"]) == []
+    assert doc["release"]["release_id"] != first["release"]["release_id"] and doc["run"]["run_id"].startswith("next-")
+    assert session_members(doc["run"]["pid"])
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    states = {r["run_id"]: r["state"] for r in json.loads(out)}
+    assert states == {a["run_id"]: "stopped", doc["run"]["run_id"]: "running"}
+
+    side = ticker_playbook(root, name="side", extra_run="exclusive = false")
+    code, out, err = dfctl(capsys, "deploy", str(side), "--json")
+    assert code == 0, err
+    c = json.loads(out)["run"]
+    assert session_members(c["pid"]) and session_members(doc["run"]["pid"])   # side by side
+    for rid in (doc["run"]["run_id"], c["run_id"]):
+        assert dfctl(capsys, "stop", rid, "--grace-s", "5")[0] == 0
+
+
 def test_bad_input_exit_codes(project, capsys):
     root, pb = project
     code, _, err = dfctl(capsys, "logs", "no-such-run")

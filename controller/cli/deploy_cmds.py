@@ -19,7 +19,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, DfctlError, HostKeyError, UnreachableError
+from controller.errors import BadInputError, DeployError, DfctlError, HostKeyError, RunConflictError, UnreachableError
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.runstore import RunRecord, RunStore
 from controller.transport.base import Transport
@@ -78,9 +78,14 @@ def deploy(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact remote commands; change nothing."),
     accept_new_host_key: bool = typer.Option(False, "--accept-new-host-key",
                                              help="Add an unknown host key to known_hosts (a changed key is always refused)."),
+    replace: bool = typer.Option(False, "--replace", help="Stop this target's live runs (SIGTERM, run.stop_grace_s, "
+                                                       "SIGKILL) once the new release is in place, then launch."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Bundle the code, push it as a new release, switch `current`, launch the run detached."""
+    """Bundle the code, push it as a new release, switch `current`, launch the run detached.
+
+    A run is exclusive by default (run.exclusive): while another run of the target is
+    alive, deploy refuses (exit 2, nothing changed) unless --replace."""
     from controller.bundle import build_bundle, local_git_state, project_root
     from controller.deploy import deploy_bundle, plan_commands, resolve_workdir
     from controller.launch import finish_launch, launch_command, launch_run, launch_spec, register_launch
@@ -94,15 +99,27 @@ def deploy(
     bundle = build_bundle(root, pb.bundle)
     workdir = resolve_workdir(pb.target, root)
     transport = open_transport(pb.target)
+    live = _live_runs_of(pb.target, transport) if not no_launch and pb.run.exclusive else []
+    if live and not replace and not dry_run:
+        alive = ", ".join(f"{r.run_id} (pid {r.pid or '?'})" for r in live)
+        raise RunConflictError(
+            f"{target_label(pb.target)}: run {alive} is still alive; a second run would share its GPUs",
+            hint=f"dfctl stop {live[0].run_id}, or deploy with --replace (stops it once the new release is in "
+                 f"place); run.exclusive = false in the playbook allows runs side by side")
     if dry_run:
         cmds = plan_commands(transport, workdir, bundle)
         if not no_launch:
             cmds.append(launch_command(transport, pb.target))
+        live_ids = [r.run_id for r in live]
         if json_out:
             _emit_json({"dry_run": True, "target": target_label(pb.target), "release_id": bundle.content_id,
-                        "files": len(bundle.files), "bytes": bundle.total_bytes, "commands": cmds})
+                        "files": len(bundle.files), "bytes": bundle.total_bytes, "commands": cmds,
+                        "live_runs": live_ids, "would_stop": live_ids if replace else []})
         else:
             typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, target {target_label(pb.target)}")
+            if live_ids:
+                typer.echo(f"# live on this target: {', '.join(live_ids)} -- "
+                           + ("--replace would stop them before the launch" if replace else "a launch would be refused"))
             for c in cmds:
                 typer.echo(c)
         return
@@ -117,6 +134,8 @@ def deploy(
                 else ("unchanged, nothing transferred" if not result.switched else "already present, switched"))
         typer.echo(f"release {result.release_id} on {target_label(pb.target)}: {result.files} files, {what} "
                    f"({result.duration_s:.2f} s); current -> releases/{result.release_id}")
+    if live:
+        out["stopped"] = _stop_for_replace(transport, live, pb.run.stop_grace_s, json_out)
     if not no_launch:
         commit, dirty = local_git_state(root)
         store = RunStore()
@@ -142,6 +161,42 @@ def deploy(
             typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
     if json_out:
         _emit_json(out)
+
+
+def _live_runs_of(target: TargetConfig, transport: Transport) -> list[RunRecord]:
+    """Registry runs of this target whose processes are alive (one round trip)."""
+    from controller.launch import live_runs, target_identity
+
+    store = RunStore()
+    try:
+        mine = [r for r in store.runs() if target_identity(_target_of(r)) == target_identity(target)]
+    finally:
+        store.close()
+    return live_runs(transport, target, mine)
+
+
+def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: float, json_out: bool) -> list[dict]:
+    """--replace: stop each live run as `dfctl stop` does; a run that will not die stops the
+    deploy before anything is launched (the new release is in place, nothing else changed)."""
+    from controller.launch import stop_run
+
+    stopped = []
+    store = RunStore()
+    try:
+        for rec in live:
+            res = stop_run(transport, _target_of(rec), rec, grace_s)
+            if res.get("left"):
+                raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}; "
+                                  f"nothing launched", hint="stop them by hand, then deploy again")
+            store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
+            stopped.append({"run_id": rec.run_id, "signals": res.get("signals") or [], "exit_code": res.get("exit_code")})
+            if not json_out:
+                sent = ", ".join(res.get("signals") or []) or "nothing (it had just ended)"
+                typer.echo(f"stopped {rec.run_id} (--replace): sent {sent}"
+                           + (f"; exit code {res['exit_code']}" if res.get("exit_code") is not None else ""))
+    finally:
+        store.close()
+    return stopped
 
 
 # -- the registry side ---------------------------------------------------------------------
@@ -170,15 +225,14 @@ def _run_row(rec: RunRecord) -> dict[str, Any]:
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
     """List known runs with their live state (one round trip per target)."""
-    from controller.launch import runs_status, state_of
+    from controller.launch import runs_status, state_of, target_identity
 
     store = RunStore()
     try:
         records = store.runs()
         groups: dict[tuple, list[RunRecord]] = {}
         for rec in records:
-            t = _target_of(rec)
-            groups.setdefault((t.kind, t.host, t.port, t.user, t.vmid), []).append(rec)
+            groups.setdefault(target_identity(_target_of(rec)), []).append(rec)
         for recs in groups.values():
             try:
                 target, transport = _open_for(recs[0])

@@ -96,8 +96,8 @@ def test_controller_sigkilled_at_every_phase(rig, rig_host, tmp_path, capsys, mo
         assert cur and release_is_complete(host, host.vmid_running, workdir, cur)   # never half a release
         if phase in ("before-transfer", "mid-transfer", "after-rename"):
             assert cur == before
-        # the rerun completes
-        code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+        # the rerun completes (--replace: the killed controller's launch may have started a run)
+        code, out, err = dfctl(capsys, "deploy", str(pb), "--json", "--replace")
         assert code == 0, err
         doc = json.loads(out)
         assert current_release(host, host.vmid_running, workdir) == doc["release"]["release_id"] != before
@@ -258,7 +258,7 @@ def test_two_deploys_at_once_one_locked_other_completes(rig, rig_host, tmp_path,
         assert a.returncode == 0, a_err
         a_doc = json.loads(a_out.splitlines()[-1])
         assert current_release(host, host.vmid_running, workdir) == a_doc["release"]["release_id"]
-        code, out, err = dfctl(capsys, "deploy", str(pb), "--json")       # B again: now it completes
+        code, out, err = dfctl(capsys, "deploy", str(pb), "--json", "--replace")   # B again: now it completes
         assert code == 0, err
         rows = assert_consistent(capsys, host, workdir)
         assert len(rows) == 2 and json.loads(out)["release"]["transferred_bytes"] == 0

@@ -52,7 +52,8 @@ def test_secrets_in_no_artefact_and_least_permissions(rig, rig_host, tmp_path, _
     root = make_project(tmp_path / "proj", git=True)
     workdir = f"/workspace/sec-{os.getpid()}"
     pb = ticker_playbook(root, kind="pct", extra_target=target_toml(rig, host, workdir).split("\n", 1)[1],
-                         env='{ WANDB_MODE = "offline", HF_TOKEN = "' + MARK2 + '", PLAIN = "visible" }')
+                         env='{ WANDB_MODE = "offline", HF_TOKEN = "' + MARK2 + '", PLAIN = "visible" }',
+                         extra_run="exclusive = false")        # two runs alive at once, on purpose
     env = {**os.environ, "DFCTL_HOME": str(_dfctl_home), "WANDB_API_KEY": MARK1}
     outputs: list[str] = []
 

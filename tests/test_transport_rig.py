@@ -103,6 +103,44 @@ def test_host_key_unknown_refused_then_accepted_changed_refused(rig, rig_host, t
         close_all()
 
 
+def test_key_from_ssh_agent_only_and_an_empty_agent_is_a_clear_exit_3(rig, rig_host, tmp_path, monkeypatch):
+    """No IdentityFile anywhere and no key under ~/.ssh: the key comes from a real
+    ssh-agent (SSH_AUTH_SOCK), as on most operators' machines; with the agent emptied the
+    failure names the host, the user and ssh-agent, exit 3."""
+    import subprocess
+
+    close_all()
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))                       # paramiko's look_for_keys finds nothing
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host agent-only\n  HostName {rig_host.address}\n  User {rig_host.user}\n  Port {rig_host.port}\n")
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        wait_until = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < wait_until:
+            time.sleep(0.02)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", "-q", str(rig.identity_file)], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        target = TargetConfig(kind="ssh", host="agent-only", ssh_config=str(cfg), known_hosts=str(rig.known_hosts_path),
+                              connect_timeout_s=5.0)
+        r = open_host_transport(target).run(["sh", "-c", "echo agent-auth-ok"])
+        assert r.ok and r.stdout.strip() == b"agent-auth-ok"
+        close_all()
+        subprocess.run(["ssh-add", "-D"], env=env, check=True, capture_output=True)
+        with pytest.raises(UnreachableError) as exc:
+            open_host_transport(target).run(["true"])
+        assert exc.value.exit_code == 3 and "authentication failed" in exc.value.message
+        assert "agent-only" in exc.value.message and rig_host.user in exc.value.message
+        assert "ssh-agent" in exc.value.hint
+    finally:
+        close_all()
+        agent.terminate()
+        agent.wait(10)
+
+
 def test_unreachable_host_fails_within_timeout(rig, rig_host):
     close_all()
     rig_host.link_down()

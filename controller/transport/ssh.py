@@ -265,6 +265,14 @@ class SshTransport(Transport):
                 f"host {ep.label}: no answer within {ep.connect_timeout_s:g} s ({exc or 'timed out'})") from None
         except (OSError, EOFError, paramiko.SSHException) as exc:
             client.close()
+            if str(exc) == "No authentication methods available":
+                # paramiko's words when it had no key to offer at all: no IdentityFile, none
+                # under ~/.ssh, and no ssh-agent or an empty one
+                raise UnreachableError(
+                    f"host {ep.label}: authentication failed as {ep.user}: no key to offer (no IdentityFile, "
+                    f"no key under ~/.ssh, ssh-agent not running or empty)",
+                    hint="set target.identity_file or IdentityFile in ~/.ssh/config, or ssh-add your key "
+                         "to a running ssh-agent (SSH_AUTH_SOCK)") from None
             if time.monotonic() - t0 >= 0.9 * ep.connect_timeout_s:
                 # TCP connected but no banner/handshake in time (sshd stopped, overloaded):
                 # paramiko words this "No existing session" or "Error reading SSH protocol banner"

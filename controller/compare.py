@@ -45,7 +45,7 @@ than the history (a run the watch saw only in part)."""
 BOOTSTRAP_RESAMPLES = 400
 BOOTSTRAP_MAX_SAMPLES = 1500
 MIN_VERDICT_SAMPLES = 3
-STATE_LABEL = {"finished": "finished", "oom": "OOM", "crash": "crash", "killed": "killed",
+STATE_LABEL = {"finished": "finished", "oom": "OOM", "crash": "crash", "killed": "killed", "stopped": "stopped",
                "running": "running", "unknown": "unknown"}
 
 
@@ -105,7 +105,8 @@ def from_registry(record, store) -> LoadedRun:
             table = local.progress
     else:
         state, detail = end_state(findings, record.exit_code,
-                                  alive=record.state in ("running", "launched"))
+                                  alive=record.state in ("running", "launched"),
+                                  stopped_by="dfctl stop" if record.state == "stopped" else None)
     gpus = history.read_table(record.run_id, "gpus", columns=["mem_used_mib"])
     peak = pa.compute.max(gpus.column("mem_used_mib")).as_py() if gpus.num_rows else None
     return LoadedRun(label=record.name, source=record.run_id, kind="registry", progress=table,

@@ -875,6 +875,8 @@ def _process_end(state: RunState, cfg, now_s: float) -> Finding | None:
     ps = state.process
     if ps.state not in ("exited", "zombie"):
         return None
+    if ps.stopped_by:
+        return None   # an operator stopped it (dfctl stop / deploy --replace): its end is no crash
     code = ps.exit_code
     tail = tuple(_clip(x) for x in state.log_tail[-EVIDENCE_LINES:])
     text_kinds = {f.kind for f in state.findings if f.kind in FAILURE_KINDS}

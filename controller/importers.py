@@ -44,7 +44,7 @@ CONFIG_NOISE_KEYS = re.compile(r"(^|\.)(run_dir|data|target_model|resume|wandb_p
 """Config keys that differ between any two runs by construction (paths, bookkeeping),
 left out of the config diff so the keys that matter stand out."""
 
-END_STATES = ("finished", "oom", "crash", "killed", "running", "unknown")
+END_STATES = ("finished", "oom", "crash", "killed", "stopped", "running", "unknown")
 
 
 @dataclass
@@ -155,7 +155,8 @@ def scan_log_lines(lines: list[str]) -> list[Finding]:
 
 
 def end_state(findings: list[Finding], exit_code: int | None, *, done_exit: int | None = None,
-              wandb_state: str | None = None, alive: bool | None = None) -> tuple[str, str]:
+              wandb_state: str | None = None, alive: bool | None = None,
+              stopped_by: str | None = None) -> tuple[str, str]:
     """(state, evidence): OOM and crashes from the detectors first, then the exit code,
     the trainer's `[done]` line, wandb's run state, and whether the process still lives."""
     by_kind: dict[str, Finding] = {}
@@ -164,6 +165,8 @@ def end_state(findings: list[Finding], exit_code: int | None, *, done_exit: int 
     if "oom" in by_kind:
         return "oom", by_kind["oom"].summary
     code = exit_code if exit_code is not None else done_exit
+    if stopped_by and not alive:
+        return "stopped", f"by {stopped_by}" + (f", exit {code}" if code is not None else "")
     if code in (137, -9):
         return "killed", f"exit {code} (SIGKILL)"
     if "crash" in by_kind:
@@ -308,6 +311,17 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
+def _read_json(path: Path) -> dict | None:
+    """A small JSON object file (launch.py's stop_request), or None; unreadable -> {}."""
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: bool = True) -> LoadedRun:
     """launch.py's run directory: metrics.jsonl (else the log, else wandb) for numbers,
     train.log + exit_code for the end state, launch.json for the start, wandb for config."""
@@ -342,8 +356,10 @@ def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: b
     exit_code = _read_int(d / "exit_code")
     findings = base.findings if base else []
     done_exit = base.exit_code if base else None
+    stop = _read_json(d / "stop_request")
     state, detail = end_state(findings, exit_code, done_exit=done_exit, wandb_state=wb.wandb_state if wb else None,
-                              alive=_pid_alive(d / "pid") if exit_code is None else False)
+                              alive=_pid_alive(d / "pid") if exit_code is None else False,
+                              stopped_by=(str(stop.get("by") or "a stop request") if stop is not None else None))
     start = _finite(launch.get("started_s")) or (wb.start_s if wb else None)
     return LoadedRun(label=name, source=str(d), kind="run-dir", progress=numbers, start_s=start,
                      end_state=state, end_detail=detail, exit_code=exit_code if exit_code is not None else done_exit,

@@ -207,7 +207,7 @@ def state_of(status: dict, previous: str) -> tuple[str, int | None]:
     code = status.get("exit_code")
     if status.get("alive_pids"):
         return "running", code
-    if previous == "stopped":
+    if previous == "stopped" or status.get("stop_requested"):
         return "stopped", code
     if code is None:
         return "failed", None        # gone without an exit code: SIGKILLed (OOM killer, kill -9)
@@ -237,9 +237,12 @@ def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecor
     return alive
 
 
-def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grace_s: float = 10.0) -> dict:
-    """SIGTERM the run's process group and session, wait grace_s, SIGKILL what is left."""
+def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grace_s: float = 10.0,
+             by: str = "dfctl stop") -> dict:
+    """SIGTERM the run's process group and session, wait grace_s, SIGKILL what is left.
+    First the run dir gets a stop_request naming `by`, so every watch of the run reports a
+    stop, not a crash."""
     if record.pid is None:
         raise DeployError(f"run {record.run_id}: no pid recorded; nothing to stop")
-    spec = {"pid": record.pid, "run_dir": record.run_dir, "grace_s": grace_s}
+    spec = {"pid": record.pid, "run_dir": record.run_dir, "grace_s": grace_s, "by": by}
     return _remote(transport, target, "stop", spec, timeout_s=grace_s + 60)

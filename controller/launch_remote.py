@@ -21,6 +21,8 @@ import sys
 import time
 
 RUN_FILES = ("train.log", "pid", "exit_code", "launch.json", "env")
+STOP_REQUEST_FILE = "stop_request"
+"""Written into the run dir by `stop` before its SIGTERM: who stopped the run and when."""
 
 
 def _write_atomic(path, text, mode=0o644):
@@ -290,7 +292,8 @@ def status(spec):
         except OSError:
             log_size = None
         out.append({"run_dir": run_dir, "exists": True, "alive_pids": alive, "pid": pid,
-                    "exit_code": _read_exit_code(run_dir), "log_size": log_size})
+                    "exit_code": _read_exit_code(run_dir), "log_size": log_size,
+                    "stop_requested": os.path.exists(os.path.join(run_dir, STOP_REQUEST_FILE))})
     return {"runs": out}
 
 
@@ -322,6 +325,9 @@ def stop(spec):
 
     if not _members(pid):
         return {"signals": [], "left": [], "exit_code": _read_exit_code(run_dir)}
+    # the watch (any controller's) reads this and says "stopped by ...", not "crash"
+    _write_atomic(os.path.join(run_dir, STOP_REQUEST_FILE),
+                  json.dumps({"by": str(spec.get("by") or "dfctl stop"), "time_s": time.time(), "grace_s": grace_s}))
     signal_all(signal.SIGTERM)
     if not wait_gone(grace_s):
         signal_all(signal.SIGKILL)

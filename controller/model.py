@@ -79,6 +79,8 @@ class ProcessState:
     state: Literal["running", "zombie", "exited", "not_started", "unknown"] = "unknown"
     pid: int | None = None
     exit_code: int | None = None         # from the wrapper's exit_code file
+    stopped_by: str | None = None        # "dfctl stop", "dfctl deploy --replace": the run dir's stop_request
+    stop_requested_s: float | None = None
     cpu_pct: float | None = None         # whole process tree
     rss_bytes: int | None = None         # whole process tree
     threads: int | None = None
@@ -170,7 +172,7 @@ class RunState:
     release_id: str | None = None
     run_dir: str | None = None
     started_s: float | None = None
-    state: Literal["starting", "running", "finished", "failed", "unreachable", "unknown"] = "unknown"
+    state: Literal["starting", "running", "finished", "failed", "stopped", "unreachable", "unknown"] = "unknown"
     process: ProcessState = field(default_factory=ProcessState)
     wandb: WandbInfo | None = None
     log: LogStatus = field(default_factory=LogStatus)

@@ -44,7 +44,7 @@ asks once for this much of the log before the cursor, so its log tail is not emp
 the run writes again -- for a run that ended, never. Shown only: the detectors saw those
 lines before."""
 BACKOFF_MAX_S = 15.0
-ENDED_STATES = ("finished", "failed")
+ENDED_STATES = ("finished", "failed", "stopped")
 
 FindingHook = Callable[[RunState, Finding], None]
 ProgressHook = Callable[[str, list[ProgressSample]], None]
@@ -690,6 +690,8 @@ class Watch:
 
 def _run_state(st: RunState, proc) -> str:
     if proc.state in ("exited", "zombie"):
+        if proc.stopped_by:
+            return "stopped"        # an operator's stop (dfctl stop, deploy --replace), whatever the code
         code = proc.exit_code
         if code == 0:
             return "finished"

@@ -92,6 +92,12 @@ def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys
     states = {r["run_id"]: r["state"] for r in json.loads(out)}
     assert states == {a["run_id"]: "stopped", doc["run"]["run_id"]: "running"}
 
+    # the replaced run is reported as stopped by the deploy, not as a crash
+    code, out, _ = dfctl(capsys, "watch", a["run_id"], "--once", "--json")
+    w = json.loads(out)["runs"][0]
+    assert code == 0 and w["state"] == "stopped" and w["process"]["stopped_by"] == "dfctl deploy --replace"
+    assert [f["kind"] for f in w["findings"]] == []
+
     side = ticker_playbook(root, name="side", extra_run="exclusive = false")
     code, out, err = dfctl(capsys, "deploy", str(side), "--json")
     assert code == 0, err
@@ -99,6 +105,38 @@ def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys
     assert session_members(c["pid"]) and session_members(doc["run"]["pid"])   # side by side
     for rid in (doc["run"]["run_id"], c["run_id"]):
         assert dfctl(capsys, "stop", rid, "--grace-s", "5")[0] == 0
+
+
+def test_a_watch_sees_a_dfctl_stop_as_a_stop_not_a_crash(project, capsys):
+    """A run stopped with `dfctl stop` while a watch follows it: the watch's state is
+    `stopped` (by dfctl stop, exit 143), it raises no crash finding, its verdict is 0, and
+    the registry and compare-runs keep `stopped` -- the marker travels in the run dir, so
+    a watch of another controller knows it too."""
+    from controller import compare
+    from controller.cli.watch_cmds import closing_lines
+    from controller.runstore import RunStore
+    from controller.watch import Watch
+
+    root, pb = project
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json", "--name", "tostop")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    store = RunStore()
+    w = Watch(store.runs(), store, gpu=False)
+    try:
+        wait_for(lambda: w.tick() and w.states[0].state == "running", what="the run seen running")
+        assert dfctl(capsys, "stop", run["run_id"], "--grace-s", "5")[0] == 0
+        wait_for(lambda: w.tick() and w.all_done, what="the watch to see the end")
+        st = w.states[0]
+        assert (st.state, st.process.exit_code, st.process.stopped_by) == ("stopped", 143, "dfctl stop")
+        assert st.findings == [] and w.exit_code() == 0
+        assert closing_lines(w.states)[0].startswith(f"{run['run_id']}: stopped by dfctl stop, exit 143;")
+    finally:
+        w.close()
+    assert store.get_run(run["run_id"]).state == "stopped"
+    store.close()
+    loaded = compare.resolve(run["run_id"])
+    assert loaded.end_state == "stopped" and "dfctl stop" in loaded.end_detail
 
 
 def test_bad_input_exit_codes(project, capsys):

@@ -184,7 +184,7 @@ def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: floa
     store = RunStore()
     try:
         for rec in live:
-            res = stop_run(transport, _target_of(rec), rec, grace_s)
+            res = stop_run(transport, _target_of(rec), rec, grace_s, by="dfctl deploy --replace")
             if res.get("left"):
                 raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}; "
                                   f"nothing launched", hint="stop them by hand, then deploy again")

@@ -97,6 +97,20 @@ def _exit_code(text: str | None) -> int | None:
         return None
 
 
+def _stop_request(text: str | None) -> tuple[str | None, float | None]:
+    """(who, when) from the run dir's stop_request (launch_remote.stop writes it)."""
+    if text is None:
+        return None, None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return "a stop request", None           # half-written or not ours: still a stop
+    if not isinstance(doc, dict):
+        return "a stop request", None
+    at = doc.get("time_s")
+    return str(doc.get("by") or "a stop request")[:200], (float(at) if isinstance(at, (int, float)) else None)
+
+
 def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
     r = RunReading(run_id=str(doc.get("run_id")), error=doc.get("error"))
     if r.error:
@@ -113,9 +127,10 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             r.launch = None
     pid = doc.get("pid")
     code = _exit_code(doc.get("exit_code_text"))
+    by, at = _stop_request(doc.get("stop_request_text"))
     proc = doc.get("proc") or {}
     if pid is None:
-        r.process = ProcessState(state="not_started", exit_code=code)
+        r.process = ProcessState(state="not_started", exit_code=code, stopped_by=by, stop_requested_s=at)
     else:
         state = leader_state(proc.get("leader_stat"))
         totals = tree_totals(proc.get("tree") or [], page_size)
@@ -123,7 +138,7 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             state = "running"      # the leader is gone but its children still work
         if code is not None and totals is None:
             state = "exited"       # the wrapper wrote the exit code: it is over
-        r.process = ProcessState(state=state, pid=pid, exit_code=code,
+        r.process = ProcessState(state=state, pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
                                  rss_bytes=totals.rss_bytes if totals else None,
                                  threads=totals.threads if totals else None)
         r.tree_cpu_ticks = totals.cpu_ticks if totals else None

@@ -266,6 +266,7 @@ def probe_run(run, root, proc_root, cap, host_cgroup):
         pid = run.get("pid")
     out["pid"] = pid
     out["exit_code_text"] = _read_text(root + rd + "/exit_code", 64) if rd else None
+    out["stop_request_text"] = _read_text(root + rd + "/stop_request", 4096) if rd else None
     if run.get("want_launch") and rd:
         out["launch_json"] = _read_text(root + rd + "/launch.json", 65536)
     if pid:

@@ -14,7 +14,7 @@ NA = "n/a"
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_LABEL = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 STATE_STYLE = {
-    "running": "green", "starting": "cyan", "finished": "blue", "failed": "bold red",
+    "running": "green", "starting": "cyan", "finished": "blue", "failed": "bold red", "stopped": "yellow",
     "unreachable": "bold magenta", "unknown": "dim",
 }
 

@@ -12,7 +12,7 @@ def state_label(state: RunState) -> tuple[str, str]:
     """The run state as shown, with the exit code once the process has gone."""
     label = state.state
     code = state.process.exit_code
-    if state.state in ("finished", "failed") and code is not None:
+    if state.state in ("finished", "failed", "stopped") and code is not None:
         label = f"{label} (exit {code})"
     return label, STATE_STYLE.get(state.state, "")
 

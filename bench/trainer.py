@@ -12,7 +12,7 @@ still leaves what it measured:
      the drafter step on GPU1, one thread, a device sync between stages) vs the threaded
      1+1 pipeline; drafter-GPU busy fraction from NVML (utilization.gpu at 10 Hz)
   2. micro: target prefill, and drafter fwd+bwd+AdamW eager (GPU0) and --compile-drafter
-     (GPU1) at the same time on the same batches, CUDA-event timing, one FLOP count (the
+     (GPU1; on a one-GPU machine after the eager one) on the same batches, CUDA-event timing, one FLOP count (the
      eager shapes: padding the compiled mode adds is not counted as work) -> MFU
   3. one GPU: `--sequential` (GPU0) and the threaded pipeline (GPU1) at the same time
   4. --compile-drafter end to end on one GPU, vs phase 3's eager pipeline
@@ -200,7 +200,8 @@ def measure_peer_copy() -> dict:
     return out
 
 
-def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool, compiled: bool) -> dict:
+def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool, compiled: bool,
+          profile_path: Path | None = None) -> dict:
     """Target prefill (eager mode only) and drafter fwd+bwd+step on fixed batches, CUDA events.
 
     Both modes use the same rows and anchors; FLOPs are counted on the eager shapes for both
@@ -278,7 +279,24 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
         "target_params": sum(p.numel() for p in target.parameters()),
         "shapes": [list(f.features.shape[:2]) + [f.block_ids.shape[1]] for f in feats],
     })
+    if profile_path is not None:
+        _profile_steps(lambda i: reps.step([feats[i % len(feats)]]), len(feats), cuda, profile_path)
     return out
+
+
+def _profile_steps(fn, n: int, cuda: bool, path: Path) -> None:
+    """torch.profiler over n more drafter steps (after the timed ones, so the timing is
+    clean): the kernels by self device time, to see where eager time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        for i in range(n):
+            fn(i)
+        if cuda:
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    path.write_text(f"# {n} drafter steps\n" + prof.key_averages().table(sort_by=key, row_limit=60, max_name_column_width=90))
 
 
 def parse_run(run_dir: Path) -> list[dict]:
@@ -379,7 +397,8 @@ class Bench:
         for name, compiled, visible in modes:
             argv = [sys.executable, "-u", str(Path(__file__).resolve()), "--out", str(self.work), "--phase", "micro",
                     "--micro-json", str(self.work / f"micro-{name}.json")] + (["--compile"] if compiled else []) + \
-                   (["--quick"] if not self.cuda else [])
+                   (["--quick"] if not self.cuda else []) + \
+                   (["--profile-to", str(self.work / f"profile-{name}.txt")] if self.args.profile else [])
             jobs.append((f"micro-{name}", argv, visible))
         for name, rc, wall in self.run_group(jobs, timeout_s, min_s):
             f = self.work / f"{name}.json"
@@ -432,6 +451,8 @@ class Bench:
             if want("micro"):
                 modes = [("eager", False, g0)] + ([("compiled", True, g1)] if cuda and n_gpu >= 2 else [])
                 self.micro_group(modes, 170, 60)
+                if cuda and n_gpu == 1:           # one GPU: the compiled component after the eager one
+                    self.micro_group([("compiled", True, g0)], 170, 60)
             # 3. one GPU: sequential on GPU0 and the pipeline on GPU1 at once
             if want("onegpu"):
                 if cuda and n_gpu >= 2:
@@ -510,13 +531,15 @@ def main() -> int:
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true", help="micro phase: also torch.profiler tables (profile-*.txt in --out)")
+    ap.add_argument("--profile-to", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     cuda = torch.cuda.is_available() and not args.quick
     if args.phase == "micro":
         cfg_name = "bench-1b" if cuda else "tiny"
         device = torch.device("cuda", 0) if cuda else torch.device("cpu")
         r = micro(get_preset(cfg_name), Path(args.out) / f"data-{cfg_name}", device, 8 if cuda else 3, cuda,
-                  args.compile)
+                  args.compile, Path(args.profile_to) if args.profile_to else None)
         Path(args.micro_json).write_text(json.dumps(r, default=str))
         print(json.dumps(r, default=str))
         return 0

@@ -34,6 +34,13 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.is_cuda:
+            # One fused kernel (float32 math inside, one rounding) instead of ~7 elementwise
+            # passes over a float32 copy, forward and backward: the eager drafter's norms
+            # were ~3 ms each per 49K-token batch (bench/results/trainer.md, run 6). Outside
+            # autocast, which would hand it a float32 copy of x.
+            with torch.autocast("cuda", enabled=False):
+                return F.rms_norm(x, (x.shape[-1],), self.weight.to(x.dtype), self.eps)
         # Normalise in float32 (bf16 variance loses too much), scale in the input dtype.
         dtype = x.dtype
         x32 = x.float()

@@ -178,25 +178,36 @@ def _live_runs_of(target: TargetConfig, transport: Transport) -> list[RunRecord]
 def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: float, json_out: bool) -> list[dict]:
     """--replace: stop each live run as `dfctl stop` does; a run that will not die stops the
     deploy before anything is launched (the new release is in place, nothing else changed)."""
-    from controller.launch import stop_run
-
     stopped = []
     store = RunStore()
     try:
         for rec in live:
-            res = stop_run(transport, _target_of(rec), rec, grace_s, by="dfctl deploy --replace")
+            res = _stop_recorded(store, transport, rec, grace_s, by="dfctl deploy --replace")
             if res.get("left"):
                 raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}; "
                                   f"nothing launched", hint="stop them by hand, then deploy again")
-            store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
             stopped.append({"run_id": rec.run_id, "signals": res.get("signals") or [], "exit_code": res.get("exit_code")})
             if not json_out:
-                sent = ", ".join(res.get("signals") or []) or "nothing (it had just ended)"
-                typer.echo(f"stopped {rec.run_id} (--replace): sent {sent}"
-                           + (f"; exit code {res['exit_code']}" if res.get("exit_code") is not None else ""))
+                typer.echo(_stopped_text(rec, res) + " (--replace)")
     finally:
         store.close()
     return stopped
+
+
+def _stop_recorded(store: RunStore, transport: Transport, rec: RunRecord, grace_s: float, by: str) -> dict:
+    """stop_run, then the registry row `stopped` once no process of the run is left."""
+    from controller.launch import stop_run
+
+    res = stop_run(transport, _target_of(rec), rec, grace_s, by=by)
+    if not res.get("left"):
+        store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
+    return res
+
+
+def _stopped_text(rec: RunRecord, res: dict) -> str:
+    sent = ", ".join(res.get("signals") or []) or "nothing (already ended)"
+    return (f"stopped {rec.run_id}: sent {sent}; no process of the run is left"
+            + (f"; exit code {res['exit_code']}" if res.get("exit_code") is not None else ""))
 
 
 # -- the registry side ---------------------------------------------------------------------
@@ -338,16 +349,12 @@ def stop(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
-    from controller.launch import stop_run
-
     store = RunStore()
     try:
         rec = store.get_run(run)
-        target, transport = _open_for(rec)
-        res = stop_run(transport, target, rec, grace_s)
+        _, transport = _open_for(rec)
+        res = _stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []
-        if not left:
-            store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
     finally:
         store.close()
     if json_out:
@@ -355,9 +362,7 @@ def stop(
     if left:
         raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {left}")
     if not json_out:
-        sent = ", ".join(res.get("signals") or []) or "nothing (already ended)"
-        typer.echo(f"stopped {rec.run_id}: sent {sent}; no process of the run is left"
-                   + (f"; exit code {res['exit_code']}" if res.get("exit_code") is not None else ""))
+        typer.echo(_stopped_text(rec, res))
 
 
 # -- doctor -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The CUDA RMSNorm (trainer/model.py: F.rms_norm, one fused kernel) against the float32
-elementwise formula it replaced: outputs and gradients under bf16 autocast, and fwd+bwd
-time, on one 49K-token x 2048 batch. `python3 bench/checks/rmsnorm_cuda.py` (GPU)."""
+elementwise formula it replaced: outputs and gradients under bf16 autocast, whether the
+same values give the same bits (again, and at a 2-byte-offset address), and fwd+bwd time,
+on one 49K-token x 2048 batch. `python3 bench/checks/rmsnorm_cuda.py` (GPU)."""
 
 import sys
 from pathlib import Path
@@ -49,12 +50,24 @@ def main():
             out.backward(g)
         return run
 
+    # reproducibility: the same values again, and the same values at a 2-byte-offset address
+    y2 = norm(x)
+    gx2, gw2 = torch.autograd.grad(norm(x), (x, norm.weight), g)
+    buf = torch.empty(x.numel() + 1, device="cuda", dtype=x.dtype)
+    shifted = buf[1:].view_as(x)
+    shifted.copy_(x.detach())
+    shifted.requires_grad_(True)
+    y3 = norm(shifted)
+    gx3, gw3 = torch.autograd.grad(y3, (shifted, norm.weight), g)
+    repro = {"same_input_y_equal": torch.equal(y, y2), "same_input_grads_equal": torch.equal(gx, gx2) and torch.equal(gw, gw2),
+             "offset_input_y_equal": torch.equal(y, y3), "offset_y_max_abs_diff": (y.float() - y3.float()).abs().max().item(),
+             "offset_grads_equal": torch.equal(gx, gx3) and torch.equal(gw, gw3)}
     fused = ms_per_call(fwd_bwd(lambda: norm(x)))
     ref = ms_per_call(fwd_bwd(lambda: elementwise(x, norm.weight)))
     print({"dtype_out": str(y.dtype), "y_max_abs_diff": (y.float() - y_ref.float()).abs().max().item(),
            "gx_max_rel_diff": ((gx - gx_ref).float().abs().max() / gx_ref.float().abs().max()).item(),
            "gw_max_rel_diff": ((gw - gw_ref).abs().max() / gw_ref.abs().max()).item(),
-           "fused_fwd_bwd_ms": fused, "elementwise_fwd_bwd_ms": ref, "speedup": ref / fused})
+           "fused_fwd_bwd_ms": fused, "elementwise_fwd_bwd_ms": ref, "speedup": ref / fused, **repro})
 
 
 if __name__ == "__main__":

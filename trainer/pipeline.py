@@ -11,7 +11,8 @@ Why threads and not processes: the target and drafter run in CUDA kernels that r
 GIL; what Python does between them (reading Arrow, building anchors) is small, and threads
 share the models without copies. Why reorder: batches finish out of order across workers,
 but the step loop takes them in order, so a run is a function of (seed, step) alone —
-resume and the replica tests depend on that.
+resume and the replica tests depend on that (bitwise on CPU; on CUDA the fused RMSNorm
+rounds an input at another address alignment differently, ~1e-5 relative: BENCHMARKS.md).
 
 Batch positions: each optimizer step consumes world*replicas consecutive global batch
 positions; rank r's replica j takes position base + r*R + j. Position p is batch p % N of

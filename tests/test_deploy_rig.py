@@ -108,10 +108,19 @@ env = {{ WANDB_MODE = "offline", OMP_NUM_THREADS = "1" }}
     again = json.loads(out)["release"]
     assert again["transferred_bytes"] == 0 and again["release_id"] == doc["release"]["release_id"]
 
+    # a second run into the busy CT is refused (pct status read through the CT)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 2 and run["run_id"] in err and "still alive" in err and out == ""
+
     code, out, err = dfctl(capsys, "stop", run["run_id"], "--grace-s", "10", "--json")
     assert code == 0, err
     assert json.loads(out)["left"] == []
     assert live_pids_of_run(run["run_id"]) == []
+    # the stop marker is read from the node through /proc/<CT init>/root: stopped, no crash
+    code, out, err = dfctl(capsys, "watch", run["run_id"], "--once", "--json")
+    w = json.loads(out)["runs"][0]
+    assert code == 0 and (w["state"], w["process"]["stopped_by"]) == ("stopped", "dfctl stop"), err
+    assert not [f for f in w["findings"] if f["kind"] == "crash"]
 
 
 def test_sigkill_mid_transfer_on_rig(rig, rig_host, tmp_path, monkeypatch):

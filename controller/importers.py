@@ -311,17 +311,6 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def _read_json(path: Path) -> dict | None:
-    """A small JSON object file (launch.py's stop_request), or None; unreadable -> {}."""
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
 def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: bool = True) -> LoadedRun:
     """launch.py's run directory: metrics.jsonl (else the log, else wandb) for numbers,
     train.log + exit_code for the end state, launch.json for the start, wandb for config."""
@@ -356,10 +345,14 @@ def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: b
     exit_code = _read_int(d / "exit_code")
     findings = base.findings if base else []
     done_exit = base.exit_code if base else None
-    stop = _read_json(d / "stop_request")
+    from controller.probe.readings import parse_stop_request
+
+    try:
+        stopped_by, _ = parse_stop_request((d / "stop_request").read_text(errors="replace"))
+    except OSError:
+        stopped_by = None
     state, detail = end_state(findings, exit_code, done_exit=done_exit, wandb_state=wb.wandb_state if wb else None,
-                              alive=_pid_alive(d / "pid") if exit_code is None else False,
-                              stopped_by=(str(stop.get("by") or "a stop request") if stop is not None else None))
+                              alive=_pid_alive(d / "pid") if exit_code is None else False, stopped_by=stopped_by)
     start = _finite(launch.get("started_s")) or (wb.start_s if wb else None)
     return LoadedRun(label=name, source=str(d), kind="run-dir", progress=numbers, start_s=start,
                      end_state=state, end_detail=detail, exit_code=exit_code if exit_code is not None else done_exit,

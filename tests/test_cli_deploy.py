@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -130,7 +131,7 @@ def test_a_watch_sees_a_dfctl_stop_as_a_stop_not_a_crash(project, capsys):
         st = w.states[0]
         assert (st.state, st.process.exit_code, st.process.stopped_by) == ("stopped", 143, "dfctl stop")
         assert st.findings == [] and w.exit_code() == 0
-        assert closing_lines(w.states)[0].startswith(f"{run['run_id']}: stopped by dfctl stop, exit 143;")
+        assert re.match(rf"{run['run_id']}: stopped by dfctl stop at \d\d:\d\d:\d\d, exit 143; ", closing_lines(w.states)[0])
     finally:
         w.close()
     assert store.get_run(run["run_id"]).state == "stopped"

@@ -177,8 +177,12 @@ def closing_lines(states: list[RunState]) -> list[str]:
     for st in states:
         name = st.name or st.run_id
         code = st.process.exit_code
-        how = f"{st.state}" + (f" by {st.process.stopped_by}" if st.state == "stopped" and st.process.stopped_by else "") \
-            + (f", exit {code}" if code is not None else "")
+        how = st.state
+        if st.state == "stopped" and st.process.stopped_by:
+            how += f" by {st.process.stopped_by}"
+            if st.process.stop_requested_s:
+                how += time.strftime(" at %H:%M:%S", time.localtime(st.process.stop_requested_s))
+        how += f", exit {code}" if code is not None else ""
         bits = [f"{st.run_id}: {how}"]
         prog = [p for p in st.progress if p.step is not None]
         if prog:

@@ -97,7 +97,7 @@ def _exit_code(text: str | None) -> int | None:
         return None
 
 
-def _stop_request(text: str | None) -> tuple[str | None, float | None]:
+def parse_stop_request(text: str | None) -> tuple[str | None, float | None]:
     """(who, when) from the run dir's stop_request (launch_remote.stop writes it)."""
     if text is None:
         return None, None
@@ -127,7 +127,7 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             r.launch = None
     pid = doc.get("pid")
     code = _exit_code(doc.get("exit_code_text"))
-    by, at = _stop_request(doc.get("stop_request_text"))
+    by, at = parse_stop_request(doc.get("stop_request_text"))
     proc = doc.get("proc") or {}
     if pid is None:
         r.process = ProcessState(state="not_started", exit_code=code, stopped_by=by, stop_requested_s=at)

@@ -429,7 +429,13 @@ class Bench:
         self.record("setup", setup)
 
         dev = ["--device", "cuda"] if cuda else ["--device", "cpu"]
-        split = ["--target-devices", "0", "--drafter-devices", "1"]
+        # the split phases' devices: 1 target + 1 drafter by default; a machine of more GPUs
+        # can balance the stages, e.g. SPLIT_TARGET_DEVICES=0 SPLIT_DRAFTER_DEVICES=1,2
+        t_dev = os.environ.get("SPLIT_TARGET_DEVICES", "0")
+        d_dev = os.environ.get("SPLIT_DRAFTER_DEVICES", "1")
+        split = ["--target-devices", t_dev, "--drafter-devices", d_dev]
+        split_gpus = sorted({int(x) for x in (t_dev + "," + d_dev).split(",") if x.strip()})
+        self.split_drafter_gpus = [int(x) for x in d_dev.split(",") if x.strip()]
         steps = args.steps if cuda else 20
         two = n_gpu >= 2 or not cuda
         g0, g1 = ("0", "1") if cuda else (None, None)
@@ -438,15 +444,15 @@ class Bench:
         with BusySampler(list(range(n_gpu))) if cuda else _Null() as sampler:
             # 1. the split: sequential (one thread, stages never overlap) vs threaded pipeline
             if two and want("split"):
-                self.e2e_group([("seq-split", dev + ["--sequential"] + split, None, [0, 1])], 130, 40, steps, sampler)
-                self.e2e_group([("pipe-split", dev + split, None, [0, 1])], 100, 40, steps, sampler)
+                self.e2e_group([("seq-split", dev + ["--sequential"] + split, None, split_gpus)], 130, 40, steps, sampler)
+                self.e2e_group([("pipe-split", dev + split, None, split_gpus)], 100, 40, steps, sampler)
             # 1b. opt-in (`--only split-compiled`): the same pair with --compile-drafter
             if two and cuda and only and "split-compiled" in only:
                 comp = ["--compile-drafter"]
                 each_s = float(os.environ.get("SPLIT_COMPILED_TIMEOUT_S", "200"))   # a short lease can ask for less
-                self.e2e_group([("seq-split-compiled", dev + ["--sequential"] + split + comp, None, [0, 1])], each_s, 60,
+                self.e2e_group([("seq-split-compiled", dev + ["--sequential"] + split + comp, None, split_gpus)], each_s, 60,
                                steps, sampler)
-                self.e2e_group([("pipe-split-compiled", dev + split + comp, None, [0, 1])], each_s, 60, steps, sampler)
+                self.e2e_group([("pipe-split-compiled", dev + split + comp, None, split_gpus)], each_s, 60, steps, sampler)
             # 2. components: eager on GPU0 and compiled on GPU1 at once (compiled: GPU only)
             if want("micro"):
                 modes = [("eager", False, g0)] + ([("compiled", True, g1)] if cuda and n_gpu >= 2 else [])
@@ -495,7 +501,8 @@ class Bench:
             ratios["losses_max_abs_diff"] = max(abs(a - b) for x in same[1:] for a, b in zip(same[0][:k], x[:k]))
         ps = by.get("pipe-split", {})
         if "busy" in ps and "step_time_s" in ps:
-            idle = 1.0 - ps["busy"]["gpu1"]
+            drafter_busy = [ps["busy"][f"gpu{g}"] for g in self.split_drafter_gpus if f"gpu{g}" in ps["busy"]]
+            idle = 1.0 - sum(drafter_busy) / max(1, len(drafter_busy))     # mean over the drafter GPUs
             waiting = ps["data_wait_s"] / ps["step_time_s"]      # the drafter waiting for the target: explained
             ratios["split_drafter_gpu_idle"] = idle
             ratios["split_drafter_gpu_idle_waiting_for_target"] = waiting

@@ -2,7 +2,9 @@
 # One device call for bench/trainer.py: every measurement in one go, each phase under its own
 # hard timeout inside --budget-s (bench/trainer.py), results appended to
 # $OUT/trainer-bench.jsonl as they land (a call cut short keeps what it measured), plus raw
-# nvidia-smi captures (idle and under load) for the controller's parser tests. Writes into
+# nvidia-smi captures (idle and under load) for the controller's parser tests. The split
+# phases use SPLIT_TARGET_DEVICES / SPLIT_DRAFTER_DEVICES (default 0 / 1; e.g. 0 / 1,2 on a
+# machine of 3+ GPUs, to balance the stages). Writes into
 # $OUT: bench.log, trainer-bench.jsonl, trainer-bench.json, logs.tar, smi.tar.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1

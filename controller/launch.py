@@ -223,18 +223,30 @@ def target_identity(target: TargetConfig) -> tuple:
     return (target.kind, target.host, target.port, target.user, target.vmid)
 
 
-def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecord]) -> list[RunRecord]:
-    """The records (runs of this target that are not known to have ended) whose processes
-    are alive, in one exec. Why deploy asks: a second training launched into a container
-    whose GPUs the first still holds ends in a CUDA OOM, or halves both runs."""
+def record_statuses(store: RunStore, records: list[RunRecord], statuses: list[dict]) -> None:
+    """What a status read saw goes into the records and the registry: a pid a record lacked
+    (registered before its launch answered), a run that has ended."""
+    for rec, st in zip(records, statuses):
+        if rec.pid is None and st.get("pid"):
+            rec.pid = int(st["pid"])
+            store.update_run(rec.run_id, pid=rec.pid)
+        state, code = state_of(st, rec.state)
+        if (state, code) != (rec.state, rec.exit_code) and state != "unknown":
+            store.update_run(rec.run_id, state=state, exit_code=code,
+                             ended_s=rec.ended_s or (time.time() if state != "running" else None))
+        rec.state, rec.exit_code = state, code
+
+
+def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecord], store: RunStore) -> list[RunRecord]:
+    """The records (runs of this target not known to have ended) whose processes are alive,
+    in one exec; the ended ones are recorded so, and not asked about again. Why deploy
+    asks: a second training launched into a container whose GPUs the first still holds
+    ends in a CUDA OOM, or halves both runs."""
     maybe = [r for r in records if r.state not in ENDED_STATES]
-    alive = []
-    for r, st in zip(maybe, runs_status(transport, target, maybe) if maybe else []):
-        if st.get("alive_pids"):
-            if r.pid is None and st.get("pid"):      # registered before its launch answered
-                r.pid = int(st["pid"])
-            alive.append(r)
-    return alive
+    if not maybe:
+        return []
+    record_statuses(store, maybe, runs_status(transport, target, maybe))
+    return [r for r in maybe if r.state == "running"]
 
 
 def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grace_s: float = 10.0,

@@ -108,6 +108,25 @@ def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys
         assert dfctl(capsys, "stop", rid, "--grace-s", "5")[0] == 0
 
 
+def test_a_run_that_ended_unseen_does_not_block_the_next_deploy(project, capsys):
+    """The registry still says `running` for a run that ended while nobody watched: deploy
+    asks the target, finds it gone, records how it ended, and launches."""
+    from controller.runstore import RunStore
+
+    root, pb = project
+    short = ticker_playbook(root, name="short", args='"--steps", "3"')
+    code, out, err = dfctl(capsys, "deploy", str(short), "--json")
+    assert code == 0, err
+    first = json.loads(out)["run"]
+    wait_for(lambda: os.path.exists(os.path.join(first["run_dir"], "exit_code")), what="the short run's end")
+    assert RunStore().get_run(first["run_id"]).state == "running"       # nobody told the registry
+    code, out, err = dfctl(capsys, "deploy", str(short), "--json")
+    assert code == 0, err
+    second = json.loads(out)["run"]
+    assert RunStore().get_run(first["run_id"]).state == "finished"      # learnt on the way
+    wait_for(lambda: os.path.exists(os.path.join(second["run_dir"], "exit_code")), what="the second run's end")
+
+
 def test_a_watch_sees_a_dfctl_stop_as_a_stop_not_a_crash(project, capsys):
     """A run stopped with `dfctl stop` while a watch follows it: the watch's state is
     `stopped` (by dfctl stop, exit 143), it raises no crash finding, its verdict is 0, and

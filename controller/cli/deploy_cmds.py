@@ -170,9 +170,9 @@ def _live_runs_of(target: TargetConfig, transport: Transport) -> list[RunRecord]
     store = RunStore()
     try:
         mine = [r for r in store.runs() if target_identity(_target_of(r)) == target_identity(target)]
+        return live_runs(transport, target, mine, store)
     finally:
         store.close()
-    return live_runs(transport, target, mine)
 
 
 def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: float, json_out: bool) -> list[dict]:
@@ -236,7 +236,7 @@ def _run_row(rec: RunRecord) -> dict[str, Any]:
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
     """List known runs with their live state (one round trip per target)."""
-    from controller.launch import runs_status, state_of, target_identity
+    from controller.launch import record_statuses, runs_status, target_identity
 
     store = RunStore()
     try:
@@ -253,15 +253,7 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
                     rec.state = "unknown"
                 print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
                 continue
-            for rec, st in zip(recs, statuses):
-                if rec.pid is None and st.get("pid"):      # registered before its launch answered
-                    rec.pid = int(st["pid"])
-                    store.update_run(rec.run_id, pid=rec.pid)
-                state, code = state_of(st, rec.state)
-                if (state, code) != (rec.state, rec.exit_code) and state != "unknown":
-                    store.update_run(rec.run_id, state=state, exit_code=code,
-                                     ended_s=rec.ended_s or (time.time() if state != "running" else None))
-                rec.state, rec.exit_code = state, code
+            record_statuses(store, recs, statuses)
     finally:
         store.close()
     rows = [_run_row(r) for r in records]

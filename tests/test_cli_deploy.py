@@ -96,7 +96,8 @@ def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys
     # the replaced run is reported as stopped by the deploy, not as a crash
     code, out, _ = dfctl(capsys, "watch", a["run_id"], "--once", "--json")
     w = json.loads(out)["runs"][0]
-    assert code == 0 and w["state"] == "stopped" and w["process"]["stopped_by"] == "dfctl deploy --replace"
+    assert code == 0 and w["state"] == "stopped"
+    assert w["process"]["stopped_by"] == f"dfctl deploy --replace (new run {doc['run']['run_id']})"
     assert [f["kind"] for f in w["findings"]] == []
 
     side = ticker_playbook(root, name="side", extra_run="exclusive = false")

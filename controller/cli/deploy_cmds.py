@@ -134,15 +134,16 @@ def deploy(
                 else ("unchanged, nothing transferred" if not result.switched else "already present, switched"))
         typer.echo(f"release {result.release_id} on {target_label(pb.target)}: {result.files} files, {what} "
                    f"({result.duration_s:.2f} s); current -> releases/{result.release_id}")
-    if live:
-        out["stopped"] = _stop_for_replace(transport, live, pb.run.stop_grace_s, json_out)
-    if not no_launch:
+    spec = launch_spec(pb, workdir, name) if not no_launch else None
+    if live:   # the stop marker names the successor, so the old run's watch can point at it
+        out["stopped"] = _stop_for_replace(transport, live, pb.run.stop_grace_s, json_out,
+                                           by=f"dfctl deploy --replace (new run {spec['run_id']})")
+    if spec is not None:
         commit, dirty = local_git_state(root)
         store = RunStore()
         try:
             # registered first (`launching`), so a controller killed or cut off mid-launch
             # leaves a row `dfctl runs` resolves, never an unknown run
-            spec = launch_spec(pb, workdir, name)
             rec = register_launch(store, spec, pb, workdir=workdir, git_commit=commit, git_dirty=dirty)
             try:
                 run = launch_run(transport, pb, workdir, spec=spec)
@@ -175,14 +176,15 @@ def _live_runs_of(target: TargetConfig, transport: Transport) -> list[RunRecord]
         store.close()
 
 
-def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: float, json_out: bool) -> list[dict]:
+def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: float, json_out: bool,
+                      by: str) -> list[dict]:
     """--replace: stop each live run as `dfctl stop` does; a run that will not die stops the
     deploy before anything is launched (the new release is in place, nothing else changed)."""
     stopped = []
     store = RunStore()
     try:
         for rec in live:
-            res = _stop_recorded(store, transport, rec, grace_s, by="dfctl deploy --replace")
+            res = _stop_recorded(store, transport, rec, grace_s, by=by)
             if res.get("left"):
                 raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}; "
                                   f"nothing launched", hint="stop them by hand, then deploy again")

@@ -348,7 +348,7 @@ def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: b
     from controller.probe.readings import parse_stop_request
 
     try:
-        stopped_by, _ = parse_stop_request((d / "stop_request").read_text(errors="replace"))
+        stopped_by, _, _ = parse_stop_request((d / "stop_request").read_text(errors="replace"))
     except OSError:
         stopped_by = None
     state, detail = end_state(findings, exit_code, done_exit=done_exit, wandb_state=wb.wandb_state if wb else None,

@@ -250,11 +250,11 @@ def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecor
 
 
 def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grace_s: float = 10.0,
-             by: str = "dfctl stop") -> dict:
+             by: str = "dfctl stop", successor: str | None = None) -> dict:
     """SIGTERM the run's process group and session, wait grace_s, SIGKILL what is left.
-    First the run dir gets a stop_request naming `by`, so every watch of the run reports a
-    stop, not a crash."""
+    First the run dir gets a stop_request naming `by` (and the run that replaces it), so
+    every watch of the run reports a stop, not a crash, and can point at the successor."""
     if record.pid is None:
         raise DeployError(f"run {record.run_id}: no pid recorded; nothing to stop")
-    spec = {"pid": record.pid, "run_dir": record.run_dir, "grace_s": grace_s, "by": by}
+    spec = {"pid": record.pid, "run_dir": record.run_dir, "grace_s": grace_s, "by": by, "successor": successor}
     return _remote(transport, target, "stop", spec, timeout_s=grace_s + 60)

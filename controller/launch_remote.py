@@ -327,7 +327,8 @@ def stop(spec):
         return {"signals": [], "left": [], "exit_code": _read_exit_code(run_dir)}
     # the watch (any controller's) reads this and says "stopped by ...", not "crash"
     _write_atomic(os.path.join(run_dir, STOP_REQUEST_FILE),
-                  json.dumps({"by": str(spec.get("by") or "dfctl stop"), "time_s": time.time(), "grace_s": grace_s}))
+                  json.dumps({"by": str(spec.get("by") or "dfctl stop"), "time_s": time.time(), "grace_s": grace_s,
+                              "successor": spec.get("successor")}))
     signal_all(signal.SIGTERM)
     if not wait_gone(grace_s):
         signal_all(signal.SIGKILL)

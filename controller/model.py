@@ -81,6 +81,7 @@ class ProcessState:
     exit_code: int | None = None         # from the wrapper's exit_code file
     stopped_by: str | None = None        # "dfctl stop", "dfctl deploy --replace": the run dir's stop_request
     stop_requested_s: float | None = None
+    replaced_by: str | None = None       # the run deploy --replace started in its place
     cpu_pct: float | None = None         # whole process tree
     rss_bytes: int | None = None         # whole process tree
     threads: int | None = None

@@ -97,8 +97,21 @@ def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys
     code, out, _ = dfctl(capsys, "watch", a["run_id"], "--once", "--json")
     w = json.loads(out)["runs"][0]
     assert code == 0 and w["state"] == "stopped"
-    assert w["process"]["stopped_by"] == f"dfctl deploy --replace (new run {doc['run']['run_id']})"
+    assert (w["process"]["stopped_by"], w["process"]["replaced_by"]) == ("dfctl deploy --replace", doc["run"]["run_id"])
     assert [f["kind"] for f in w["findings"]] == []
+    from controller.cli.watch_cmds import closing_lines
+    from controller.runstore import RunStore
+    from controller.watch import Watch
+
+    store = RunStore()
+    watch = Watch([store.get_run(a["run_id"])], store, gpu=False)
+    try:
+        watch.tick()
+        nxt = doc["run"]["run_id"]
+        assert f"  replaced by {nxt}: dfctl watch {nxt} · dfctl compare-runs {a['run_id']} {nxt}" in closing_lines(watch.states)
+    finally:
+        watch.close()
+        store.close()
 
     side = ticker_playbook(root, name="side", extra_run="exclusive = false")
     code, out, err = dfctl(capsys, "deploy", str(side), "--json")

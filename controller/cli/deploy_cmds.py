@@ -136,8 +136,7 @@ def deploy(
                    f"({result.duration_s:.2f} s); current -> releases/{result.release_id}")
     spec = launch_spec(pb, workdir, name) if not no_launch else None
     if live:   # the stop marker names the successor, so the old run's watch can point at it
-        out["stopped"] = _stop_for_replace(transport, live, pb.run.stop_grace_s, json_out,
-                                           by=f"dfctl deploy --replace (new run {spec['run_id']})")
+        out["stopped"] = _stop_for_replace(transport, live, pb.run.stop_grace_s, json_out, successor=spec["run_id"])
     if spec is not None:
         commit, dirty = local_git_state(root)
         store = RunStore()
@@ -177,14 +176,14 @@ def _live_runs_of(target: TargetConfig, transport: Transport) -> list[RunRecord]
 
 
 def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: float, json_out: bool,
-                      by: str) -> list[dict]:
+                      successor: str) -> list[dict]:
     """--replace: stop each live run as `dfctl stop` does; a run that will not die stops the
     deploy before anything is launched (the new release is in place, nothing else changed)."""
     stopped = []
     store = RunStore()
     try:
         for rec in live:
-            res = _stop_recorded(store, transport, rec, grace_s, by=by)
+            res = _stop_recorded(store, transport, rec, grace_s, by="dfctl deploy --replace", successor=successor)
             if res.get("left"):
                 raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}; "
                                   f"nothing launched", hint="stop them by hand, then deploy again")
@@ -196,11 +195,12 @@ def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: floa
     return stopped
 
 
-def _stop_recorded(store: RunStore, transport: Transport, rec: RunRecord, grace_s: float, by: str) -> dict:
+def _stop_recorded(store: RunStore, transport: Transport, rec: RunRecord, grace_s: float, by: str,
+                   successor: str | None = None) -> dict:
     """stop_run, then the registry row `stopped` once no process of the run is left."""
     from controller.launch import stop_run
 
-    res = stop_run(transport, _target_of(rec), rec, grace_s, by=by)
+    res = stop_run(transport, _target_of(rec), rec, grace_s, by=by, successor=successor)
     if not res.get("left"):
         store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
     return res

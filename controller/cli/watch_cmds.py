@@ -201,7 +201,11 @@ def closing_lines(states: list[RunState]) -> list[str]:
         out.append("; ".join(bits))
         if worst and worst[0].hint:
             out.append(f"  next: {worst[0].hint}")
-        out.append(f"  see: dfctl logs {name} --tail 50 · dfctl compare-runs {name} [OTHER_RUN…]")
+        nxt = st.process.replaced_by if st.state == "stopped" else None
+        if nxt:
+            out.append(f"  replaced by {nxt}: dfctl watch {nxt} · dfctl compare-runs {st.run_id} {nxt}")
+        else:
+            out.append(f"  see: dfctl logs {name} --tail 50 · dfctl compare-runs {name} [OTHER_RUN…]")
     return out
 
 

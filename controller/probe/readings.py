@@ -97,18 +97,20 @@ def _exit_code(text: str | None) -> int | None:
         return None
 
 
-def parse_stop_request(text: str | None) -> tuple[str | None, float | None]:
-    """(who, when) from the run dir's stop_request (launch_remote.stop writes it)."""
+def parse_stop_request(text: str | None) -> tuple[str | None, float | None, str | None]:
+    """(who, when, successor run id) from the run dir's stop_request (launch_remote.stop
+    writes it)."""
     if text is None:
-        return None, None
+        return None, None, None
     try:
         doc = json.loads(text)
     except ValueError:
-        return "a stop request", None           # half-written or not ours: still a stop
+        return "a stop request", None, None     # half-written or not ours: still a stop
     if not isinstance(doc, dict):
-        return "a stop request", None
-    at = doc.get("time_s")
-    return str(doc.get("by") or "a stop request")[:200], (float(at) if isinstance(at, (int, float)) else None)
+        return "a stop request", None, None
+    at, nxt = doc.get("time_s"), doc.get("successor")
+    return (str(doc.get("by") or "a stop request")[:200], float(at) if isinstance(at, (int, float)) else None,
+            str(nxt)[:200] if isinstance(nxt, str) and nxt else None)
 
 
 def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
@@ -127,10 +129,11 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             r.launch = None
     pid = doc.get("pid")
     code = _exit_code(doc.get("exit_code_text"))
-    by, at = parse_stop_request(doc.get("stop_request_text"))
+    by, at, nxt = parse_stop_request(doc.get("stop_request_text"))
     proc = doc.get("proc") or {}
     if pid is None:
-        r.process = ProcessState(state="not_started", exit_code=code, stopped_by=by, stop_requested_s=at)
+        r.process = ProcessState(state="not_started", exit_code=code, stopped_by=by, stop_requested_s=at,
+                                 replaced_by=nxt)
     else:
         state = leader_state(proc.get("leader_stat"))
         totals = tree_totals(proc.get("tree") or [], page_size)
@@ -139,6 +142,7 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
         if code is not None and totals is None:
             state = "exited"       # the wrapper wrote the exit code: it is over
         r.process = ProcessState(state=state, pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
+                                 replaced_by=nxt,
                                  rss_bytes=totals.rss_bytes if totals else None,
                                  threads=totals.threads if totals else None)
         r.tree_cpu_ticks = totals.cpu_ticks if totals else None

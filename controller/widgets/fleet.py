@@ -18,7 +18,7 @@ def fleet_row(state: RunState, width: int, selected: bool) -> Text:
     name = state.name or state.run_id
     t.append(f"{name[:name_w]:<{name_w}} ", style="bold" if selected else "")
     code = state.process.exit_code
-    label = state.state + (f" {code}" if state.state == "failed" and code is not None else "")
+    label = state.state + (f" {code}" if state.state in ("failed", "stopped") and code is not None else "")
     t.append(f"{label[:11]:<11} ", style=STATE_STYLE.get(state.state, ""))
     if width >= 100:
         step = str(state.progress[-1].step) if state.progress else "-"

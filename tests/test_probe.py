@@ -239,6 +239,39 @@ def test_log_cursor_survives_rotation_truncation_cr_utf8_nul_and_a_10mb_line(tmp
     assert f.offset == log.stat().st_size
 
 
+def test_a_log_renamed_away_is_read_to_its_end_then_followed_while_nothing_is_written_at_its_path(tmp_path):
+    """logrotate's rename + create, and `mv train.log train.log.1` under a nohup'd writer:
+    the lines the old file got after the last read are delivered before the new file's,
+    and a writer that keeps its fd on the renamed file is still followed."""
+    log = tmp_path / "train.log"
+    log.write_bytes(b"one\n")
+    f, sink, lines = LogFollower(), [], []
+    _follow(log, f, 1 << 20, sink, lines)
+    # rename + create with unread lines in the old file: old lines first, then the new file
+    with open(log, "ab") as fh:
+        fh.write(b"two\nthree\n")
+    log.rename(tmp_path / "train.log.1")
+    log.write_bytes(b"new one\n")
+    chunk = _follow(log, f, 4, sink, lines)                          # a small cap: several reads of the old file
+    assert lines == ["one", "two", "three"] and not chunk.rotated
+    chunk = _follow(log, f, 1 << 20, sink, lines)
+    assert chunk.rotated and lines[-1] == "new one" and f.inode == log.stat().st_ino
+    # a writer holding its fd on the file that is renamed, nothing created at the path
+    with open(log, "ab", buffering=0) as writer:
+        log.rename(tmp_path / "train.log.2")
+        writer.write(b"still here\n")
+        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(log), log_inode=f.inode,
+                                                  log_offset=f.read_offset))
+        lr = reading.runs["f"].log
+        chunk = f.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated)
+        assert chunk.lines == ["still here"] and not chunk.rotated
+        assert doc["runs"][0]["log"]["followed"] == str(tmp_path / "train.log.2")
+        log.write_bytes(b"")                                           # an empty new file: stay on the old one
+        writer.write(b"and here\n")
+        chunk = _follow(log, f, 1 << 20, sink, lines)
+        assert chunk.lines == ["and here"] and not chunk.rotated
+
+
 @pytest.mark.parametrize("cap", [331, 4096])
 def test_any_read_cap_yields_the_same_lines(tmp_path, cap):
     log = tmp_path / "train.log"

@@ -72,16 +72,61 @@ def _cmd_doc(rc, out, err):
 
 # -- files ----------------------------------------------------------------------------
 
+def _stat(path):
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def _renamed_to(path, inode):
+    """Where the file with `inode` went when it left `path`: a name in the same directory
+    (logrotate's rename, `mv train.log train.log.1`), or None (deleted, or moved away)."""
+    try:
+        with os.scandir(os.path.dirname(path) or ".") as entries:
+            for e in entries:
+                try:
+                    if e.inode() == inode and e.is_file(follow_symlinks=False):
+                        return e.path
+                except OSError:
+                    continue
+    except OSError:
+        return None
+    return None
+
+
+def _file_to_follow(path, inode, offset):
+    """The cursor's own file while it still matters, else `path`. After a rename the old
+    file is read to its end first (its last lines would be lost otherwise), and it stays
+    the one followed while nothing is written at `path`: a process that keeps its stdout
+    open (nohup, a shell redirect) goes on writing to the renamed file."""
+    if inode is None:
+        return path
+    st = _stat(path)
+    if st is not None and st.st_ino == inode:
+        return path
+    old = _renamed_to(path, inode)
+    ost = _stat(old) if old else None
+    if ost is None or ost.st_size < (offset or 0):
+        return path
+    if ost.st_size > (offset or 0) or st is None or st.st_size == 0:
+        return old
+    return path
+
+
 def read_since(path, inode, offset, cap, context=0):
-    """New bytes of a growing file from a cursor. New inode or size below offset -> from 0.
+    """New bytes of a growing file from a cursor. New inode or size below offset -> from 0,
+    except that a file renamed away in its directory is read to its end first (and followed
+    while nothing is written at `path`; `followed` then names it).
 
     Returns {exists, inode, size, mtime, start, rotated, bytes(blob)}; `start` is the
     offset the returned bytes begin at (0 after a rotation/truncation). With `context`
     (and the cursor still valid) also up to that many bytes before the cursor, as
     {context(blob), context_start}: what a restarted watch shows as its log tail.
     """
+    follow = _file_to_follow(path, inode, offset)
     try:
-        f = open(path, "rb")
+        f = open(follow, "rb")
     except OSError as exc:
         return {"exists": False, "error": exc.strerror}
     try:
@@ -99,6 +144,8 @@ def read_since(path, inode, offset, cap, context=0):
             data = f.read(n)
         out = {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
                "start": start, "rotated": rotated, "bytes": _blob(data)}
+        if follow != path:
+            out["followed"] = follow
         if context and start > 0:
             c0 = max(0, start - context)
             f.seek(c0)

@@ -95,10 +95,13 @@ def test_log_truncated_rotated_deleted_sshd_killed_run_killed(rig, rig_host, tmp
         gens = len(reads.gens)
         os.truncate(log, 0)
         tick_until(w, lambda: len(reads.gens) > gens and len(reads.gens[-1]) >= 2, 60, "read after truncation")
-        # rotated (renamed away; the writer makes a new file): new inode -> from 0
+        # rotated (renamed away; the writer makes a new file): the old file is read to its
+        # end (found by inode in the directory), then the new one from 0 -- nothing lost
         gens = len(reads.gens)
+        wait_for(lambda: log.stat().st_size > w.runs[0].log.read_offset + 200, 30, "unread lines in the log")
         log.rename(run_dir / "train.log.1")
         tick_until(w, lambda: len(reads.gens) > gens and len(reads.gens[-1]) >= 2, 60, "read after rotation")
+        assert b"".join(d for _, d in reads.gens[gens - 1]) == (run_dir / "train.log.1").read_bytes()
         # deleted: nothing to read for a moment, then a new file -> from 0
         gens = len(reads.gens)
         log.unlink()

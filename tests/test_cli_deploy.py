@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.deploy_support import make_project, session_members, ticker_playbook, wait_for
 from tests.deploy_support import dfctl
 
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -171,6 +174,40 @@ def test_a_watch_sees_a_dfctl_stop_as_a_stop_not_a_crash(project, capsys):
     store.close()
     loaded = compare.resolve(run["run_id"])
     assert loaded.end_state == "stopped" and "dfctl stop" in loaded.end_detail
+
+
+def test_logs_follow_keeps_reading_a_log_renamed_under_a_running_run(project, capsys):
+    """`dfctl logs -f` reads as the watch does: the run keeps its stdout on train.log after
+    `mv train.log train.log.1` (no new file appears), and the follower prints every byte
+    the run wrote -- up to its stop -- exactly once."""
+    import subprocess
+    import sys
+
+    root, pb = project
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json", "--name", "mv")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    log = Path(run["log"])
+    wait_for(lambda: log.exists() and log.stat().st_size > 200, what="the run's first lines")
+    errs_file = log.parent.parent / "follower.err"
+    follower = subprocess.Popen([sys.executable, "-m", "controller", "logs", run["run_id"], "-f", "--tail", "100000"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=errs_file.open("wb"))
+    try:
+        first = follower.stdout.readline()
+        assert first.startswith(b"started ")
+        log.rename(log.with_name("train.log.1"))
+        moved = log.with_name("train.log.1")
+        size_at_move = moved.stat().st_size
+        wait_for(lambda: moved.stat().st_size > size_at_move + 500, what="the run writing on into the renamed file")
+        assert not log.exists()
+        assert dfctl(capsys, "stop", run["run_id"], "--grace-s", "5")[0] == 0
+        rest = follower.stdout.read()                   # to EOF: the follower ends with the run
+        follower.wait(60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    assert follower.returncode == 0, errs_file.read_text()
+    assert first + rest == moved.read_bytes()
 
 
 def test_bad_input_exit_codes(project, capsys):

@@ -121,6 +121,10 @@ env = {{ WANDB_MODE = "offline", OMP_NUM_THREADS = "1" }}
     w = json.loads(out)["runs"][0]
     assert code == 0 and (w["state"], w["process"]["stopped_by"]) == ("stopped", "dfctl stop"), err
     assert not [f for f in w["findings"] if f["kind"] == "crash"]
+    # logs -f reads through the probe run in the CT (pct exec); it returns once the run ended
+    code, out, err = dfctl(capsys, "logs", run["run_id"], "-f", "--tail", "1")
+    ct_log = rig_host.container_path(rig_host.vmid_running, run["log"]).read_text(errors="replace")
+    assert code == 0 and out == ct_log.splitlines(keepends=True)[-1], err
 
 
 def test_sigkill_mid_transfer_on_rig(rig, rig_host, tmp_path, monkeypatch):
@@ -192,6 +196,8 @@ def test_plain_ssh_target_deploy_launch_stop(rig, rig_host, tmp_path, capsys, mo
     assert code == 0 and out.startswith("[progress] step=")
     code, out, err = dfctl(capsys, "stop", run["run_id"], "--json")
     assert code == 0 and json.loads(out)["left"] == [] and live_pids_of_run(run["run_id"]) == []
+    code, out, err = dfctl(capsys, "logs", run["run_id"], "-f", "--tail", "1")   # the probe over plain ssh
+    assert code == 0 and out.count("\n") >= 1, err
 
 
 def test_doctor_running_ct(rig, rig_host, tmp_path, capsys, monkeypatch):

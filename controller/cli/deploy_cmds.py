@@ -317,22 +317,42 @@ def logs(
     out.flush()
     if not follow:
         return
-    offset = size or 0
-    idle_after_death = 0
+    _follow_log(transport, rec, int(inode), size or 0, out)
+
+
+def _follow_log(transport: Transport, rec: RunRecord, inode: int, offset: int, out) -> None:
+    """`logs -f`: the watch's own log reader (the probe's read_since, run where the run
+    lives) from (inode, offset) -- so a truncation starts again at 0, and a log renamed
+    away is read to its end and followed while nothing is written at its path, exactly as
+    `dfctl watch` reads it. Returns once the run has ended and nothing is left to read."""
+    from controller.launch import remote_python
+    from controller.probe import HostProbeRequest, ProbeError, RunProbeRequest, run_probe
+    from controller.probe.readings import parse_probe_document
+
+    python = remote_python(_target_of(rec))
+    ended_polls = 0
     while True:
         time.sleep(0.5)
-        new_inode, new_size, alive, data = _read_log(transport, rec, offset, -1)
-        if new_inode != inode or (new_size is not None and new_size < offset):
-            inode, offset = new_inode, 0          # rotated or truncated: start again at 0
-            new_inode, new_size, alive, data = _read_log(transport, rec, 0, -1)
-        if data:
-            out.write(data)
-            out.flush()
-            offset += len(data)
-            continue
-        if not alive:
-            idle_after_death += 1
-            if idle_after_death >= 2:
+        req = HostProbeRequest(runs=[RunProbeRequest(
+            run_id=rec.run_id, log_path=rec.log_path or f"{rec.run_dir}/train.log", run_dir=rec.run_dir or "",
+            pid=rec.pid, log_inode=inode, log_offset=offset)], read_cap_bytes=4 << 20, gpu=False)
+        try:
+            doc = run_probe(transport, req, python=python)
+        except ProbeError as exc:
+            raise (UnreachableError if exc.unreachable else DeployError)(
+                f"run {rec.run_id}: following {rec.log_path} on {transport.name}: {exc.message}") from None
+        rd = parse_probe_document(doc, transport.name).runs.get(rec.run_id)
+        lr = rd.log if rd is not None else None
+        if lr is not None and lr.exists:
+            inode, offset = lr.inode, lr.start + len(lr.data)
+            if lr.data:
+                out.write(lr.data)
+                out.flush()
+                ended_polls = 0
+                continue
+        if rd is None or rd.process.state in ("exited", "not_started"):
+            ended_polls += 1
+            if ended_polls >= 2:
                 return
 
 

@@ -309,7 +309,7 @@ def logs(
     finally:
         store.close()
     _, transport = _open_for(rec)
-    inode, size, alive, data = _read_log(transport, rec, 0, max(0, tail))
+    inode, size, _, data = _read_log(transport, rec, 0, max(0, tail))
     if inode is None:
         raise DeployError(f"run {rec.run_id}: no log at {rec.log_path} on {transport.name}")
     out = sys.stdout.buffer

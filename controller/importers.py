@@ -345,10 +345,11 @@ def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: b
     exit_code = _read_int(d / "exit_code")
     findings = base.findings if base else []
     done_exit = base.exit_code if base else None
+    from controller.launch_remote import STOP_REQUEST_FILE
     from controller.probe.readings import parse_stop_request
 
     try:
-        stopped_by, _, _ = parse_stop_request((d / "stop_request").read_text(errors="replace"))
+        stopped_by, _, _ = parse_stop_request((d / STOP_REQUEST_FILE).read_text(errors="replace"))
     except OSError:
         stopped_by = None
     state, detail = end_state(findings, exit_code, done_exit=done_exit, wandb_state=wb.wandb_state if wb else None,

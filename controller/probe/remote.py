@@ -72,11 +72,17 @@ def _cmd_doc(rc, out, err):
 
 # -- files ----------------------------------------------------------------------------
 
-def _stat(path):
+def _open_stat(path):
+    """(file, fstat, None) or (None, None, strerror)."""
     try:
-        return os.stat(path)
-    except OSError:
-        return None
+        f = open(path, "rb")
+    except OSError as exc:
+        return None, None, exc.strerror
+    try:
+        return f, os.fstat(f.fileno()), None
+    except OSError as exc:
+        f.close()
+        return None, None, exc.strerror
 
 
 def _renamed_to(path, inode):
@@ -95,23 +101,22 @@ def _renamed_to(path, inode):
     return None
 
 
-def _file_to_follow(path, inode, offset):
-    """The cursor's own file while it still matters, else `path`. After a rename the old
-    file is read to its end first (its last lines would be lost otherwise), and it stays
-    the one followed while nothing is written at `path`: a process that keeps its stdout
-    open (nohup, a shell redirect) goes on writing to the renamed file."""
-    if inode is None:
-        return path
-    st = _stat(path)
-    if st is not None and st.st_ino == inode:
-        return path
+def _still_the_cursors_file(path, inode, offset, st):
+    """The renamed file to go on reading, or None for `path` (st: its fstat, or None when
+    it is missing). After a rename the old file is read to its end first (its last lines
+    would be lost otherwise), and it stays the one followed while nothing is written at
+    `path`: a process that keeps its stdout open (nohup, a shell redirect) goes on writing
+    to the renamed file. Only asked when `path` no longer is the cursor's inode."""
     old = _renamed_to(path, inode)
-    ost = _stat(old) if old else None
-    if ost is None or ost.st_size < (offset or 0):
-        return path
-    if ost.st_size > (offset or 0) or st is None or st.st_size == 0:
+    try:
+        size = os.stat(old).st_size if old else None
+    except OSError:
+        size = None
+    if size is None or size < (offset or 0):
+        return None
+    if size > (offset or 0) or st is None or st.st_size == 0:
         return old
-    return path
+    return None
 
 
 def read_since(path, inode, offset, cap, context=0):
@@ -124,13 +129,18 @@ def read_since(path, inode, offset, cap, context=0):
     (and the cursor still valid) also up to that many bytes before the cursor, as
     {context(blob), context_start}: what a restarted watch shows as its log tail.
     """
-    follow = _file_to_follow(path, inode, offset)
+    f, st, err = _open_stat(path)
+    follow = path
+    if inode is not None and (st is None or st.st_ino != inode):
+        old = _still_the_cursors_file(path, inode, offset, st)
+        if old is not None:
+            if f is not None:
+                f.close()
+            f, st, err = _open_stat(old)
+            follow = old
+    if f is None:
+        return {"exists": False, "error": err}
     try:
-        f = open(follow, "rb")
-    except OSError as exc:
-        return {"exists": False, "error": exc.strerror}
-    try:
-        st = os.fstat(f.fileno())
         rotated = False
         start = offset or 0
         if inode is not None and st.st_ino != inode:

@@ -77,3 +77,17 @@ class RunConflictError(DfctlError):
     """A run of the target is still alive and the playbook's run is exclusive."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+# Characters that some reader (str.splitlines, a terminal, a log shipper) treats as a line
+# break, plus the other C0/C1 controls: a message printed on one line must show none raw.
+_LINE_BREAKING = {ord(c): f"\\x{ord(c):02x}" for c in "\x0b\x0c\x1c\x1d\x1e\x85"}
+_LINE_BREAKING.update({ord("\n"): "\\n", ord("\r"): "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+_LINE_BREAKING.update({c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
+                       if c not in _LINE_BREAKING and c != ord("\t")})
+
+
+def one_line(text: str) -> str:
+    """`text` with every line-breaking and control character escaped (tab kept): what the
+    CLI prints after `dfctl: error: ` stays one line for every reader, whatever the input held."""
+    return text.translate(_LINE_BREAKING)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from controller.cli.app import app
-from controller.errors import DfctlError
+from controller.errors import DfctlError, one_line
 
 # Command modules register themselves on `app` when imported (one module per area).
 from controller.cli import deploy_cmds as _deploy_cmds  # noqa: E402,F401
@@ -24,9 +24,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="dfctl")
     except DfctlError as exc:
-        print(f"dfctl: error: {exc.message}", file=sys.stderr)
+        print(f"dfctl: error: {one_line(exc.message)}", file=sys.stderr)
         if exc.hint:
-            print(f"dfctl: hint: {exc.hint}", file=sys.stderr)
+            print(f"dfctl: hint: {one_line(exc.hint)}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("dfctl: interrupted", file=sys.stderr)

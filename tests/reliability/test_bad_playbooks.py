@@ -133,6 +133,20 @@ def test_generated_bad_playbook_one_message_exit_2(tmp_path, capsys, text, comma
     assert_one_clear_message(code, out, err, path)
 
 
+@pytest.mark.parametrize("breaker", ["\x85", "\u2028", "\u2029", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e",
+                                     "\r", "\n", "\x1b[2J", "\x00"])
+def test_line_breaking_characters_stay_on_one_line(tmp_path, capsys, breaker):
+    """Regression (found by hypothesis on a fresh clone, 2026-12-01): a NEL in a value was
+    printed raw and str.splitlines() split the one-line message in two."""
+    path = tmp_path / "BAD.toml"
+    value = "a" + breaker + "b"
+    path.write_text("[run]\nname = " + json.dumps(value) + "\n", encoding="utf-8")
+    code, out, err = dfctl_inproc(capsys, "deploy", str(path), "--dry-run")
+    assert_one_clear_message(code, out, err, path)
+    if breaker != "\n":                # the message's own line ends are the only raw ones
+        assert breaker[0] not in err, repr(err)
+
+
 def test_real_entry_point_deep_nesting_and_non_utf8(tmp_path):
     """The installed console script (a real process, its own recursion limit)."""
     cases = {"deep.toml": b"[run]\nargs = " + b"[" * 50000 + b"]" * 50000 + b"\n",

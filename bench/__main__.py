@@ -14,7 +14,6 @@ import time
 import traceback
 from pathlib import Path
 
-
 # Run only when named: they need another machine or a long time.
 NOT_BY_DEFAULT = {
     "trainer": "needs a GPU: run `bash bench/trainer_device.sh` on a GPU machine",

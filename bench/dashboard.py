@@ -31,7 +31,7 @@ HISTORY_ROWS = int(os.environ.get("BENCH_HISTORY_ROWS", "6000000"))
 
 
 def fleet(now_s: float):
-    from controller.model import ProgressSample
+    from controller.records import ProgressSample
     from controller.widgets.demo import sample_gpus, sample_progress, sample_states
 
     states = sample_states(now_s, n_runs=8)
@@ -90,7 +90,7 @@ def bench_dashboard(width: int, height: int, seconds: float) -> dict:
 
 def bench_history_realtime(seconds: float, runs: int = 8, rows_per_s: int = 100) -> dict:
     from controller.history import HistoryWriter, read_progress
-    from controller.model import ProgressSample
+    from controller.records import ProgressSample
 
     writers = [HistoryWriter(f"rt-{i}") for i in range(runs)]
     tick_s = 1.0
@@ -119,7 +119,7 @@ def bench_history_realtime(seconds: float, runs: int = 8, rows_per_s: int = 100)
 
 def bench_history_bulk(total_rows: int, tick_rows: int = 100) -> dict:
     from controller.history import HistoryWriter, history_dir
-    from controller.model import ProgressSample
+    from controller.records import ProgressSample
 
     proc = psutil.Process()
     w = HistoryWriter("bulk", flush_interval_s=10.0)

@@ -146,7 +146,7 @@ def main() -> int:
         "",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- machine: {platform.node()}, {os.cpu_count()} cores, {_cpu_model()}, {platform.system()} {platform.release()}",
-        f"- rig: real OpenSSH sshd in a network namespace (no added latency), real LXC CT 200, pct stand-in",
+        "- rig: real OpenSSH sshd in a network namespace (no added latency), real LXC CT 200, pct stand-in",
         f"- bundle: trainer/ = {n_files} files, {n_bytes} bytes; {REPEATS} repeats, median shown",
         "- cold = a new SSH connection (as a fresh `dfctl deploy` process); includes hashing the bundle, the",
         "  probe (one host-side exec reading the CT via /proc/<init pid>/root, which also shows the CT runs)",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import platform
 import random
-import resource
 import subprocess
 import sys
 import tempfile

@@ -125,7 +125,7 @@ def bench_offline(tmp: Path) -> list[str]:
     for label, path in (("200 steps", small), ("20,000 steps", big)):
         key = "small" if path == small else "big"
         read_offline_run(path)                       # warm imports
-        whole = median_s(lambda: read_offline_run(path), 3)
+        whole = median_s(lambda path=path: read_offline_run(path), 3)
         rows = len(read_offline_run(path).history)
         size_mb = path.stat().st_size / 1e6
         lines.append(f"| {label} | {size_mb:.2f} MB | {whole * 1e3:.0f} ms | {size_mb / whole:.1f} | "
@@ -145,7 +145,7 @@ def bench_offline(tmp: Path) -> list[str]:
 
 
 def bench_api() -> list[str]:
-    from tests.wandb_standin.server import StandinWandbServer   # the stand-in (loopback)
+    from tests.wandb_standin.server import StandinWandbServer  # the stand-in (loopback)
     key = "0123456789abcdef0123456789abcdef01234567"
     lines = ["## API poller (against the loopback stand-in server)", ""]
     with StandinWandbServer(key) as srv:
@@ -194,7 +194,7 @@ def bench_api() -> list[str]:
 def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="dfctl-bench-wandb-"))
     try:
-        lines = [f"# wandb sources benchmark", "",
+        lines = ["# wandb sources benchmark", "",
                  f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · {platform.node()} · "
                  f"{os.cpu_count()} CPUs · Python {platform.python_version()} · wandb "
                  f"{__import__('wandb').__version__} · machine shared with other jobs", ""]

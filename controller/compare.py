@@ -31,8 +31,16 @@ import pyarrow.compute as pc
 
 from controller import history
 from controller.errors import BadInputError, UnknownRunError
-from controller.importers import (CONFIG_NOISE_KEYS, WANDB_PATH_RE, LoadedRun, config_from_args, end_state,
-                                  load_path, read_run_dir, read_wandb_path)
+from controller.importers import (
+    CONFIG_NOISE_KEYS,
+    WANDB_PATH_RE,
+    LoadedRun,
+    config_from_args,
+    end_state,
+    load_path,
+    read_run_dir,
+    read_wandb_path,
+)
 
 DEFAULT_WARMUP_S = 60.0
 DEFAULT_WARMUP_STEPS = 3
@@ -688,7 +696,7 @@ def to_jsonable(cmp: Comparison) -> dict[str, Any]:
         }
 
     cmp_keys = cmp.config_keys
-    from controller.model import _clean
+    from controller.records import _clean
 
     return _clean({
         "baseline": {"label": cmp.baseline_label, "tok_per_s": cmp.baseline_tok_per_s},

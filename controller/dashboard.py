@@ -1,6 +1,6 @@
 """The live terminal dashboard: `render(states, selected)` -> one Rich renderable.
 
-It draws only `RunState`s (controller/model.py), the same objects `dfctl watch --json`
+It draws only `RunState`s (controller/records.py), the same objects `dfctl watch --json`
 prints, so the screen and the machine output cannot disagree. The Live loop (refresh rate,
 keys, restoring the terminal) lives in the watch command; this module has no I/O.
 
@@ -23,7 +23,7 @@ from typing import Callable
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
-from controller.model import RunState
+from controller.records import RunState
 from controller.widgets.findings import finding_lines
 from controller.widgets.fleet import fleet_lines
 from controller.widgets.gpus import gpu_lines, gpu_lines_wanted, run_gpus

@@ -27,9 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from controller.logparse import LineParser
-from controller.model import Finding, ProgressSample, RunState
+from controller.records import Finding, ProgressSample, RunState
 from controller.throughput import (
-    by_step, finite, fmt_tok_per_s, median, throughput_summary, warm_samples,
+    by_step,
+    finite,
+    fmt_tok_per_s,
+    median,
+    throughput_summary,
+    warm_samples,
 )
 
 __all__ = [

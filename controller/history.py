@@ -27,12 +27,12 @@ Reading, as-is:
 
 Schemas (all nullable except the keys; units in the names; float64 unless said):
 
-progress -- one training progress point (controller.model.ProgressSample):
+progress -- one training progress point (controller.records.ProgressSample):
     run_id string, step int64, time_s (unix s), source string ("log" | "metrics" | "wandb"),
     tok_per_s, samples_per_s, step_time_s, data_wait_s, loss, acc, tau, mem_alloc_gib,
     mem_peak_gib, lr
 
-gpus -- one nvidia-smi row per GPU per tick (controller.model.GpuSample):
+gpus -- one nvidia-smi row per GPU per tick (controller.records.GpuSample):
     run_id string, time_s (unix s), index int32, uuid string, name string, util_pct,
     mem_used_mib, mem_total_mib, temp_c, power_w, clocks_event_reasons string,
     users list<string>
@@ -57,7 +57,7 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from controller.model import finite_or_none, GpuSample, ProgressSample
+from controller.records import GpuSample, ProgressSample, finite_or_none
 
 PROGRESS_FLOAT_FIELDS = ("tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "loss", "acc", "tau",
                          "mem_alloc_gib", "mem_peak_gib", "lr")
@@ -125,7 +125,7 @@ def live_parts(kind_dir: Path) -> list[Path]:
     parts = _parts(kind_dir)
     live: list[Path] = []
     cover_last = -1
-    for level, first, last, path in parts:  # sorted by first asc, widest range first
+    for _level, _first, last, path in parts:  # sorted by first asc, widest range first
         if last <= cover_last:
             continue
         live.append(path)

@@ -20,7 +20,6 @@ history, so later commands can name it.
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ import pyarrow as pa
 
 from controller import history
 from controller.errors import BadInputError
-from controller.model import finite_or_none, Finding, ProgressSample
+from controller.records import Finding, ProgressSample, finite_or_none
 
 WANDB_PATH_RE = re.compile(
     r"^(?:https?://[^/\s]+/)?(?P<entity>[\w.-]+)/(?P<project>[\w.-]+)/(?:runs/)?(?P<run_id>[\w-]+)/?$")

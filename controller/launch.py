@@ -24,8 +24,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from controller import launch_remote
-from controller.errors import (ContainerStateError, DeployError, DfctlError, HostKeyError,
-                               RemoteCommandError, UnreachableError)
+from controller.errors import (
+    ContainerStateError,
+    DeployError,
+    DfctlError,
+    HostKeyError,
+    RemoteCommandError,
+    UnreachableError,
+)
 from controller.playbook import SECRET_NAME_RE, Playbook, TargetConfig
 from controller.runstore import RunRecord, RunStore
 from controller.transport.base import Transport

@@ -15,8 +15,8 @@ has been started: the exec that ran us does not wait for the run.
 
 import json
 import os
-import signal
 import shutil
+import signal
 import sys
 import time
 

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from controller.errors import BadInputError
-from controller.model import ProgressSample, WandbInfo
+from controller.records import ProgressSample, WandbInfo
 
 # ---------------------------------------------------------------------------------------
 # Lines

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from controller.errors import UnknownRunError
-from controller.model import Finding
+from controller.records import Finding
 
 
 def data_dir() -> Path:

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from controller.model import ProgressSample
+from controller.records import ProgressSample
 
 
 def fmt_tok_per_s(value: float | None) -> str:

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from controller.model import ProgressSample
+from controller.records import ProgressSample
 
 # ProgressSample fields filled from a history row key of the same name (units in names).
 _PROGRESS_FLOAT_KEYS: tuple[str, ...] = tuple(

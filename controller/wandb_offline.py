@@ -253,8 +253,8 @@ class _RunAccumulator:
 
     def apply(self, payloads: Iterable[bytes], batch: WandbBatch, *, emit: bool = True) -> None:
         """Decode `payloads` into `batch`; with emit=False only the run's metadata moves."""
-        from wandb.proto import wandb_internal_pb2 as pb
         from google.protobuf.message import DecodeError
+        from wandb.proto import wandb_internal_pb2 as pb
 
         config_changed = summary_changed = False
         for payload in payloads:

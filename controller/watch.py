@@ -25,14 +25,28 @@ from typing import Any, Callable, Iterable
 
 from controller.logcursor import LogFollower
 from controller.logparse import split_lines
-from controller.model import (Finding, GpuSample, HostSample, LogStatus, ProgressSample,
-                              RunState, TickObservation, WandbInfo)
 from controller.playbook import TargetConfig, WatchConfig, watch_config_from
-from controller.probe import (ContainerProbeRequest, DEFAULT_READ_CAP_BYTES, HostProbeRequest,
-                              ProbeError, RunProbeRequest, run_probe)
+from controller.probe import (
+    DEFAULT_READ_CAP_BYTES,
+    ContainerProbeRequest,
+    HostProbeRequest,
+    ProbeError,
+    RunProbeRequest,
+    run_probe,
+)
 from controller.probe.procfs import cpu_pct
-from controller.probe.session import ProbeSession, SessionUnsupported
 from controller.probe.readings import HostReading, RunReading, parse_probe_document
+from controller.probe.session import ProbeSession, SessionUnsupported
+from controller.records import (
+    Finding,
+    GpuSample,
+    HostSample,
+    LogStatus,
+    ProgressSample,
+    RunState,
+    TickObservation,
+    WandbInfo,
+)
 from controller.runstore import Cursor, RunRecord, RunStore
 from controller.transport.base import Transport
 

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy_support import make_project, session_members, ticker_playbook, wait_for
-from tests.deploy_support import dfctl
-
+from tests.deploy_support import dfctl, make_project, session_members, ticker_playbook, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -303,7 +303,7 @@ def test_registry_run_from_watch_history_uses_playbook_args():
     for name, args in (("r1", ["--token-budget", "49152", "--compile-drafter"]), ("r2", ["--token-budget", "32768"])):
         store.add_run(RunRecord(run_id=f"{name}-20261129T000000Z", name=name, target_kind="local", target="local",
                                 playbook={"run": {"args": args}}, state="finished", exit_code=0, started_s=100.0))
-        from controller.model import ProgressSample
+        from controller.records import ProgressSample
         history.append_progress(f"{name}-20261129T000000Z", [
             ProgressSample(step=s, time_s=100.0 + 10 + s, tok_per_s=1000.0 + s, loss=3.0, source="log")
             for s in range(1, 21)])
@@ -319,7 +319,7 @@ def test_registry_runs_are_judged_with_their_own_playbook_warmup_unless_the_call
     """The watch judged a run by its playbook's watch.warmup_s / warmup_steps: compare-runs
     takes the same window (a run without them gets the defaults); --warmup-s/--warmup-steps
     override every run."""
-    from controller.model import ProgressSample
+    from controller.records import ProgressSample
 
     store = RunStore()
     for name, watch in (("own", {"warmup_s": 0.0, "warmup_steps": 10}), ("plain", None)):

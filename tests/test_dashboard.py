@@ -15,7 +15,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from controller.dashboard import render
-from controller.model import Finding, GpuSample, HostSample, RunState
+from controller.records import Finding, GpuSample, HostSample, RunState
 from controller.widgets.demo import sample_states
 from controller.widgets.logtail import collapse_redraws
 from controller.widgets.sparkline import chart

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy_support import SLOW_DEPLOY, all_cmdlines, make_project, ticker_playbook, wait_for
-from tests.deploy_support import dfctl
+from tests.deploy_support import SLOW_DEPLOY, all_cmdlines, dfctl, make_project, ticker_playbook, wait_for
 
 pytestmark = pytest.mark.rig
 

@@ -8,10 +8,16 @@ import math
 import pytest
 
 from controller.detectors import detect_regression, evaluate, throughput_summary, verdict_exit_code
-from controller.model import (
-    Finding, GpuSample, HostSample, LogStatus, ProcessState, ProgressSample, RunState,
-)
 from controller.playbook import WatchConfig
+from controller.records import (
+    Finding,
+    GpuSample,
+    HostSample,
+    LogStatus,
+    ProcessState,
+    ProgressSample,
+    RunState,
+)
 
 T0 = 1_764_400_000.0
 CFG = WatchConfig()  # stale_log_s 120, hang_factor 10, hang_min_s 300, warmup 60 s / 3 steps, 15% x 3 windows

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from controller.detectors import EVIDENCE_LINE_CHARS, TextScanner, scan_lines, verdict_exit_code
-from controller.model import Finding
+from controller.records import Finding
 
 DATA = Path(__file__).parent / "data" / "logs"
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from controller import history
-from controller.model import GpuSample, ProgressSample
+from controller.records import GpuSample, ProgressSample
 
 
 def samples(n, start=0, source="metrics"):

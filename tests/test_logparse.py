@@ -13,9 +13,15 @@ from hypothesis import strategies as st
 
 from controller.errors import BadInputError
 from controller.logparse import (
-    CUT_MARK, LineParser, flush_carry, merge_wandb, parse_number, parse_wandb, split_lines,
+    CUT_MARK,
+    LineParser,
+    flush_carry,
+    merge_wandb,
+    parse_number,
+    parse_wandb,
+    split_lines,
 )
-from controller.model import WandbInfo
+from controller.records import WandbInfo
 
 # ---------------------------------------------------------------------------------------
 # split_lines

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from controller.errors import BadInputError
 from controller.wandb_offline import (
@@ -78,7 +79,7 @@ def written_runs(tmp_path_factory):
                             BIG_NOTE_CHARS=str(BIG_NOTE_CHARS))
     crashed = start_writer(base / "crashed", "crash", STEPS, 0.0)
     out_f = finished.communicate(timeout=240)
-    out_c = crashed.communicate(timeout=240)
+    crashed.communicate(timeout=240)
     assert finished.returncode == 0, out_f[1].decode()[-2000:]
     assert crashed.returncode != 0
     return {"finished": base / "finished", "crashed": base / "crashed"}

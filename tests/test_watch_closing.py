@@ -1,7 +1,7 @@
 """The lines `dfctl watch` ends with: how each run ended, its numbers, and what to do next."""
 
 from controller.cli.watch_cmds import closing_lines
-from controller.model import Finding, ProcessState, ProgressSample, RunState
+from controller.records import Finding, ProcessState, ProgressSample, RunState
 
 
 def test_finished_run_summary():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from controller.cli.watch_cmds import _HistoryHook
 from controller.history import append_progress, read_gpus
-from controller.model import GpuSample, ProgressSample, RunState, TickObservation
+from controller.records import GpuSample, ProgressSample, RunState, TickObservation
 from controller.runstore import RunRecord, RunStore
 from controller.watch import TickReport, Watch
 

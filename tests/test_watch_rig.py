@@ -3,7 +3,6 @@ nvidia-smi stand-ins), runs started inside the container the way dfctl's launch 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 from controller.playbook import TargetConfig, WatchConfig
 from controller.runstore import RunRecord, RunStore
 from controller.watch import Watch
-from tests.rig.gpus import FakeComputeApp, NA, NOT_SUPPORTED, busy_gpu, default_gpus
+from tests.rig.gpus import NA, NOT_SUPPORTED, FakeComputeApp, busy_gpu, default_gpus
 from tests.test_probe import wait_for
 from tests.test_watch import PROGRESS_PROGRAM, tick_until
 

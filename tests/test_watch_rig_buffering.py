@@ -13,8 +13,8 @@ import pytest
 
 from controller.runstore import RunStore
 from controller.watch import Watch
-from tests.test_watch_rig import ct_record
 from tests.deploy_support import wait_for
+from tests.test_watch_rig import ct_record
 
 ROOT = Path(__file__).resolve().parents[1]
 

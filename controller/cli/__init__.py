@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import sys
 
+# Command modules register themselves on `app` when imported (one module per area); the
+# import order is the order of `dfctl --help`.
+# isort: off
+from controller.cli import deploy_cmds as _deploy_cmds  # noqa: F401
+from controller.cli import watch_cmds as _watch_cmds  # noqa: F401
+from controller.cli import compare_cmds as _compare_cmds  # noqa: F401
+from controller.cli import checklog_cmds as _checklog_cmds  # noqa: F401
+# isort: on
 from controller.cli.app import app
 from controller.errors import DfctlError, one_line
-
-# Command modules register themselves on `app` when imported (one module per area).
-from controller.cli import deploy_cmds as _deploy_cmds  # noqa: E402,F401
-from controller.cli import watch_cmds as _watch_cmds  # noqa: E402,F401
-from controller.cli import compare_cmds as _compare_cmds  # noqa: E402,F401
-from controller.cli import checklog_cmds as _checklog_cmds  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,8 +19,8 @@ from controller.cli.app import app
 from controller.detectors import TextScanner, detect_regression, throughput_summary, verdict_exit_code
 from controller.errors import BadInputError
 from controller.logparse import flush_carry, split_lines
-from controller.model import Finding, to_jsonable
 from controller.playbook import WatchConfig
+from controller.records import Finding, to_jsonable
 
 CHUNK_BYTES = 1 << 20
 

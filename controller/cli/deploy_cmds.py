@@ -389,8 +389,8 @@ _PY_PROBE = ("import sys; print('python', sys.version.split()[0])\n"
 
 
 def _doctor_checks(pb: Playbook) -> list[dict[str, Any]]:
-    from controller.deploy import resolve_workdir
     from controller.bundle import project_root
+    from controller.deploy import resolve_workdir
     from controller.launch import remote_python
     from controller.transport.factory import open_host_transport, open_transport
     from controller.transport.pct import PctTransport

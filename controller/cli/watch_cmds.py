@@ -5,7 +5,7 @@ every interval and render. On a terminal the dashboard (controller.dashboard.ren
 drawn in rich's Live at most 4 times a second on the alternate screen, keys read in
 cbreak mode (q quits, j/k or Tab pick the run shown in full) and the terminal restored on
 any exit. Not a terminal: one readable line per new finding and a status line now and
-then. `--json`: JSON lines, one document per run per tick (controller.model.tick_document:
+then. `--json`: JSON lines, one document per run per tick (controller.records.tick_document:
 the run's state without its histories, plus the progress samples and log lines that tick
 added); with --once one document {"runs": [full RunState...], "hosts": [...]}.
 """
@@ -28,7 +28,7 @@ import typer
 
 from controller.cli.app import app
 from controller.errors import BadInputError, UnknownRunError, UnreachableError
-from controller.model import Finding, RunState, tick_document, to_jsonable
+from controller.records import Finding, RunState, tick_document, to_jsonable
 
 STATUS_EVERY_S = 30.0
 PROGRESS_SEED_LEN = 2000   # progress samples a restarted watch takes back from the history
@@ -113,7 +113,7 @@ class _HistoryHook:
         back the progress history they had (Parquet), so the throughput chart and the
         regression windows do not start from nothing."""
         from controller.history import read_progress
-        from controller.model import ProgressSample
+        from controller.records import ProgressSample
 
         names = [f for f in ProgressSample.__dataclass_fields__ if f != "source"]
         for r in w.runs:
@@ -170,7 +170,7 @@ def status_line(state: RunState) -> str:
 
 def closing_lines(states: list[RunState]) -> list[str]:
     """What a person needs when the watch ends: how each run ended, its numbers, what next."""
-    from controller.model import SEVERITY_RANK
+    from controller.records import SEVERITY_RANK
     from controller.throughput import fmt_tok_per_s
 
     out = []

@@ -4,7 +4,7 @@
 over stdin to `python3 -` on the host and returns its one JSON document. The request
 carries every cursor (log inode + offset, metrics and .wandb offsets), so the host keeps
 no state; the parsers in this package (nvidia_smi, procfs, cgroup, readings) turn the
-raw document into the typed records of controller/model.py.
+raw document into the typed records of controller/records.py.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import csv
 import io
 import re
 
-from controller.model import GpuProcess, GpuSample
+from controller.records import GpuProcess, GpuSample
 
 GPU_QUERY_FIELDS = ("index", "uuid", "name", "utilization.gpu", "memory.used", "memory.total",
                     "temperature.gpu", "power.draw", "clocks_event_reasons.active")

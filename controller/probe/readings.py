@@ -10,11 +10,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.model import GpuProcess, HostSample, ProcessState
 from controller.probe import decode_blob
 from controller.probe.cgroup import MemoryCgroup, parse_memory_cgroup, vmid_from_cgroup
 from controller.probe.nvidia_smi import gpu_error_from, parse_compute_apps_csv, parse_gpu_csv
 from controller.probe.procfs import leader_state, tree_totals
+from controller.records import GpuProcess, HostSample, ProcessState
 
 
 @dataclass

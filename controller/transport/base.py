@@ -66,7 +66,7 @@ class Transport(ABC):
         """Run a POSIX shell script. The script is one argv element: no extra quoting layer."""
         return self.run([shell, "-c", script], stdin=stdin, timeout_s=timeout_s)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (not abstract: a no-op is the right default)
         """Release connections. Safe to call twice."""
 
     def __enter__(self):

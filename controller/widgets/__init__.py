@@ -1,6 +1,6 @@
 """Dashboard widgets, one per module (rich's house style).
 
-Each widget is a pure function of typed state (controller/model.py) plus the space it is
+Each widget is a pure function of typed state (controller/records.py) plus the space it is
 given -- `(..., width, max_lines, now_s) -> list[Text]` -- so the dashboard can budget the
 terminal's rows exactly and tests can render any widget alone. No widget reads files,
 probes hosts or parses raw strings; they only draw what the state already says.

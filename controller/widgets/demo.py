@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 
-from controller.model import (Finding, GpuSample, HostSample, ProcessState, ProgressSample,
-                              RunState, WandbInfo)
+from controller.records import Finding, GpuSample, HostSample, ProcessState, ProgressSample, RunState, WandbInfo
 
 BASELINE_TOK_PER_S = 21_500.0
 

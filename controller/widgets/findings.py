@@ -6,7 +6,7 @@ import time
 
 from rich.text import Text
 
-from controller.model import SEVERITY_RANK, Finding
+from controller.records import SEVERITY_RANK, Finding
 from controller.widgets.format import SEVERITY_LABEL, SEVERITY_STYLE, known
 from controller.widgets.logtail import clean_line
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from controller.model import RunState
+from controller.records import RunState
 from controller.widgets.findings import worst
 from controller.widgets.format import SEVERITY_LABEL, SEVERITY_STYLE, STATE_STYLE, deficit_text, si
 from controller.widgets.throughput import rolling_median_tok_per_s

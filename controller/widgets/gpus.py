@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from controller.model import GpuSample, HostSample, RunState
+from controller.records import GpuSample, HostSample, RunState
 from controller.widgets.bars import bar
 from controller.widgets.format import NA, known, num
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from controller.model import RunState
+from controller.records import RunState
 from controller.widgets.format import NA, STATE_STYLE, duration, known
 
 

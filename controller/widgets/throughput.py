@@ -7,7 +7,7 @@ import statistics
 
 from rich.text import Text
 
-from controller.model import ProgressSample, RunState
+from controller.records import ProgressSample, RunState
 from controller.widgets.format import deficit_text, known, si
 from controller.widgets.sparkline import chart
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from controller.model import ProgressSample, RunState
+from controller.records import ProgressSample, RunState
 from controller.widgets.format import NA, duration, known, num, si
 
 

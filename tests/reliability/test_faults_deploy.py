@@ -20,9 +20,18 @@ import pytest
 
 from controller import deploy as deploy_mod
 from tests.deploy_support import make_project, ticker_playbook, wait_for
-from tests.reliability.support import (PROJECT, current_release, dfctl, lock_is_free, make_shims, note,
-                                       registry_rows, release_is_complete, run_dirs, spawn_phased,
-                                       target_toml)
+from tests.reliability.support import (
+    current_release,
+    dfctl,
+    lock_is_free,
+    make_shims,
+    note,
+    registry_rows,
+    release_is_complete,
+    run_dirs,
+    spawn_phased,
+    target_toml,
+)
 from tests.test_deploy_rig import live_pids_of_run
 
 pytestmark = pytest.mark.rig

@@ -126,7 +126,7 @@ def test_log_truncated_rotated_deleted_sshd_killed_run_killed(rig, rig_host, tmp
 def test_container_stopped_under_a_running_watch(rig, rig_host, tmp_path):
     host = rig_host
     name = f"rel-ctstop-{os.getpid()}"
-    run_dir = launch_in_ct(host, name, APPENDER)
+    launch_in_ct(host, name, APPENDER)
     store = RunStore(tmp_path / "reg.sqlite")
     store.add_run(ct_record(rig, host, name, connect_timeout_s=2.0))
     w = Watch(store.runs(), store, gpu=False, probe_timeout_s=4.0)
@@ -209,7 +209,7 @@ def test_watcher_sigkilled_mid_tick_resumes_and_two_watchers_at_once(rig, rig_ho
         for i in range(3):
             p = spawn_watcher(reg, rec.run_id, j1)
             procs.append(p)
-            wait_for(lambda: j1.exists() and len(journal_chunks(j1)) > 2 * (i + 1), 60, "watcher 1 reading")
+            wait_for(lambda i=i: j1.exists() and len(journal_chunks(j1)) > 2 * (i + 1), 60, "watcher 1 reading")
             time.sleep(rnd.uniform(0.0, 0.3))
             p.send_signal(signal.SIGKILL)
             p.wait(10)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.bundle import build_bundle
-from controller.deploy import deploy_bundle, resolve_workdir
+from controller.deploy import deploy_bundle
 from controller.launch import launch_run, stop_run
 from controller.playbook import parse_playbook
 from controller.runstore import RunRecord, RunStore

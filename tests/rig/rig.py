@@ -127,7 +127,7 @@ class Rig:
             shutil.rmtree(first.dir, ignore_errors=True)
             self.backend = "chroot"
             warnings.warn(f"test rig: LXC cannot start containers here ({self.fallback_reason}); "
-                          "using unshare/chroot containers behind the same pct interface")
+                          "using unshare/chroot containers behind the same pct interface", stacklevel=2)
             for host in new:
                 host.use_backend("chroot")
             return new

@@ -157,7 +157,7 @@ def load_config(vmid):
         with open(path) as f:
             text = f.read()
     except FileNotFoundError:
-        raise Die("Configuration file 'nodes/%s/lxc/%s.conf' does not exist\n" % (HOST["node"], vmid))
+        raise Die("Configuration file 'nodes/%s/lxc/%s.conf' does not exist\n" % (HOST["node"], vmid)) from None
     conf = {}
     for line in text.splitlines():
         if line.startswith("["):
@@ -223,7 +223,7 @@ def parse_perms(perms):
             return int(perms[2:], 16)
         return int(perms, 8)
     except ValueError:
-        raise Die("invalid mode: '%s'\n" % perms)
+        raise Die("invalid mode: '%s'\n" % perms) from None
 
 
 def create_file(path, perms, user, group):
@@ -244,7 +244,7 @@ def create_file(path, perms, user, group):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         except OSError as exc:
-            raise Die("failed to create file: %s: %s\n" % (path, os.strerror(exc.errno)))
+            raise Die("failed to create file: %s: %s\n" % (path, os.strerror(exc.errno))) from None
     if mode is not None:
         os.fchmod(fd, mode)
     if uid is not None or gid is not None:
@@ -257,7 +257,7 @@ def _lookup(fn, name, what):
     try:
         entry = fn(name)
     except KeyError:
-        raise Die("failed to get %s for: %s\n" % (what, name))
+        raise Die("failed to get %s for: %s\n" % (what, name)) from None
     return entry[2]
 
 
@@ -301,7 +301,7 @@ def cmd_push(fixed, opts, _extra):
         try:
             srcfd = open(src, "rb")
         except OSError:
-            raise Die("failed to open %s for reading\n" % src)
+            raise Die("failed to open %s for reading\n" % src) from None
         enter_mount_namespace(pid)
         with srcfd, create_file(dest, opts.get("perms"), opts.get("user"), opts.get("group")) as out:
             shutil.copyfileobj(srcfd, out, 1 << 20)
@@ -321,7 +321,7 @@ def cmd_pull(fixed, opts, _extra):
         try:
             srcfd = open(path, "rb")
         except OSError as exc:
-            raise Die("failed to open %s: %s\n" % (path, os.strerror(exc.errno)))
+            raise Die("failed to open %s: %s\n" % (path, os.strerror(exc.errno))) from None
         with srcfd, out:
             shutil.copyfileobj(srcfd, out, 1 << 20)
 

@@ -83,6 +83,9 @@ class ChrootContainers(HostContainers):
         if not str(prefix).startswith("/usr/"):
             binds.append([str(prefix), str(prefix).lstrip("/"), True])
         binds.append([str(PROJECT_ROOT), str(PROJECT_ROOT).lstrip("/"), True])
+        if (PROJECT_ROOT / ".venv").is_symlink():   # a worktree sharing another checkout's venv
+            real_venv = os.path.realpath(PROJECT_ROOT / ".venv")
+            binds.append([real_venv, real_venv.lstrip("/"), True])
         binds.append([str(self.share_dir), str(self.share_dir).lstrip("/"), True])
         binds.append([str(spec.workspace_dir), "workspace", False])
         (ct_dir / "chroot.json").write_text(json.dumps({

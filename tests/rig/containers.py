@@ -118,6 +118,10 @@ class HostContainers:
             lines.append(f"lxc.mount.entry = {prefix} {rel} none ro,bind,create=dir 0 0")
         rel_project = str(PROJECT_ROOT).lstrip("/")
         lines.append(f"lxc.mount.entry = {PROJECT_ROOT} {rel_project} none ro,bind,create=dir 0 0")
+        venv = PROJECT_ROOT / ".venv"
+        if venv.is_symlink():   # a git worktree sharing another checkout's venv: bind that one too
+            real_venv = Path(os.path.realpath(venv))
+            lines.append(f"lxc.mount.entry = {real_venv} {str(real_venv).lstrip('/')} none ro,bind,create=dir 0 0")
         rel_share = str(self.share_dir).lstrip("/")
         lines.append(f"lxc.mount.entry = {self.share_dir} {rel_share} none ro,bind,create=dir 0 0")
         lines.append(f"lxc.mount.entry = {spec.workspace_dir} workspace none rw,bind,create=dir 0 0")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from controller.errors import UnknownRunError
+from controller.playbook import TargetConfig
 from controller.records import Finding
 
 
@@ -52,6 +53,23 @@ class RunRecord:
     state: str = "launched"           # launched | running | finished | failed | stopped | unknown
     exit_code: int | None = None
     ended_s: float | None = None
+
+
+def target_of(rec: RunRecord) -> TargetConfig:
+    """The target a stored run lives on, rebuilt from its row: the playbook's [target] as
+    stored, with the row's own columns filling what it lacks. The one converter, so
+    `dfctl watch`, `stop`, `runs` and `logs` all reach a run the same way."""
+    raw = dict((rec.playbook or {}).get("target") or {})
+    known = {f.name for f in fields(TargetConfig)}
+    kw = {k: v for k, v in raw.items() if k in known}
+    kw.setdefault("kind", rec.target_kind if rec.target_kind in ("local", "ssh", "pct") else "local")
+    if rec.host and not kw.get("host"):
+        kw["host"] = rec.host
+    if rec.vmid is not None and kw.get("vmid") is None:
+        kw["vmid"] = rec.vmid
+    if rec.workdir and "workdir" not in kw:
+        kw["workdir"] = rec.workdir
+    return TargetConfig(**kw)
 
 
 @dataclass

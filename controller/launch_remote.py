@@ -167,13 +167,81 @@ def _become_wrapper(run_dir, run_id, path, report_fd):
             os._exit(1)
 
 
-def launch(spec):
-    workdir = spec["workdir"]
+def _take_deploy_lock(workdir, owner, wait_s):
+    """(fd, None) holding the workdir's deploy lock (flock(2), the lock deploy.py's
+    PUSH_SCRIPT takes with flock(1)), or (None, who holds it) after wait_s."""
+    import fcntl
+    fd = os.open(os.path.join(workdir, ".deploy.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() > end:
+                os.close(fd)
+                try:
+                    with open(os.path.join(workdir, ".deploy.owner")) as fh:
+                        return None, fh.read().strip() or "unknown"
+                except OSError:
+                    return None, "unknown"
+            time.sleep(0.05)
+    _write_atomic(os.path.join(workdir, ".deploy.owner"), str(owner) + "\n")
+    return fd, None
+
+
+def _live_runs(workdir, known):
+    """Runs with a live process: every run dir under this workdir (whichever controller
+    launched it) plus the runs the controller knows of this target elsewhere."""
+    cands = {}
     runs = os.path.join(workdir, "runs")
+    try:
+        names = os.listdir(runs)
+    except OSError:
+        names = []
+    for name in names:
+        cands[os.path.join(runs, name)] = None
+    for run in known:
+        cands.setdefault(run["run_dir"], run.get("pid"))
+    live = []
+    for run_dir, pid in sorted(cands.items()):
+        pid = pid or _read_pid(run_dir)
+        if pid and _leader_is_ours(pid, run_dir) and _members(pid):
+            live.append({"run_id": os.path.basename(run_dir), "run_dir": run_dir, "pid": pid})
+    return live
+
+
+def launch(spec):
+    """Start the run. An exclusive launch (spec["exclusive"]) holds the deploy lock from
+    its live-run check to the start, so two deploys at once cannot both launch."""
+    workdir = spec["workdir"]
     current = os.path.join(workdir, "current")
     if not os.path.isdir(current):
         return {"error": "no release at %s (deploy first)" % current}
-    release_dir = os.path.realpath(current)   # fixed now: a later deploy cannot change this run's code
+    excl = spec.get("exclusive")
+    if excl is None:
+        return _launch(spec)
+    fd, held_by = _take_deploy_lock(workdir, excl.get("owner") or "launch", float(excl.get("lock_wait_s", 10)))
+    if fd is None:
+        return {"error": "deploy lock %s is held by: %s" % (os.path.join(workdir, ".deploy.lock"), held_by),
+                "locked": True}
+    try:
+        own = os.path.join(workdir, "runs", spec["run_id"])
+        if spec.get("adopt") and os.path.isdir(own):
+            return _adopt(own)       # our own earlier attempt: never a conflict with itself
+        live = _live_runs(workdir, excl.get("runs") or [])
+        if live:
+            return {"error": "run %s is still alive" % ", ".join("%s (pid %d)" % (r["run_id"], r["pid"]) for r in live),
+                    "conflict": live}
+        return _launch(spec)
+    finally:
+        os.close(fd)
+
+
+def _launch(spec):
+    workdir = spec["workdir"]
+    runs = os.path.join(workdir, "runs")
+    release_dir = os.path.realpath(os.path.join(workdir, "current"))   # fixed now: a later deploy cannot change this run's code
     os.makedirs(runs, exist_ok=True)
     base, n = spec["run_id"], 1
     while True:

@@ -131,6 +131,15 @@ class RunStore:
         marks = ", ".join(f":{k}" for k in row)
         self._db.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", row)
 
+    def add_run_if_new(self, rec: RunRecord) -> bool:
+        """add_run unless that run id is taken (False then): the check and the insert are one
+        statement, so of two controllers registering the same id at once one gets it."""
+        try:
+            self.add_run(rec)
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
     def update_run(self, run_id: str, **changes: Any) -> None:
         allowed = {f.name for f in fields(RunRecord)} - {"run_id"}
         bad = set(changes) - allowed
@@ -140,6 +149,10 @@ class RunStore:
             changes["playbook"] = json.dumps(changes["playbook"], sort_keys=True)
         sets = ", ".join(f"{k} = :{k}" for k in changes)
         self._db.execute(f"UPDATE runs SET {sets} WHERE run_id = :run_id", {**changes, "run_id": run_id})
+
+    def remove_run(self, run_id: str) -> None:
+        """Forget a run that never started (its launch was refused before a run dir existed)."""
+        self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
 
     @staticmethod
     def _record(row: sqlite3.Row) -> RunRecord:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, DfctlError, UnreachableError
+from controller.errors import BadInputError, DeployError, UnreachableError
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
@@ -192,34 +192,34 @@ def _run_row(rec: RunRecord) -> dict[str, Any]:
 
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
-    """List known runs with their live state (one round trip per target)."""
-    from controller.launch import record_statuses, runs_status, target_identity
+    """List known runs with their live state (one round trip per target).
+
+    A target that cannot be read: its runs are listed as `unknown` (with `read_error`
+    in --json), the target is named on stderr, and the exit code is 3 (a partial list)."""
+    from controller.launch import refresh_states
 
     store = RunStore()
     try:
         records = store.runs()
-        groups: dict[tuple, list[RunRecord]] = {}
-        for rec in records:
-            groups.setdefault(target_identity(target_of(rec)), []).append(rec)
-        for recs in groups.values():
-            try:
-                target, transport = _open_for(recs[0])
-                statuses = runs_status(transport, target, recs)
-            except DfctlError as exc:
-                for rec in recs:
-                    rec.state = "unknown"
-                print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
-                continue
-            record_statuses(store, recs, statuses)
+        unreadable = refresh_states(store, records, _open_for)
     finally:
         store.close()
-    rows = [_run_row(r) for r in records]
+    errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
+    for label, message, _ in unreadable:
+        print(f"dfctl: {label}: {message}", file=sys.stderr)
+    rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
     if json_out:
         _emit_json(rows)
-        return
-    if not rows:
+    elif not rows:
         typer.echo("no runs yet (dfctl deploy PLAYBOOK starts one)", err=True)
-        return
+    else:
+        _print_runs_table(rows)
+    if unreadable:
+        raise UnreachableError(f"runs: could not read {', '.join(label for label, _, _ in unreadable)}; "
+                               f"the state of its runs is unknown (the rest of the list is current)")
+
+
+def _print_runs_table(rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -295,3 +297,67 @@ def test_slow_host_no_banner_bounded_clear(rig, rig_host, tmp_path, capsys, monk
     finally:
         host.sigcont_sshd()
     assert registry_rows(capsys) == []
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_concurrent_deploys_on_the_rig_exactly_one_launches(rig, rig_host, tmp_path, capsys, monkeypatch, n):
+    """Issue 12 item 3 on a real CT: N controllers deploy one playbook at the same moment
+    (each past its early live-run check, seeing the target free; the release not there yet,
+    so all N stream it at once). Exactly one launches; the others exit 2 naming it. Before
+    the fix every one launched: N trainers on one CT."""
+    from tests.deploy_support import race_deploys
+    from tests.test_cli_deploy import assert_exactly_one_launched
+
+    host = rig_host
+    root, pb, workdir, _ = setup_target(rig, host, tmp_path, f"race{n}", shims=False)
+    monkeypatch.chdir(root)
+    try:
+        results = race_deploys(n, pb, root, tmp_path / "barrier")
+        won = assert_exactly_one_launched(results, capsys)
+        note(f"deploy: {n} at once", launched=1, refused=[c for c, _, _ in results].count(2),
+             message=next((e.strip()[:300] for c, _, e in results if c == 2), ""))
+        assert run_dirs(host, host.vmid_running, workdir) == [won["run"]["run_id"]]
+        assert live_pids_of_run(won["run"]["run_id"])
+        cur = current_release(host, host.vmid_running, workdir)
+        assert cur == won["release"]["release_id"] and release_is_complete(host, host.vmid_running, workdir, cur)
+        assert not list(host.container_path(host.vmid_running, f"{workdir}/releases").glob(".tmp-*"))
+    finally:
+        stop_everything(capsys, host, workdir)
+
+
+def test_link_cut_mid_deploy_does_not_lock_out_a_second_controller(rig, rig_host, tmp_path, capsys, monkeypatch):
+    """Issue 12 item 5 (the lock half): controller A's link is cut mid-transfer; its remote
+    script stays blocked on a stream that never ends. Controller B, on ANOTHER machine (its
+    own UTS namespace and host name: A's lock owner text cannot be judged from there), deploys
+    right after the link is back. Before the fix B was refused "deploy lock ... is held by:
+    dfctl pid A on vm" until sshd dropped A's session (~2 min); the stream is now received
+    without the lock, which covers only the rename and switch."""
+    host = rig_host
+    root, pb, workdir, _ = setup_target(rig, host, tmp_path, "cutlock", timeout_s=2, shims=False)
+    monkeypatch.chdir(root)
+    before = first_release(capsys, pb)
+    (root / "ticker" / "blob.bin").write_bytes(os.urandom(8 << 20))
+    _FaultAtRead.calls, _FaultAtRead.fault = 0, host.link_down
+    monkeypatch.setattr(deploy_mod, "ProgressReader", _FaultAtRead)
+    try:
+        code, _, err = dfctl(capsys, "deploy", str(pb), "--json")
+    finally:
+        host.link_up()
+        monkeypatch.setattr(deploy_mod, "ProgressReader", _FaultAtRead.__mro__[1])
+    assert code in (1, 3), err
+    assert current_release(host, host.vmid_running, workdir) == before
+    t0 = time.monotonic()
+    b = subprocess.run(["unshare", "--uts", "sh", "-c", 'hostname other-controller && exec "$@"', "sh",
+                        sys.executable, "-m", "controller", "deploy", str(pb), "--json"],
+                       cwd=root, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                       capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    note("deploy: a second controller after a link cut mid-deploy", exit_code=b.returncode, took_s=round(took, 1),
+         message=b.stderr.strip()[:300])
+    try:
+        assert b.returncode == 0, b.stderr
+        assert "held by" not in b.stderr and took < 60
+        doc = json.loads(b.stdout)
+        assert current_release(host, host.vmid_running, workdir) == doc["release"]["release_id"] != before
+    finally:
+        stop_everything(capsys, host, workdir)

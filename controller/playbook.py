@@ -338,8 +338,10 @@ def _check_required(cls: type, table: dict[str, Any], prefix: str, src: str) -> 
             _check_required(sub, table[f.name], where, src)
 
 
-def parse_playbook(text: str | bytes, source: str = "<memory>") -> Playbook:
-    """Parse and validate playbook text; raises PlaybookError with `source: key: problem`."""
+def parse_playbook(text: str | bytes, source: str = "<memory>", *, require_target: bool = True) -> Playbook:
+    """Parse and validate playbook text; raises PlaybookError with `source: key: problem`.
+    `require_target=False` only for readers that never reach the target (watch --playbook
+    picks a run by its name): there a playbook without [target] is fine."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -355,11 +357,12 @@ def parse_playbook(text: str | bytes, source: str = "<memory>") -> Playbook:
     pb = _build(Playbook, data, "", source)
     pb = dataclasses.replace(pb, source=source)
     _check(pb)
-    _check_required(Playbook, data, "", source)
+    if require_target:
+        _check_required(Playbook, data, "", source)
     return pb
 
 
-def load_playbook(path: str | Path) -> Playbook:
+def load_playbook(path: str | Path, *, require_target: bool = True) -> Playbook:
     """Read a playbook file. Missing or unreadable file -> PlaybookError (exit 2)."""
     p = Path(path)
     try:
@@ -370,7 +373,7 @@ def load_playbook(path: str | Path) -> Playbook:
         raise PlaybookError(f"{p}: is a directory, expected a .toml playbook") from None
     except OSError as exc:
         raise PlaybookError(f"{p}: cannot read: {exc.strerror}") from None
-    return parse_playbook(raw, str(path))
+    return parse_playbook(raw, str(path), require_target=require_target)
 
 
 def _type_name(tp: Any) -> str:

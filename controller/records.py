@@ -85,6 +85,8 @@ class ProcessState:
     cpu_pct: float | None = None         # whole process tree
     rss_bytes: int | None = None         # whole process tree
     threads: int | None = None
+    disk_free_bytes: int | None = None   # run dir's filesystem, read while no exit code is recorded
+    exit_code_tmp_bytes: int | None = None   # an exit_code.tmp left behind (0: the wrapper died writing it)
 
 
 @dataclass

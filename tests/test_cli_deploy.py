@@ -230,8 +230,6 @@ def test_doctor_local(project, capsys):
 def assert_exactly_one_launched(results, capsys) -> dict:
     """Of racing deploys of one playbook: one exit 0 with a run, every other exit 2 naming
     that run; the registry and the target hold that one run only."""
-    from tests.deploy_support import session_members as members
-
     won = [json.loads(out) for code, out, _ in results if code == 0]
     assert len(won) == 1, [(c, e[-300:]) for c, _, e in results]
     run_id = won[0]["run"]["run_id"]
@@ -242,7 +240,6 @@ def assert_exactly_one_launched(results, capsys) -> dict:
     code, out, _ = dfctl(capsys, "runs", "--json")
     rows = json.loads(out)
     assert [r["run_id"] for r in rows] == [run_id] and rows[0]["state"] == "running"
-    assert members(won[0]["run"]["pid"])
     return won[0]
 
 
@@ -256,6 +253,7 @@ def test_concurrent_deploys_of_one_playbook_exactly_one_launches(project, capsys
 
     results = race_deploys(n, pb, root, tmp_path / "barrier")
     won = assert_exactly_one_launched(results, capsys)
+    assert session_members(won["run"]["pid"])
     runs_dir = root / ".dfctl-local" / "runs"
     assert sorted(p.name for p in runs_dir.iterdir()) == [won["run"]["run_id"]]     # one run dir
     code, _, err = dfctl(capsys, "stop", won["run"]["run_id"], "--grace-s", "2")

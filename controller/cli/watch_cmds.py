@@ -40,7 +40,7 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
     if playbook is not None:
         from controller.playbook import load_playbook
 
-        pb = load_playbook(playbook)
+        pb = load_playbook(playbook, require_target=False)   # only its run.name is used
         try:
             records.append(store.get_run(pb.run.name))
         except UnknownRunError:

@@ -165,6 +165,22 @@ def read_since(path, inode, offset, cap, context=0):
         f.close()
 
 
+def run_dir_disk(run_dir):
+    """Free space on the run dir's filesystem (and an exit_code.tmp's size): read while no
+    exit code is recorded, so a run that vanished can be told apart from a kill -9 -- a
+    full disk kills the trainer, then the wrapper, leaving exit_code.tmp empty."""
+    try:
+        st = os.statvfs(run_dir)
+    except OSError:
+        return None
+    try:
+        tmp_bytes = os.lstat(os.path.join(run_dir, "exit_code.tmp")).st_size
+    except OSError:
+        tmp_bytes = None
+    return {"free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize,
+            "exit_code_tmp_bytes": tmp_bytes}
+
+
 def _int_file(path):
     text = _read_text(path, 64)
     if text is None:
@@ -323,6 +339,8 @@ def probe_run(run, root, proc_root, cap, host_cgroup):
         pid = run.get("pid")
     out["pid"] = pid
     out["exit_code_text"] = _read_text(root + rd + "/exit_code", 64) if rd else None
+    if rd and out["exit_code_text"] is None:
+        out["disk"] = run_dir_disk(root + rd)
     out["stop_request_text"] = _read_text(root + rd + "/stop_request", 4096) if rd else None
     if run.get("want_launch") and rd:
         out["launch_json"] = _read_text(root + rd + "/launch.json", 65536)

@@ -361,3 +361,49 @@ def test_link_cut_mid_deploy_does_not_lock_out_a_second_controller(rig, rig_host
         assert current_release(host, host.vmid_running, workdir) == doc["release"]["release_id"] != before
     finally:
         stop_everything(capsys, host, workdir)
+
+
+FILLER = '''"""Fills its run dir's filesystem, then dies of ENOSPC as a trainer writing a checkpoint would."""
+import os, sys
+run_dir = sys.argv[1]
+print("filling", flush=True)
+with open(os.path.join(run_dir, "ckpt.bin"), "wb") as fh:
+    while True:
+        fh.write(b"\\0" * (1 << 16))
+        fh.flush()
+'''
+
+
+def test_disk_full_mid_run_is_named_not_blamed_on_kill_9(rig, rig_host, tmp_path, capsys, monkeypatch):
+    """Issue 12 item 8: the trainer dies of ENOSPC, then its wrapper dies writing the exit
+    code (exit_code.tmp left empty, no exit_code). Before, the watch said "process vanished
+    ... kill -9 of the process group, container restart, host reboot?"; now it names the
+    full disk, read (statvfs) on the run dir's filesystem when no exit code is recorded."""
+    host = rig_host
+    small = host.make_small_workspace(4096)
+    root = make_project(tmp_path / "proj", git=False, extra_files={"filler/__init__.py": b"",
+                                                                    "filler/__main__.py": FILLER.encode()})
+    workdir = "/workspace/fullrun"
+    pb = root / "pb.toml"
+    pb.write_text(target_toml(rig, host, workdir, vmid=small.vmid).replace('kind = "pct"', '[target]\nkind = "pct"', 1)
+                  + '[bundle]\npaths = ["filler"]\n[run]\nname = "fill"\nmodule = "filler"\nargs = ["{run_dir}"]\n')
+    monkeypatch.chdir(root)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    host_run_dir = small.host_dir / "fullrun" / "runs" / run["run_id"]
+    wait_for(lambda: not live_pids_of_run(run["run_id"]), timeout_s=60, what="the run dead of ENOSPC")
+    assert not (host_run_dir / "exit_code").exists()
+    assert (host_run_dir / "exit_code.tmp").exists() and (host_run_dir / "exit_code.tmp").stat().st_size == 0
+    code, out, err = dfctl(capsys, "watch", run["run_id"], "--once", "--json")
+    doc = json.loads(out)["runs"][0]
+    print([(f["kind"], f["summary"], f.get("hint")) for f in doc["findings"]])
+    # the traceback's own OSError (when a byte of it still fit) is a crash finding too; the
+    # verdict on the vanished process must name the disk, and nothing may say kill -9
+    crash = [f for f in doc["findings"] if f["kind"] == "crash" and "vanished" in f["summary"]]
+    note("run: disk full mid-run", exit_code=code, summary=crash[0]["summary"] if crash else None,
+         evidence=crash[0]["evidence"][0] if crash else None)
+    assert code == 4 and len(crash) == 1, (code, doc["findings"])
+    assert "disk full" in crash[0]["summary"] and not any("kill -9" in (f.get("hint") or "") for f in doc["findings"])
+    assert "KiB free" in crash[0]["evidence"][0] and "exit_code.tmp left empty" in crash[0]["evidence"][0]
+    assert "ENOSPC" in crash[0]["hint"]

@@ -908,7 +908,8 @@ def handle(req, src=""):
             by_ct.setdefault(int(run["vmid"]), []).append(run)
         else:
             plain.append(run)
-    doc["runs"] = probe_inside({"runs": plain, "read_cap_bytes": req.get("read_cap_bytes", 1 << 20)})
+    doc["runs"] = probe_inside({"runs": plain, "read_cap_bytes": req.get("read_cap_bytes", 1 << 20),
+                                "hold": req.get("hold")})
     cts = {int(c["vmid"]): c for c in req.get("containers", [])}
     doc["containers"] = []
     for vmid, runs in sorted(by_ct.items()):

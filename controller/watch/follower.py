@@ -124,6 +124,7 @@ class RunFollower:
         self.read_launch(rd)
         chunk = self.follow_log(rd, reading, now, obs)
         samples, log_found = self.parse_lines(chunk, obs, now)
+        log_found += self.refused_files(rd, now)
         # metrics/wandb first: at a step both report, the history keeps their source and
         # time (stale_log compares them with the log's last growth)
         samples = self.follow_metrics(rd, now) + self.follow_wandb(rd) + self.poll_wandb_api() + samples
@@ -194,6 +195,18 @@ class RunFollower:
         obs.new_lines = chunk.ended_lines + chunk.lines
         obs.first_line_no = chunk.ended_first_line_no if chunk.ended_lines else chunk.first_line_no
         return chunk
+
+    def refused_files(self, rd: RunReading, now: float) -> list[Finding]:
+        """A FIFO, device, socket or directory where a run file should be: the probe did not
+        read it (it could hang or have side effects) -- say what is there."""
+        out = []
+        for what, fr in (("log", rd.log), ("metrics.jsonl", rd.metrics), (".wandb file", rd.wandb)):
+            if fr is not None and not fr.exists and fr.error and "not a regular file" in fr.error:
+                out.append(Finding(kind="log_unreadable", severity="warning",
+                                   summary=f"{what} not read: {fr.error}"[:300], evidence=(fr.error,),
+                                   hint="something in the container put a non-file there; the watch reads regular files only",
+                                   first_seen_s=now, run_id=self.record.run_id))
+        return out
 
     def parse_lines(self, chunk: LogChunk | None, obs: TickObservation,
                     now: float) -> tuple[list[ProgressSample], list[Finding]]:

@@ -56,8 +56,9 @@ class RunRecord:
 
 
 def target_of(rec: RunRecord) -> TargetConfig:
-    """The target a stored run lives on: its playbook's [target] (redacted, so no
-    secrets), with the row's own kind/host/vmid where the playbook lacks them."""
+    """The target a stored run lives on, rebuilt from its row: the playbook's [target] as
+    stored, with the row's own columns filling what it lacks. The one converter, so
+    `dfctl watch`, `stop`, `runs` and `logs` all reach a run the same way."""
     raw = dict((rec.playbook or {}).get("target") or {})
     known = {f.name for f in fields(TargetConfig)}
     kw = {k: v for k, v in raw.items() if k in known}
@@ -66,6 +67,8 @@ def target_of(rec: RunRecord) -> TargetConfig:
         kw["host"] = rec.host
     if rec.vmid is not None and kw.get("vmid") is None:
         kw["vmid"] = rec.vmid
+    if rec.workdir and "workdir" not in kw:
+        kw["workdir"] = rec.workdir
     return TargetConfig(**kw)
 
 

@@ -45,6 +45,7 @@ class RunProbeRequest:
     wandb_path: str | None = None      # None: the probe looks under <run_dir>/wandb/
     want_launch: bool = False          # ship launch.json (first tick)
     log_context_bytes: int = 0         # also this many bytes before the cursor (a restarted watch's tail)
+    log_tail_lines: int = 0            # with no cursor: read from where the last N lines begin (`dfctl logs`)
     cgroup: dict[str, Any] | None = None  # {"version", "path"} last seen: read it once the process is gone
 
     def to_json(self) -> dict[str, Any]:
@@ -52,7 +53,7 @@ class RunProbeRequest:
                 "pid": self.pid, "vmid": self.vmid, "cursor": self.cursor.to_json(),
                 "log_carry": self.log_carry_bytes, "log_context": self.log_context_bytes,
                 "fp_bytes": self.want_fingerprint_bytes, "wandb_path": self.wandb_path,
-                "want_launch": self.want_launch, "cgroup": self.cgroup}
+                "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines}
 
 
 @dataclass

@@ -459,8 +459,28 @@ def _pick_file(path, cur, carry, root, proc_root, pid):
     return f, st, None, None, err
 
 
+def _tail_start(f, size, lines):
+    """The offset where the last `lines` lines of the file begin (read backwards, as
+    `tail -n` counts: a final newline does not start another line)."""
+    end = size - 1 if size and _pread(f, size - 1, 1) == b"\n" else size
+    pos, seen = end, 0
+    while pos > 0:
+        n = min(65536, pos)
+        block = _pread(f, pos - n, n)
+        i = len(block)
+        while True:
+            i = block.rfind(b"\n", 0, i)
+            if i < 0:
+                break
+            seen += 1
+            if seen >= lines:
+                return pos - n + i + 1
+        pos -= n
+    return 0
+
+
 def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=0, proc_root=None,
-               pid=None, hold=False, fp_bytes=False):
+               pid=None, hold=False, fp_bytes=False, tail_lines=0):
     """New bytes of a growing file from a cursor.
 
     `cursor` (the controller's RunCursor as JSON) carries the log's inode, committed
@@ -504,6 +524,8 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
         start = 0 if rotated else offset + (carry or 0)
         if start > st.st_size:
             start = st.st_size
+        if tail_lines and inode is None and not offset:
+            start = _tail_start(f, st.st_size, tail_lines)   # `dfctl logs --tail N`: its last lines
         n = max(0, min(st.st_size - start, cap))
         data = _pread(f, start, n)
         out = {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
@@ -724,7 +746,7 @@ def probe_run(run, root, cap, host_cgroup, hold=False):
     out["pid"] = pid
     out["log"] = read_since(run["log_path"], None, 0, cap, run.get("log_context", 0), root=root, cursor=cur,
                             carry=run.get("log_carry", 0), proc_root=root + "/proc", pid=pid, hold=hold,
-                            fp_bytes=run.get("fp_bytes", False))
+                            fp_bytes=run.get("fp_bytes", False), tail_lines=run.get("log_tail_lines", 0))
     out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd else None
     out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd else None
     if run.get("want_launch") and rd:

@@ -27,6 +27,7 @@ from typing import Iterator, Optional
 import typer
 
 from controller.cli.app import app
+from controller.cli.interrupts import interrupts_unwind
 from controller.errors import BadInputError, UnknownRunError, UnreachableError
 from controller.records import Finding, RunState, tick_document, to_jsonable
 
@@ -84,7 +85,9 @@ def _notifier(command: str):
 
 class _HistoryHook:
     """Feeds new progress samples to the Parquet history (controller.history): one writer
-    per run, flushed on close (the watch's only coupling to history is this call)."""
+    per run (the watch's only coupling to history is this call). Progress rows are flushed
+    as they come -- the Watch calls this before it persists the cursor covering them, so no
+    kill can leave a cursor past rows the history lacks; GPU rows are flushed on close."""
 
     def __init__(self) -> None:
         self._writers: dict = {}
@@ -98,7 +101,9 @@ class _HistoryHook:
         return w
 
     def __call__(self, run_id: str, samples) -> None:
-        self._writer(run_id).append_progress(samples)
+        w = self._writer(run_id)
+        w.append_progress(samples)
+        w.flush("progress")
 
     def record_gpus(self, report) -> None:
         """Each tick's GPU rows per run, so compare-runs sees peak memory of watched runs."""
@@ -280,6 +285,8 @@ def watch(
     w.on_tick = history.record_gpus
     _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
     interval_s = interval if interval is not None else min(r.cfg.interval_s for r in w.runs)
+    signals = contextlib.ExitStack()
+    signals.enter_context(interrupts_unwind())   # SIGTERM/SIGHUP unwind through the finally below
     try:
         if once:
             rep = w.tick()
@@ -309,6 +316,7 @@ def watch(
         w.close()
         history.close()
         store.close()
+        signals.close()
 
 
 def _sleep_until(deadline: float) -> None:

@@ -41,6 +41,7 @@ from controller.importers import (
     read_run_dir,
     read_wandb_path,
 )
+from controller.throughput import tok_quantiles, warm_window
 
 DEFAULT_WARMUP_S = 60.0
 DEFAULT_WARMUP_STEPS = 3
@@ -196,37 +197,9 @@ class Window:
 
 
 def warm_mask(c: Columns, warmup_s: float, warmup_steps: int) -> tuple[np.ndarray | slice, bool]:
-    """throughput.warm_samples over arrays: drop the first sample and `warmup_steps` more,
-    and anything within `warmup_s` of the first; if nothing is left, use every sample.
-    Returns a slice when the window is contiguous (the usual case: no copy of 1M rows)."""
+    """throughput.warm_window over this run's columns (the one warm window of every figure)."""
     useful = np.isfinite(c.tok_per_s) | np.isfinite(c.step_time_s) | np.isfinite(c.samples_per_s)
-    n = c.step.size
-    t = c.time_s
-    if n and useful.all():
-        start = warmup_steps + 1
-        contiguous = True
-        if warmup_s > 0 and math.isfinite(t[0]):
-            if np.isfinite(t).all() and np.all(t[1:] >= t[:-1]):
-                start = max(start, int(np.searchsorted(t, t[0] + warmup_s, side="left")))
-            else:
-                contiguous = False
-        if contiguous:
-            return (slice(start, n), True) if start < n else (slice(0, n), False)
-    idx = np.flatnonzero(useful)
-    mask = np.zeros(n, bool)
-    if idx.size == 0:
-        return mask, False
-    warm = np.zeros(idx.size, bool)
-    warm[warmup_steps + 1:] = True
-    t0 = t[idx[0]]
-    if warmup_s > 0 and math.isfinite(t0):
-        ti = t[idx]
-        warm &= ~(np.isfinite(ti) & (ti < t0 + warmup_s))
-    if warm.any():
-        mask[idx[warm]] = True
-        return mask, True
-    mask[idx] = True
-    return mask, False
+    return warm_window(c.time_s, useful, warmup_s, warmup_steps)
 
 
 def _median(a: np.ndarray) -> float | None:
@@ -304,10 +277,8 @@ def summarise(run: LoadedRun, warmup_s: float, warmup_steps: int) -> RunSummary:
     good = np.isfinite(tok) & (tok > 0)
     if not good.all():
         tok = tok[good]
-    stats: dict[str, float | None] = {"median": None, "p10": None, "p90": None}
-    if tok.size:
-        q = np.quantile(tok, [0.5, 0.1, 0.9])
-        stats = {"median": float(q[0]), "p10": float(q[1]), "p90": float(q[2])}
+    q = tok_quantiles(tok)
+    stats: dict[str, float | None] = {k: (q[k] if q else None) for k in ("median", "p10", "p90")}
     steps = c.step[mask]
     times = c.time_s[mask]
     n_window = (mask.stop - mask.start) if isinstance(mask, slice) else int(mask.sum())

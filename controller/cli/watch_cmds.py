@@ -173,10 +173,13 @@ def status_line(state: RunState) -> str:
     return f"[{time.strftime('%H:%M:%S')}] " + " ".join(bits)
 
 
-def closing_lines(states: list[RunState]) -> list[str]:
-    """What a person needs when the watch ends: how each run ended, its numbers, what next."""
+def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]:
+    """What a person needs when the watch ends: how each run ended, its numbers, what next.
+    The tok/s median is the warm window's of each run's own watch config (`cfgs` by run
+    id; default warm-up otherwise) -- the figure check-log and compare-runs print."""
+    from controller.playbook import WatchConfig
     from controller.records import SEVERITY_RANK
-    from controller.throughput import fmt_tok_per_s
+    from controller.throughput import fmt_tok_per_s, throughput_summary
 
     out = []
     for st in states:
@@ -198,9 +201,9 @@ def closing_lines(states: list[RunState]) -> list[str]:
             losses = [p.loss for p in prog if p.loss is not None]
             if losses:
                 bits.append(f"loss {losses[0]:.4g} -> {losses[-1]:.4g}")
-            toks = sorted(p.tok_per_s for p in prog if p.tok_per_s is not None)
-            if toks:
-                bits.append(f"median {fmt_tok_per_s(toks[len(toks) // 2])} tok/s")
+            tput = throughput_summary(prog, (cfgs or {}).get(st.run_id) or WatchConfig())
+            if tput["tok_per_s"]:
+                bits.append(f"median {fmt_tok_per_s(tput['tok_per_s']['median'])} tok/s ({tput['window']['label']})")
         worst = sorted(st.findings, key=lambda f: -SEVERITY_RANK.get(f.severity, 0))
         bits.append(f"{len(worst)} finding(s), worst: {worst[0].kind}: {worst[0].summary}" if worst else "no findings")
         out.append("; ".join(bits))
@@ -309,7 +312,7 @@ def watch(
         else:
             code = _plain_loop(w, interval_s, json_out)
         if w.all_done:
-            for line in closing_lines(w.states):
+            for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}):
                 print(line, file=sys.stderr if json_out else sys.stdout, flush=True)
         raise typer.Exit(code)
     finally:

@@ -384,6 +384,39 @@ def load_path(spec: str, *, label: str | None = None) -> LoadedRun:
 
 # -- import -----------------------------------------------------------------------------
 
+IMPORTED_KIND = "import"
+"""RunRecord.target_kind of an imported run: no process of ours, files read locally, an
+end state fixed by what the import found."""
+
+
+def is_imported(record) -> bool:
+    return record.target_kind == IMPORTED_KIND
+
+
+def imported_end_state(record) -> tuple[str, str]:
+    """(end state, detail) the import found: 'oom', 'crash', 'finished', … -- not 'unknown'."""
+    info = (record.playbook or {}).get("imported") or {}
+    meta = {} if info.get("end_state") else history.read_meta(record.run_id)
+    return (str(info.get("end_state") or meta.get("end_state") or record.state or "unknown"),
+            str(info.get("end_detail") or meta.get("end_detail") or ""))
+
+
+def imported_source(record) -> str:
+    return str(((record.playbook or {}).get("imported") or {}).get("source") or "?")
+
+
+def imported_state(record, findings) -> Any:
+    """The RunState an imported run shows in `dfctl watch`: its end state, exit code,
+    findings and progress as the import recorded them (nothing to probe)."""
+    from controller.records import ProcessState, RunState
+
+    state, _ = imported_end_state(record)
+    return RunState(run_id=record.run_id, name=record.name, target=record.target, run_dir=record.run_dir,
+                    started_s=record.started_s, state=state, findings=list(findings),
+                    process=ProcessState(state="exited", exit_code=record.exit_code),
+                    progress=samples_from_table(history.read_progress(record.run_id)))
+
+
 def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, LoadedRun]:
     """Read SOURCE (path or wandb path) and record it: a registry row (target "imported"),
     its progress and wandb rows in the Parquet history, its findings, and meta.json with
@@ -409,9 +442,12 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
         n += 1
     times = [t for t in loaded.progress.column("time_s").to_pylist() if t is not None]
     record = RunRecord(
-        run_id=run_id, name=run_name, target_kind="import", target=f"imported ({loaded.kind})",
+        run_id=run_id, name=run_name, target_kind=IMPORTED_KIND, target=f"imported ({loaded.kind})",
         run_dir=loaded.run_dir or "", log_path=loaded.log_path or "",
-        playbook={"imported": {"source": str(p.resolve()) if p.exists() else spec, "kind": loaded.kind}},
+        # its files are on this machine: every command reads them through the local target
+        playbook={"imported": {"source": str(p.resolve()) if p.exists() else spec, "kind": loaded.kind,
+                               "end_state": loaded.end_state, "end_detail": loaded.end_detail},
+                  "target": {"kind": "local"}},
         started_s=loaded.start_s if loaded.start_s is not None else (min(times) if times else time.time()),
         wandb_run_id=loaded.wandb_run_id,
         state={"finished": "finished", "running": "running", "unknown": "unknown"}.get(loaded.end_state, "failed"),

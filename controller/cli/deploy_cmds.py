@@ -214,6 +214,10 @@ def _stopped_text(rec: RunRecord, res: dict) -> str:
 
 # -- the registry side ---------------------------------------------------------------------
 def _target_of(rec: RunRecord) -> TargetConfig:
+    from controller.importers import is_imported
+
+    if is_imported(rec):   # its files are on this machine
+        return TargetConfig(kind="local")
     raw = dict(rec.playbook.get("target") or {})
     known = {f.name for f in dataclasses.fields(TargetConfig)}
     kw = {k: v for k, v in raw.items() if k in known}
@@ -230,14 +234,18 @@ def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
+    from controller.importers import imported_end_state, is_imported
+
+    state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
-            "pid": rec.pid, "state": rec.state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+            "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
             "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
 
 
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
     """List known runs with their live state (one round trip per target)."""
+    from controller.importers import is_imported
     from controller.launch import record_statuses, runs_status, target_identity
 
     store = RunStore()
@@ -245,6 +253,8 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
         records = store.runs()
         groups: dict[tuple, list[RunRecord]] = {}
         for rec in records:
+            if is_imported(rec):
+                continue   # no process to ask about: its end state is what the import found
             groups.setdefault(target_identity(_target_of(rec)), []).append(rec)
         for recs in groups.values():
             try:
@@ -303,11 +313,16 @@ def logs(
     tail: int = typer.Option(50, "--tail", "-n", help="Lines from the end to print first."),
 ) -> None:
     """Print a run's train.log (the tail; with -f, follow it by inode and byte offset)."""
+    from controller.importers import imported_source, is_imported
+
     store = RunStore()
     try:
         rec = store.get_run(run)
     finally:
         store.close()
+    if is_imported(rec) and not rec.log_path and not rec.run_dir:
+        raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)}, which has no log file",
+                            hint=f"dfctl compare-runs {rec.name} shows what the import recorded")
     _, transport = _open_for(rec)
     inode, size, _, data = _read_log(transport, rec, 0, max(0, tail))
     if inode is None:
@@ -363,9 +378,14 @@ def stop(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
+    from controller.importers import imported_end_state, imported_source, is_imported
+
     store = RunStore()
     try:
         rec = store.get_run(run)
+        if is_imported(rec):
+            raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
+                                f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
         res = _stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []

@@ -274,6 +274,10 @@ def watch(
     store = RunStore()
     records = _resolve_records(store, list(runs or []), playbook)
     notify_hook = _notifier(notify) if notify else None
+    records, imported_code = _show_imported(store, records, json_out, once)
+    if not records:   # only imported runs: nothing to probe, their verdict is known
+        store.close()
+        raise typer.Exit(imported_code)
     tty_mode = not json_out and sys.stdout.isatty() and not once
     line_mode = not json_out and not tty_mode
 
@@ -320,6 +324,32 @@ def watch(
         history.close()
         store.close()
         signals.close()
+
+
+def _show_imported(store, records: list, json_out: bool, once: bool) -> tuple[list, int]:
+    """Imported runs have no process to watch: print each one's recorded end state once
+    (as a finished watch would) and hand back the runs left to watch, with the imported
+    runs' verdict."""
+    from controller.detectors import verdict_exit_code
+    from controller.importers import imported_state, is_imported
+
+    shown = [imported_state(r, store.findings(r.run_id)) for r in records if is_imported(r)]
+    if json_out and once and shown and len(shown) == len(records):
+        print(json.dumps({"runs": to_jsonable(shown), "hosts": []}, ensure_ascii=False), flush=True)
+        shown_json = []
+    else:
+        shown_json = shown
+    for st in shown_json:
+        if json_out:
+            print(json.dumps(to_jsonable(st), ensure_ascii=False), flush=True)
+            continue
+        print(status_line(st), flush=True)
+        for f in st.findings:
+            print(finding_line(st, f), flush=True)
+        for line in closing_lines([st]):
+            print(line, flush=True)
+    code = verdict_exit_code([f for st in shown for f in st.findings])
+    return [r for r in records if not is_imported(r)], code
 
 
 def _sleep_until(deadline: float) -> None:

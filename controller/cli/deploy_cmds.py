@@ -185,14 +185,18 @@ def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
+    from controller.importers import imported_end_state, is_imported
+
+    state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
-            "pid": rec.pid, "state": rec.state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+            "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
             "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
 
 
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
     """List known runs with their live state (one round trip per target)."""
+    from controller.importers import is_imported
     from controller.launch import record_statuses, runs_status, target_identity
 
     store = RunStore()
@@ -200,6 +204,8 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
         records = store.runs()
         groups: dict[tuple, list[RunRecord]] = {}
         for rec in records:
+            if is_imported(rec):
+                continue   # no process to ask about: its end state is what the import found
             groups.setdefault(target_identity(target_of(rec)), []).append(rec)
         for recs in groups.values():
             try:
@@ -239,6 +245,7 @@ def logs(
 ) -> None:
     """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
     offset and fingerprint, through renames, truncations and deletions)."""
+    from controller.importers import imported_source, is_imported
     from controller.logstream import LogStream
 
     store = RunStore()
@@ -246,6 +253,9 @@ def logs(
         rec = store.get_run(run)
     finally:
         store.close()
+    if is_imported(rec) and not rec.log_path and not rec.run_dir:
+        raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)}, which has no log file",
+                            hint=f"dfctl compare-runs {rec.name} shows what the import recorded")
     stream = LogStream(rec)
     try:
         out = sys.stdout.buffer
@@ -264,11 +274,15 @@ def stop(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
+    from controller.importers import imported_end_state, imported_source, is_imported
     from controller.launch import stop_recorded
 
     store = RunStore()
     try:
         rec = store.get_run(run)
+        if is_imported(rec):
+            raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
+                                f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
         res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []

@@ -36,6 +36,7 @@ from controller.errors import (
     UnreachableError,
 )
 from controller.playbook import Playbook, TargetConfig, looks_secret
+from controller.records import ENDED_STATES
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 from controller.transport.factory import describe_command, target_label
@@ -253,7 +254,6 @@ def state_of(status: dict, previous: str) -> tuple[str, int | None]:
     return ("finished" if code == 0 else "failed"), code
 
 
-ENDED_STATES = ("finished", "failed", "stopped")
 """Registry states a run never leaves: such runs are not probed again."""
 
 

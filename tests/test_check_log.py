@@ -115,5 +115,6 @@ def test_real_entry_point_subprocess():
     proc = subprocess.run([sys.executable, "-m", "controller", "check-log", str(DATA / "torchrun_nccl_timeout.log"),
                            "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4, proc.stderr
-    (f,) = json.loads(proc.stdout)["findings"]
-    assert f["kind"] == "hang" and f["line"] == 6
+    hang, death = json.loads(proc.stdout)["findings"]
+    assert hang["kind"] == "hang" and hang["line"] == 6
+    assert death["kind"] == "crash" and "local rank 0" in death["summary"] and "SIGABRT" in death["summary"]

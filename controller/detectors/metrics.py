@@ -1,5 +1,6 @@
 """The metric-record reader: loss and gradient-norm values wherever a trainer prints
-them, so NaN/Inf is judged on the value, never on the word "nan".
+them, so NaN/Inf is judged on the value, never on the word "nan". (Lightning's tqdm postfix
+prints a NaN as `train_loss=nan.0`: its float formatting, seen in the corpus.)
 
 Training code prints its numbers in a handful of shapes: Python dicts (transformers'
 Trainer: `{'loss': 'nan', 'grad_norm': 'nan', ...}`, older versions without the quotes),
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 _RECORD = re.compile(
     r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|grad[ _]?norm|gradient[ _]norm"
     r"|total[ _]norm))(?P<sfx>_\w+)?['\"]?\s*(?:[:=]\s*|\s+|\s*\|\s*)\[?['\"]?(?:tensor\()?"
-    r"(?P<val>[-+]?(?:nan|inf(?:inity)?))(?![\w.])",
+    r"(?P<val>[-+]?(?:nan|inf(?:inity)?))(?:\.0*)?(?![\w.])",
     re.I)
 _IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]", re.I)
 _INF_WORD = re.compile(r"\binf\b", re.I)

@@ -42,7 +42,15 @@ _PREFIX_START = frozenset("[(>0123456789IWEFDNC")
 MAX_LAYERS = 6
 WRAP_MIN_WIDTH = 60
 WRAP_MAX_WIDTH = 400
-WRAP_MIN_SHARE = 0.02
+WRAP_MIN_FULL_LINES = 3
+TERMINAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
+"""Widths terminals are commonly set to: two cut lines at one of them suffice."""
+
+
+_LINE_START = re.compile(r"Traceback \(|\s+File \"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::|$)"
+                         r"|\[(?:rank|default)\d+\]:|\[?\d{4}-\d{2}-\d{2}[T ]")
+"""A line that starts a new line of its own: a line of exactly the width before it is a
+line that happened to be that long, not a cut one."""
 
 
 @dataclass(slots=True)
@@ -85,7 +93,7 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     if not WRAP_MIN_WIDTH <= width <= WRAP_MAX_WIDTH:
         return None
     full = lens.count(width)
-    if full < 3 or full < WRAP_MIN_SHARE * len(lines):
+    if full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
         return None
     # Padded screens (every line space-filled to the width) are not wraps.
     padded = sum(1 for s in lines if len(s) == width and s.endswith(" "))
@@ -101,7 +109,8 @@ def repair(lines: Sequence[str], width: int | None = None) -> list[Line]:
         text = raw
         start = i
         if width is not None:
-            while len(text) >= width and i + 1 < n and not text.endswith(" ") and lines[i + 1]:
+            while (len(text) >= width and i + 1 < n and lines[i + 1] and text.strip(text[0])
+                   and not _LINE_START.match(lines[i + 1])):
                 i += 1
                 text += lines[i]
                 if len(lines[i]) < width:

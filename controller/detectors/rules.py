@@ -210,7 +210,7 @@ RULES: tuple[TextRule, ...] = (
     R("bare-killed", _rx(r"^\s*Killed\s*$"), OOM, CRIT,
       "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
-                         r"|Floating point exception|Killed)(?:\s+\(core dumped\))?\s+(?P<cmd>.*)$"),
+                         r"|Floating point exception|Killed)(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
       CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
                                                   "killed")),
     R("torchrun-death", _rx(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)"),
@@ -307,6 +307,8 @@ RULES: tuple[TextRule, ...] = (
     R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
                               r"|Floating point exception)(?P<core>\s*\(core dumped\))?\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating")),
+    R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
+      "fatal: {what}", H.HINT_CRASH, ("fatal",)),
     R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,
       "C++ exception terminated the process: {what}", H.HINT_ABORT, ("terminate called",), secondary=True),
     R("child-failed", _rx(r"ChildFailedError"), CRASH, CRIT, "torchrun: a worker failed (ChildFailedError)",

@@ -33,6 +33,7 @@ MATCH_CHARS = 8192
 MAX_FINDINGS_PER_SCAN = 100
 HANDLED_LOOKAHEAD_LINES = 5
 PROGRESS_LOOKAHEAD_LINES = 60
+PROGRESS_LOOKBACK_LINES = 300
 NONFINITE_NORM_RECORDS = 3
 """Gradient-norm records that must read NaN/Inf before it is a finding: one or two are a
 skipped fp16 step during the loss-scale search (healthy); a NaN *loss* counts at once."""
@@ -93,9 +94,10 @@ class _Batch:
             self.found[f.key] = f
         self.hit_at[i] = f.key
 
-    def handled_after(self, i: int, progress_key: str | None = None) -> bool:
+    def handled_after(self, i: int, progress_key: str | None = None, since: int | None = None) -> bool:
         """A retry/recovery message soon after; or (with progress_key) training progress
-        resumed on the same launcher prefix -- another rank's progress proves nothing."""
+        resumed on the same launcher prefix -- another rank's progress proves nothing, and
+        neither does a progress bar redrawn at the step it stopped at (tqdm closing)."""
         rep = self.rep
         for j in range(i + 1, min(len(rep), i + 1 + HANDLED_LOOKAHEAD_LINES)):
             if "Traceback" in rep[j].text:
@@ -105,13 +107,35 @@ class _Batch:
         if progress_key is None:
             return False
         probe = LineParser()
+        before = self._last_step(since if since is not None else i, progress_key, probe)
+        bar_step: int | None = None
         for j in range(i + 1, min(len(rep), i + 1 + PROGRESS_LOOKAHEAD_LINES)):
             ln = rep[j]
             low = ln.text.lower()
-            if ln.key == progress_key and ("step" in low or "%|" in ln.text or "iter" in low) \
-                    and probe.parse(ln.text).progress:
+            if ln.key != progress_key or not ("step" in low or "%|" in ln.text or "iter" in low):
+                continue
+            p = probe.parse(ln.text).progress
+            if p is None or (before is not None and p.step <= before):
+                continue
+            if "%|" not in ln.text:
                 return True
+            # a bar: its closing redraw follows any exception; only a bar that moves on
+            # twice says the loop went on
+            if bar_step is not None and p.step > bar_step:
+                return True
+            bar_step = p.step
         return False
+
+    def _last_step(self, i: int, key: str, probe: LineParser) -> int | None:
+        """The step of the last progress line (same prefix) before index i, if near."""
+        for j in range(i - 1, max(-1, i - 1 - PROGRESS_LOOKBACK_LINES), -1):
+            ln = self.rep[j]
+            if ln.key != key:
+                continue
+            p = probe.parse(ln.text).progress
+            if p is not None:
+                return p.step
+        return None
 
 
 def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None = None,
@@ -254,7 +278,7 @@ def _traceback_findings(b: _Batch) -> None:
             hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
             b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
             continue
-        if b.handled_after(i, None if tb.thread else rep[i].key):
+        if b.handled_after(i, None if tb.thread else rep[i].key, since=tb.start):
             continue
         text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
         if len(text) > 160:

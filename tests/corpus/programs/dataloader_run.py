@@ -36,7 +36,7 @@ class Data(torch.utils.data.Dataset):
 def main() -> None:
     mode = sys.argv[1]
     dl = torch.utils.data.DataLoader(Data(mode), batch_size=10, num_workers=2)
-    print(f"dataloader: num_workers=2 batch_size=10 skip_errors=False oom_guard=on", flush=True)
+    print("dataloader: num_workers=2 batch_size=10 skip_errors=False oom_guard=on", flush=True)
     total = 0.0
     for step, batch in enumerate(dl, 1):
         total += float(batch.sum())

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import sys
 
-import torch
 import deepspeed
+import torch
 from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler
 
 

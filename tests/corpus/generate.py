@@ -84,9 +84,9 @@ SCENARIOS += [
     S("plain-exit3", "torch", f"{P} exit3", ["crash"]),
     S("plain-argparse", "torch", f"{P} healthy --stepz 300", ["crash"], ["unrecognized arguments: --stepz 300"]),
     S("plain-keyboard", "torch", f"{P} keyboard", ["crash"], ["KeyboardInterrupt"]),
-    S("plain-faulthandler-segv", "torch", f"{{py}} -X faulthandler {{prog}}/plain.py segv", ["crash"],
+    S("plain-faulthandler-segv", "torch", "{py} -X faulthandler {prog}/plain.py segv", ["crash"],
       ["Segmentation fault"]),
-    S("plain-faulthandler-abort", "torch", f"{{py}} -X faulthandler {{prog}}/plain.py abort", ["crash"], ["Aborted"]),
+    S("plain-faulthandler-abort", "torch", "{py} -X faulthandler {prog}/plain.py abort", ["crash"], ["Aborted"]),
     S("plain-long-healthy", "torch", f"{P} healthy --steps 600 --every 1"),
 ]
 # -- the shell reporting a child's death -------------------------------------------------
@@ -164,6 +164,10 @@ for mode, expect, must in (("healthy", [], []), ("tempting", [], []), ("exceptio
                            ("gloo-timeout", ["hang"], []), ("nan", ["nan"], [])):
     SCENARIOS.append(S(f"deepspeed-{mode}", "deepspeed", f"{DS} {{prog}}/dist_worker.py {mode}", expect, must,
                        env={"DS_ACCELERATOR": "cpu"}))
+# DeepSpeed's real DynamicLossScaler over real fp16 gradients (its own log wording)
+for mode, expect in (("healthy", []), ("collapse", ["nan"]), ("hysteresis", ["nan"])):
+    SCENARIOS.append(S(f"deepspeed-loss-scaler-{mode}", "deepspeed", f"{{py}} {{prog}}/ds_loss_scaler.py {mode}",
+                       expect, env={"DS_ACCELERATOR": "cpu"}))
 # -- accelerate launch (one CPU process: accelerate's simple launcher) -------------------
 AC = "{bin}/accelerate launch --cpu --num_processes 1"
 for mode, expect, must in (("healthy", [], []), ("segv", ["crash"], ["SIGSEGV"]), ("abort", ["crash"], ["SIGABRT"]),

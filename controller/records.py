@@ -19,7 +19,7 @@ SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
 FindingKind = Literal[
     "oom", "crash", "hang", "stale_log", "regression", "nan", "recompile",
-    "gpu_idle", "startup_stall", "unreachable", "log_unreadable",
+    "gpu_idle", "gpu_unreadable", "startup_stall", "unreachable", "log_unreadable",
 ]
 
 

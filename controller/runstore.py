@@ -14,10 +14,13 @@ import sqlite3
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from controller.errors import UnknownRunError
 from controller.records import Finding
+
+if TYPE_CHECKING:
+    from controller.playbook import TargetConfig
 
 
 def data_dir() -> Path:
@@ -49,9 +52,27 @@ class RunRecord:
     playbook_path: str | None = None
     started_s: float | None = None
     wandb_run_id: str | None = None
-    state: str = "launched"           # launched | running | finished | failed | stopped | unknown
+    state: str = "launched"           # launched | running | finished | failed | stopped | ended | unknown
     exit_code: int | None = None
     ended_s: float | None = None
+    origin: str = "launched"          # launched (dfctl deploy) | attached (dfctl attach: started by hand)
+    pid_start_ticks: int | None = None
+    """/proc/<pid>/stat start time of `pid` (attached runs): with the pid, which process is the run's."""
+
+
+def target_of(rec: RunRecord) -> "TargetConfig":
+    """The target a stored run lives on, rebuilt from its redacted playbook's [target]
+    table (every run row carries one), else from the row's own columns."""
+    import dataclasses
+
+    from controller.playbook import TargetConfig
+
+    raw = dict(rec.playbook.get("target") or {})
+    known = {f.name for f in dataclasses.fields(TargetConfig)}
+    kw = {k: v for k, v in raw.items() if k in known}
+    if not kw:
+        kw = {"kind": rec.target_kind, "host": rec.host, "vmid": rec.vmid, "workdir": rec.workdir}
+    return TargetConfig(**kw)
 
 
 @dataclass
@@ -72,11 +93,17 @@ CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY, name TEXT, target_kind TEXT, target TEXT, host TEXT, vmid INTEGER,
   workdir TEXT, run_dir TEXT, log_path TEXT, pid INTEGER, release_id TEXT, git_commit TEXT,
   git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, wandb_run_id TEXT,
-  state TEXT, exit_code INTEGER, ended_s REAL
+  state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT DEFAULT 'launched', pid_start_ticks INTEGER
 );
 CREATE TABLE IF NOT EXISTS cursors (
   run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
   metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL
+);
+CREATE TABLE IF NOT EXISTS attachments (
+  run_id TEXT PRIMARY KEY, doc TEXT
+);
+CREATE TABLE IF NOT EXISTS stacks (
+  run_id TEXT, taken_s REAL, doc TEXT, PRIMARY KEY (run_id, taken_s)
 );
 CREATE TABLE IF NOT EXISTS findings (
   run_id TEXT, kind TEXT, summary TEXT, severity TEXT, first_seen_s REAL, evidence TEXT,
@@ -96,6 +123,7 @@ class RunStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(_SCHEMA)
+        self._add_missing_columns()
         try:
             os.chmod(self.path, 0o600)
         except OSError:
@@ -103,6 +131,15 @@ class RunStore:
 
     def close(self) -> None:
         self._db.close()
+
+    _ADDED_COLUMNS = (("origin", "TEXT DEFAULT 'launched'"), ("pid_start_ticks", "INTEGER"))
+    """Columns newer than the first registries: added in place to an older file."""
+
+    def _add_missing_columns(self) -> None:
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(runs)")}
+        for name, decl in self._ADDED_COLUMNS:
+            if name not in have:
+                self._db.execute(f"ALTER TABLE runs ADD COLUMN {name} {decl}")
 
     # -- runs ---------------------------------------------------------------------------
     def add_run(self, rec: RunRecord) -> None:
@@ -128,6 +165,7 @@ class RunStore:
         d = dict(row)
         d["playbook"] = json.loads(d["playbook"] or "{}")
         d["git_dirty"] = None if d["git_dirty"] is None else bool(d["git_dirty"])
+        d["origin"] = d.get("origin") or "launched"
         return RunRecord(**d)
 
     def runs(self) -> list[RunRecord]:
@@ -167,6 +205,36 @@ class RunStore:
         cols = ", ".join(row)
         marks = ", ".join(f":{k}" for k in row)
         self._db.execute(f"INSERT OR REPLACE INTO cursors ({cols}) VALUES ({marks})", row)
+
+    # -- attached runs ------------------------------------------------------------------
+    def set_attachment(self, run_id: str, doc: dict[str, Any]) -> None:
+        """What `dfctl attach` learnt about a run it did not launch (controller.attach)."""
+        self._db.execute("INSERT OR REPLACE INTO attachments VALUES (?, ?)", (run_id, json.dumps(doc, sort_keys=True)))
+
+    def attachment(self, run_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT doc FROM attachments WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(row["doc"]) if row else None
+
+    def add_run_with_attachment(self, rec: RunRecord, doc: dict[str, Any]) -> None:
+        """Both rows or neither: an attach never leaves half a run behind."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self.add_run(rec)
+            self.set_attachment(rec.run_id, doc)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- stack dumps --------------------------------------------------------------------
+    def add_stacks(self, run_id: str, taken_s: float, doc: dict[str, Any]) -> None:
+        """One `py-spy dump` of the run's processes (controller.stacks)."""
+        self._db.execute("INSERT OR REPLACE INTO stacks VALUES (?, ?, ?)", (run_id, taken_s, json.dumps(doc)))
+
+    def stacks(self, run_id: str) -> list[tuple[float, dict[str, Any]]]:
+        rows = self._db.execute("SELECT taken_s, doc FROM stacks WHERE run_id = ? ORDER BY taken_s",
+                                (run_id,)).fetchall()
+        return [(r["taken_s"], json.loads(r["doc"])) for r in rows]
 
     # -- findings -----------------------------------------------------------------------
     def add_findings(self, run_id: str, found: Iterable[Finding]) -> list[Finding]:

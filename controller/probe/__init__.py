@@ -104,12 +104,13 @@ def probe_source() -> str:
     return _SOURCE
 
 
-def probe_stdin(request: HostProbeRequest | dict[str, Any]) -> bytes:
+def probe_stdin(request: HostProbeRequest | dict[str, Any], source: str | None = None) -> bytes:
     """The program `python3 -` reads: the script as a string (so it can re-send itself
-    into a container for the pct fallback), executed, then main(request)."""
+    into a container for the pct fallback), executed, then main(request). `source`: a
+    script shipped the same way (the scan: the probe's text followed by scan_remote.py's)."""
     req = request.to_json() if isinstance(request, HostProbeRequest) else request
     return ("_SRC = %r\nexec(compile(_SRC, 'dfctl-probe', 'exec'))\nmain(json.loads(%r), _SRC)\n"
-            % (probe_source(), json.dumps(req))).encode("utf-8")
+            % (source if source is not None else probe_source(), json.dumps(req))).encode("utf-8")
 
 
 # The GPU queries start in the shell *before* the probe's Python, and their output reaches

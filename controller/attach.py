@@ -206,7 +206,8 @@ def attach_run(target: TargetConfig, sel: Selector, *, vmids: tuple[int, ...] | 
 
 def find_run(target: TargetConfig, vmids: tuple[int, ...] | str | None, sel: Selector) -> ScanReport:
     """First round trip: the candidates (a --pid is described even if it is not one)."""
-    return scan_target(target, vmids, match=sel.match, pids=(sel.pid,) if sel.pid is not None else ())
+    return scan_target(target, vmids, match=sel.match, pids=(sel.pid,) if sel.pid is not None else (),
+                       logs=(os.path.normpath(sel.log),) if sel.log else ())
 
 
 def _progress_dir(chosen: TrainingProcess, log, sources: dict[str, Any]) -> str:

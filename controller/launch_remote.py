@@ -494,10 +494,17 @@ def _ptrace_facts():
 
 
 def _is_python(pid):
+    """Its executable is a Python; the exe link of another user's process may be unreadable
+    without CAP_SYS_PTRACE (the case py-spy will report), then its comm says."""
     try:
         exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
     except OSError:
-        return False
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as fh:
+                raw = fh.read().decode("ascii", "replace")
+            exe = raw[raw.find("(") + 1:raw.rfind(")")]
+        except OSError:
+            return False
     return exe.startswith(("python", "pypy"))
 
 

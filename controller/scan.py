@@ -162,11 +162,12 @@ class ScanScope:
     vmids: tuple[int, ...] | str = ()
 
     def request(self, *, match: str | None = None, pids: tuple[int, ...] = (), samples: list[dict] | None = None,
-                lxcpath: str | None = None, gpu: bool = True, nvidia_smi: str = "nvidia-smi") -> dict[str, Any]:
+                lxcpath: str | None = None, gpu: bool = True, nvidia_smi: str = "nvidia-smi",
+                logs: tuple[str, ...] = ()) -> dict[str, Any]:
         cts: list[dict[str, Any]] | str = "all" if self.vmids == "all" else \
             [{"vmid": v, "lxcpath": lxcpath} for v in self.vmids]
-        return {"host": self.host, "host_cgroups": self.host, "containers": cts, "match": match,
-                "pids": list(pids), "samples": samples or [], "gpu": gpu, "gpu_apps": gpu,
+        return {"host": self.host, "host_cgroups": self.host, "containers": cts, "lxcpath": lxcpath, "match": match,
+                "pids": list(pids), "logs": list(logs), "samples": samples or [], "gpu": gpu, "gpu_apps": gpu,
                 "nvidia_smi": nvidia_smi}
 
 
@@ -317,7 +318,8 @@ def parse_scan(doc: dict[str, Any], host_label: str) -> ScanReport:
 
 
 def scan_target(target: TargetConfig, vmids: tuple[int, ...] | str | None = None, *, match: str | None = None,
-                pids: tuple[int, ...] = (), samples: list[dict] | None = None) -> ScanReport:
+                pids: tuple[int, ...] = (), samples: list[dict] | None = None, logs: tuple[str, ...] = ()
+                ) -> ScanReport:
     """One round trip to the target's host (a second, through `pct exec`, only for a
     container whose procfs the node cannot see)."""
     from controller.transport.factory import open_host_transport, open_transport, target_label
@@ -330,7 +332,7 @@ def scan_target(target: TargetConfig, vmids: tuple[int, ...] | str | None = None
     scope = scope_of(target, vmids)
     host = open_host_transport(target)
     lxcpath = os.environ.get("DFCTL_LXCPATH")      # a test rig keeps one lxcpath per fake host
-    req = scope.request(match=match, pids=pids, samples=samples, lxcpath=lxcpath)
+    req = scope.request(match=match, pids=pids, samples=samples, lxcpath=lxcpath, logs=logs)
     t0 = time.monotonic()
     try:
         doc = run_scan(host, host_python(target), req)

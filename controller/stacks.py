@@ -178,7 +178,8 @@ echo missing"""
 
 _PUSH_SCRIPT = r"""set -e; mkdir -p "$1"; t="$1/.py-spy-$2.$$"; cat > "$t"; chmod 755 "$t"
 s=$(sha256sum "$t"); [ "${s%% *}" = "$3" ] || { rm -f "$t"; echo "hash mismatch after push" >&2; exit 3; }
-mv -f "$t" "$1/py-spy-$2"; echo "pushed $1/py-spy-$2\""""
+mv -f "$t" "$1/py-spy-$2"; echo "pushed $1/py-spy-$2"
+"""
 
 
 def tools_dir(target: TargetConfig) -> str:

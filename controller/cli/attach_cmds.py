@@ -95,17 +95,19 @@ def scan(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("where", "pid", "user", "started (UTC)", "CPU", "RSS", "GPUs", "log", "command")
+    table = Table("where", "pid", "user", "started (UTC)", "CPU", "RSS", "GPUs")
+    table.add_column("stdout", no_wrap=True)
+    table.add_column("log")
+    table.add_column("command")
     for p in report.processes:
         started = time.strftime("%m-%d %H:%M:%S", time.gmtime(p.start_s)) if p.start_s else "-"
         log = p.log.path + (" (deleted)" if p.log.deleted else "") if p.log else "-"
-        if p.block_buffered:
-            log += " [block-buffered]"
+        # "buffered": a file without PYTHONUNBUFFERED / -u -- the log lags the run
+        stdout = "buffered" if p.block_buffered else (p.stdout.kind or "-") if p.stdout else "-"
         gpus = ",".join(str(g.index if g.index is not None else g.uuid) for g in p.gpus) or "-"
-        cmd = " ".join(p.argv)
-        table.add_row(p.where, ("  └ " if p.nested_in else "") + str(p.pid), p.user or str(p.uid), started,
-                      f"{p.cpu_pct:.0f}%" if p.cpu_pct is not None else "-", _mib(p.rss_bytes), gpus, log,
-                      cmd[:120])
+        table.add_row(p.where, ("└ " if p.nested_in else "") + str(p.pid), p.user or str(p.uid), started,
+                      f"{p.cpu_pct:.0f}%" if p.cpu_pct is not None else "-", _mib(p.rss_bytes), gpus, stdout, log,
+                      " ".join(p.argv)[:160])
     import os
 
     Console(width=max(120, os.get_terminal_size(1).columns if sys.stdout.isatty() else 200)).print(table)

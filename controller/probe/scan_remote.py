@@ -33,6 +33,7 @@ if "_SRC" not in globals():  # imported (tests, type checks); shipped, remote.py
         _blob,
         _nspid,
         _read_text,
+        _run,
         container_init_pid,
         gpu_readings,
         start_gpu_queries,
@@ -266,6 +267,15 @@ def _matches(regex, argv):
     return regex is not None and argv and regex.search(" ".join(argv)) is not None
 
 
+def _writes_one_of(proc_root, pid, paths):
+    """Its stdout or stderr is one of `paths` (strings compared, nothing walked)."""
+    for fd in (1, 2):
+        target = _readlink("%s/%d/fd/%d" % (proc_root, pid, fd))
+        if target and (target in paths or target.replace(" (deleted)", "") in paths):
+            return True
+    return False
+
+
 def scan_procfs(proc_root, root, req):
     """Candidates of one procfs (the host's /proc, or a container's seen from the host)."""
     table = _proc_table(proc_root)
@@ -275,12 +285,14 @@ def scan_procfs(proc_root, root, req):
     users = _user_names(root)
     regex = re.compile(req["match"]) if req.get("match") else None
     extra = set(int(p) for p in req.get("pids") or [])
+    logs = set(req.get("logs") or [])
     out = []
     for pid, (comm, f) in sorted(table.items()):
         if f[0] in ("Z", "X"):
             continue
         argv = _argv(proc_root, pid)
-        if not (pid in extra or _is_candidate(argv, comm) or _matches(regex, argv)):
+        if not (pid in extra or _is_candidate(argv, comm) or _matches(regex, argv) or
+                (logs and _writes_one_of(proc_root, pid, logs))):
             continue
         try:
             out.append(describe_process(proc_root, pid, comm, f, kids, users))
@@ -312,9 +324,14 @@ def _samples(proc_root, req, vmid):
             if s.get("vmid") == vmid]
 
 
-def container_inits():
-    """vmid -> init pid of every running container, from the host's /proc: a process whose
-    cgroup names /lxc/<vmid>/ and whose innermost pid is 1. No pct, no lxc-info."""
+def running_vmids(lxcpath=None):
+    """Every running container of this node: `lxc-ls --running` (Proxmox's own LXC, a C
+    tool: no pct start-up), else the host processes whose cgroup names /lxc/<vmid>/ with
+    an innermost pid of 1 (a node's /proc holds only its own containers)."""
+    argv = ["lxc-ls", "--running", "-1"] + (["-P", lxcpath] if lxcpath else [])
+    rc, out, _ = _run(argv, 10)
+    if rc == 0:
+        return sorted(int(w) for w in out.decode("utf-8", "replace").split() if w.isdigit()), {}
     found = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -325,7 +342,7 @@ def container_inits():
         m = re.search(r"/lxc/(\d+)(/|$)", _read_text("/proc/%s/cgroup" % name, 8192) or "", re.M)
         if m:
             found.setdefault(int(m.group(1)), int(name))
-    return found
+    return sorted(found), found
 
 
 def scan_container(vmid, init, how, req):
@@ -372,16 +389,14 @@ def scan(req):
     cts = req.get("containers") or []
     doc["containers"] = []
     if cts:
-        inits = container_inits()
-        wanted = sorted(inits) if cts == "all" else [int(c["vmid"]) for c in cts]
-        hints = {} if cts == "all" else {int(c["vmid"]): c for c in cts}
-        for vmid in wanted:
-            if vmid in inits:
-                init, how = inits[vmid], "cgroup"
-            else:
-                c = hints.get(vmid, {})
-                init, how = container_init_pid(vmid, c.get("init_pid"), c.get("lxcpath"), c.get("pct", "pct"),
-                                               float(req.get("pct_timeout_s", 20)))
+        lxcpath = req.get("lxcpath")
+        if cts == "all":
+            vmids, inits = running_vmids(lxcpath)
+            cts = [{"vmid": v, "init_pid": inits.get(v), "lxcpath": lxcpath} for v in vmids]
+        for c in cts:
+            vmid = int(c["vmid"])
+            init, how = container_init_pid(vmid, c.get("init_pid"), c.get("lxcpath"), c.get("pct", "pct"),
+                                           float(req.get("pct_timeout_s", 20)))
             doc["containers"].append(scan_container(vmid, init, how, req))
     if started is not None:
         doc.update(gpu_readings(started))

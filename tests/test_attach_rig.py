@@ -102,6 +102,15 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys):
     assert "shipped by dfctl" in dump["py_spy"] and " in " in dump["summary"]
     code, out, err = dfctl(capsys, "stacks", run1)   # second time: the copy already there is reused
     assert code == 0 and "pushed now" not in out and "Thread" not in err
+    from controller.playbook import TargetConfig
+    from controller.stacks import py_spy_check
+    from controller.transport.factory import close_all, open_transport
+
+    tgt = TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path),
+                       workdir="/var/tmp/dfctl")
+    row = py_spy_check(open_transport(tgt), tgt)         # what doctor says for this target
+    close_all()
+    assert row["ok"] is True and row["detail"].startswith("shipped by dfctl (/var/tmp/dfctl/tools/py-spy-")
 
     # stop: SIGTERM on the run's group; the other run lives on
     code, out, err = dfctl(capsys, "stop", run1, "--grace-s", "20", "--json")

@@ -457,6 +457,9 @@ def _doctor_checks(pb: Playbook) -> list[dict[str, Any]]:
         wv = words.get("wandb")
         add("wandb mode", True if wv or mode in ("offline", "disabled") else None,
             f"{mode}" + (f", wandb {wv} on the target" if wv else ", wandb not importable on the target"))
+    from controller.stacks import py_spy_check
+
+    checks.append(py_spy_check(where, t))     # which py-spy `dfctl stacks` uses there
     return checks
 
 

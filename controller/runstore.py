@@ -14,13 +14,11 @@ import sqlite3
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from controller.errors import UnknownRunError
+from controller.playbook import TargetConfig
 from controller.records import Finding
-
-if TYPE_CHECKING:
-    from controller.playbook import TargetConfig
 
 
 def data_dir() -> Path:
@@ -60,18 +58,20 @@ class RunRecord:
     """/proc/<pid>/stat start time of `pid` (attached runs): with the pid, which process is the run's."""
 
 
-def target_of(rec: RunRecord) -> "TargetConfig":
-    """The target a stored run lives on, rebuilt from its redacted playbook's [target]
-    table (every run row carries one), else from the row's own columns."""
-    import dataclasses
-
-    from controller.playbook import TargetConfig
-
-    raw = dict(rec.playbook.get("target") or {})
-    known = {f.name for f in dataclasses.fields(TargetConfig)}
+def target_of(rec: RunRecord) -> TargetConfig:
+    """The target a stored run lives on, rebuilt from its row: the playbook's [target] as
+    stored, with the row's own columns filling what it lacks. The one converter, so
+    `dfctl watch`, `stop`, `runs` and `logs` all reach a run the same way."""
+    raw = dict((rec.playbook or {}).get("target") or {})
+    known = {f.name for f in fields(TargetConfig)}
     kw = {k: v for k, v in raw.items() if k in known}
-    if not kw:
-        kw = {"kind": rec.target_kind, "host": rec.host, "vmid": rec.vmid, "workdir": rec.workdir}
+    kw.setdefault("kind", rec.target_kind if rec.target_kind in ("local", "ssh", "pct") else "local")
+    if rec.host and not kw.get("host"):
+        kw["host"] = rec.host
+    if rec.vmid is not None and kw.get("vmid") is None:
+        kw["vmid"] = rec.vmid
+    if rec.workdir and "workdir" not in kw:
+        kw["workdir"] = rec.workdir
     return TargetConfig(**kw)
 
 

@@ -47,7 +47,7 @@ from controller.records import (
     TickObservation,
     WandbInfo,
 )
-from controller.runstore import Cursor, RunRecord, RunStore
+from controller.runstore import Cursor, RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 
 PROGRESS_HISTORY_LEN = 2000
@@ -81,15 +81,8 @@ def _line_parser(pattern: str | None):
 
 
 def target_config_from(rec: RunRecord) -> TargetConfig:
-    raw = dict((rec.playbook or {}).get("target") or {})
-    known = {f.name for f in fields(TargetConfig)}
-    kw = {k: v for k, v in raw.items() if k in known}
-    kw.setdefault("kind", rec.target_kind if rec.target_kind in ("local", "ssh", "pct") else "local")
-    if rec.host and not kw.get("host"):
-        kw["host"] = rec.host
-    if rec.vmid is not None and kw.get("vmid") is None:
-        kw["vmid"] = rec.vmid
-    return TargetConfig(**kw)
+    """Kept for old callers: runstore.target_of is the one converter."""
+    return target_of(rec)
 
 
 @dataclass

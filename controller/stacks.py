@@ -191,11 +191,18 @@ def tools_dir(target: TargetConfig) -> str:
 
 def ensure_py_spy(transport: Transport, target: TargetConfig, *, push: bool = True) -> tuple[str | None, str]:
     """(path on the target or None, how: 'on the target's PATH' / 'shipped by dfctl' / why not)."""
-    binary = local_py_spy() if push else None
+    try:
+        binary: Path | None = local_py_spy()
+    except StacksError:
+        if push:
+            raise
+        binary = None                 # doctor: say what the target has, even with none here
     digest = _sha256(binary) if binary else "0" * 64
     where = tools_dir(target)
     if target.kind == "local":
-        return str(binary or local_py_spy()), "dfctl's own (local target)"
+        if binary is None:
+            return None, "not installed here (pip install py-spy)"
+        return str(binary), "dfctl's own (local target)"
     r = transport.run(["sh", "-c", _FIND_SCRIPT, "sh", where, digest[:16], digest], timeout_s=60)
     word, _, path = r.stdout_text.strip().partition(" ")
     if word == "path":

@@ -249,6 +249,11 @@ class RunStore:
                 new.append(f)
         return new
 
+    def update_finding_evidence(self, run_id: str, finding: Finding) -> None:
+        """A recorded finding's evidence grown later (the automatic stack dump's frames)."""
+        self._db.execute("UPDATE findings SET evidence = ? WHERE run_id = ? AND kind = ? AND summary = ?",
+                         (json.dumps(list(finding.evidence)), run_id, finding.kind, finding.summary))
+
     def findings(self, run_id: str) -> list[Finding]:
         rows = self._db.execute(
             "SELECT * FROM findings WHERE run_id = ? ORDER BY first_seen_s", (run_id,)).fetchall()

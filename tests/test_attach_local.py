@@ -252,3 +252,46 @@ def test_registry_of_an_older_dfctl_gets_the_new_columns(tmp_path):
         assert (got.origin, got.pid_start_ticks) == ("attached", 123)
     finally:
         store.close()
+
+
+def test_deploy_replace_stops_an_attached_run_and_launches_unbuffered(tmp_path, capsys, monkeypatch):
+    """The seeds' fix: the hand-started (block-buffered) run is refused as a neighbour, then
+    stopped by `deploy --replace`, which launches the playbook's run unbuffered instead."""
+    from tests.deploy_support import make_project, ticker_playbook
+
+    proc = start_by_hand(tmp_path / "run")
+    try:
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--log", str(tmp_path / "run" / "train.log"),
+                               "--name", "byhand")
+        assert code == 0, err
+        root = make_project(tmp_path / "proj", git=False)
+        pb = ticker_playbook(root)
+        monkeypatch.chdir(root)
+        code, out, err = dfctl(capsys, "deploy", str(pb))
+        assert code == 2 and "byhand-" in err and "still alive" in err and proc.poll() is None
+        code, out, err = dfctl(capsys, "deploy", str(pb), "--replace", "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert proc.wait(15) == -signal.SIGTERM
+        assert [s["signals"] for s in doc["stopped"]] == [["SIGTERM"]]
+        assert "PYTHONUNBUFFERED" in doc["run"]["env_names"]
+        code, out, _ = dfctl(capsys, "runs", "--json")
+        states = {r["name"]: r["state"] for r in json.loads(out)}
+        assert states == {"byhand": "stopped", "tick": "running"}
+        code, out, err = dfctl(capsys, "stop", "tick", "--json")
+        assert code == 0 and json.loads(out)["left"] == []
+    finally:
+        _end(proc)
+
+
+def test_logs_of_an_attached_run(tmp_path, capsys):
+    proc = start_by_hand(tmp_path / "run")
+    try:
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(proc.pid), "--name", "l")
+        assert code == 0, err
+        log = tmp_path / "run" / "train.log"
+        wait_for(lambda: log.stat().st_size > 0, what="the first buffered block reaching the log")
+        code, out, err = dfctl(capsys, "logs", "l", "--tail", "2")
+        assert code == 0 and out.count("\n") == 2 and out.startswith("[progress] step="), err
+    finally:
+        _end(proc)

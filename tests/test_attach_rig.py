@@ -69,6 +69,14 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys):
     row = next(line for line in out.splitlines() if f" {p1['pid']} " in line)
     assert code == 0 and " buffered " in row and f"ct {vmid}" in row
 
+    # every running CT of the node (lxc-ls there, no pct), still one round trip
+    code, out, err = dfctl(capsys, "scan", "--target", f"pct:{rig_host.name}:all", "--ssh-config",
+                           str(rig.ssh_config_path), "--json")
+    assert code == 0, err
+    every = json.loads(out)
+    assert every["round_trips"] == 1 and {p["pid"] for p in every["processes"] if p["where"] == f"ct {vmid}"} >= \
+        {p["pid"] for p in ours.values()}
+
     # ambiguity: both runs match -> exit 2 naming both, nothing registered
     code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--match", "-m trainer")
     assert code == 2 and str(p1["pid"]) in err and str(ours[f"{second}/train.log"]["pid"]) in err, err

@@ -35,6 +35,7 @@ from controller.errors import (
     UnreachableError,
 )
 from controller.playbook import SECRET_NAME_RE, Playbook, TargetConfig
+from controller.records import ENDED_STATES
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 from controller.transport.factory import describe_command, target_label
@@ -248,7 +249,6 @@ def state_of(status: dict, previous: str) -> tuple[str, int | None]:
     return ("finished" if code == 0 else "failed"), code
 
 
-ENDED_STATES = ("finished", "failed", "stopped", "ended")
 """Registry states a run never leaves: such runs are not probed again."""
 
 

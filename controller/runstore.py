@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from controller.errors import UnknownRunError
 from controller.playbook import TargetConfig
-from controller.records import Finding
+from controller.records import Finding, RunCursor
 
 
 def data_dir() -> Path:
@@ -75,18 +75,8 @@ def target_of(rec: RunRecord) -> TargetConfig:
     return TargetConfig(**kw)
 
 
-@dataclass
-class Cursor:
-    """How far a watcher has read one run's files (FIELD-NOTES: inode + byte offset)."""
-
-    run_id: str
-    log_inode: int | None = None
-    log_offset: int = 0
-    log_line_no: int = 0              # complete lines consumed so far
-    metrics_offset: int = 0
-    wandb_offset: int = 0
-    updated_s: float | None = None
-
+_CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
+_RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -97,7 +87,8 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS cursors (
   run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
-  metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL
+  metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL, log_fingerprint TEXT,
+  log_head TEXT, progress_step INTEGER
 );
 CREATE TABLE IF NOT EXISTS attachments (
   run_id TEXT PRIMARY KEY, doc TEXT
@@ -123,23 +114,22 @@ class RunStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(_SCHEMA)
-        self._add_missing_columns()
+        self._add_missing_columns("cursors", _CURSOR_COLUMNS_ADDED)
+        self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
         try:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
 
+    def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
+        """A registry written by an older dfctl lacks the newer columns: add them (NULL)."""
+        have = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns.items():
+            if name not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
     def close(self) -> None:
         self._db.close()
-
-    _ADDED_COLUMNS = (("origin", "TEXT DEFAULT 'launched'"), ("pid_start_ticks", "INTEGER"))
-    """Columns newer than the first registries: added in place to an older file."""
-
-    def _add_missing_columns(self) -> None:
-        have = {r["name"] for r in self._db.execute("PRAGMA table_info(runs)")}
-        for name, decl in self._ADDED_COLUMNS:
-            if name not in have:
-                self._db.execute(f"ALTER TABLE runs ADD COLUMN {name} {decl}")
 
     # -- runs ---------------------------------------------------------------------------
     def add_run(self, rec: RunRecord) -> None:
@@ -195,13 +185,17 @@ class RunStore:
         return self._record(row)
 
     # -- cursors ------------------------------------------------------------------------
-    def get_cursor(self, run_id: str) -> Cursor:
+    def get_cursor(self, run_id: str) -> RunCursor:
         row = self._db.execute("SELECT * FROM cursors WHERE run_id = ?", (run_id,)).fetchone()
-        return Cursor(**dict(row)) if row else Cursor(run_id=run_id)
+        if row is None:
+            return RunCursor()
+        doc = dict(row)
+        for k in ("log_offset", "log_line_no", "metrics_offset", "wandb_offset"):
+            doc[k] = doc[k] or 0
+        return RunCursor.from_json(doc)
 
-    def set_cursor(self, cur: Cursor) -> None:
-        cur.updated_s = time.time()
-        row = asdict(cur)
+    def set_cursor(self, run_id: str, cur: RunCursor) -> None:
+        row = {"run_id": run_id, **cur.to_json(), "updated_s": time.time()}
         cols = ", ".join(row)
         marks = ", ".join(f":{k}" for k in row)
         self._db.execute(f"INSERT OR REPLACE INTO cursors ({cols}) VALUES ({marks})", row)

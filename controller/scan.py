@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.errors import BadInputError, UnreachableError
 from controller.playbook import TargetConfig
-from controller.probe import ProbeError, decode_blob, probe_source, probe_stdin
+from controller.probe import APPS_QUERY, GPU_QUERY, ProbeError, decode_blob, probe_source, probe_stdin
 from controller.probe.cgroup import vmid_from_cgroup
 from controller.probe.nvidia_smi import gpu_error_from, parse_compute_apps_csv, parse_gpu_csv
 from controller.transport.base import Transport
@@ -168,7 +168,7 @@ class ScanScope:
             [{"vmid": v, "lxcpath": lxcpath} for v in self.vmids]
         return {"host": self.host, "host_cgroups": self.host, "containers": cts, "lxcpath": lxcpath, "match": match,
                 "pids": list(pids), "logs": list(logs), "samples": samples or [], "gpu": gpu, "gpu_apps": gpu,
-                "nvidia_smi": nvidia_smi}
+                "gpu_query": GPU_QUERY, "apps_query": APPS_QUERY, "nvidia_smi": nvidia_smi}
 
 
 def scope_of(target: TargetConfig, vmids: tuple[int, ...] | str | None = None) -> ScanScope:

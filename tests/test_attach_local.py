@@ -177,19 +177,21 @@ def test_redacted_argv_hides_secret_looking_values():
 
 
 def test_container_links_are_not_followed(tmp_path):
-    """A CT's /etc/passwd that is a link (to the node's own files, say) is not read."""
+    """A CT's /etc/passwd that is a link to the node's files is resolved inside the CT's
+    root (so it reads nothing of the node); a link within the CT is followed there."""
     outside = tmp_path / "node-secret"
     outside.write_text("root:x:0:0::/root:/bin/sh\nleak:x:7:7::/:/bin/sh\n")
     ct = tmp_path / "ct"
     (ct / "etc").mkdir(parents=True)
-    (ct / "etc" / "passwd").symlink_to(outside)
+    (ct / "etc" / "passwd").symlink_to(outside)                       # absolute: the node's path
     assert scan_remote._user_names(str(ct)) == {}
     (ct / "etc" / "passwd").unlink()
-    (ct / "etc" / "passwd").write_text("trainer:x:1000:1000::/home/t:/bin/sh\n")
+    (ct / "etc" / "passwd").symlink_to("../../" * 8 + str(outside).lstrip("/"))   # `..` past the root
+    assert scan_remote._user_names(str(ct)) == {}
+    (ct / "etc" / "passwd").unlink()
+    (ct / "etc" / "passwd.real").write_text("trainer:x:1000:1000::/home/t:/bin/sh\n")
+    (ct / "etc" / "passwd").symlink_to("passwd.real")                  # inside the CT: fine
     assert scan_remote._user_names(str(ct)) == {1000: "trainer"}
-    (tmp_path / "ct2").mkdir()
-    (tmp_path / "ct2" / "etc").symlink_to(tmp_path / "ct" / "etc")     # a linked directory, too
-    assert scan_remote._user_names(str(tmp_path / "ct2")) == {}
 
 
 def test_environ_gives_one_fact_only(tmp_path):

@@ -63,7 +63,7 @@ def compare_runs(
     finally:
         store.close()
     if plot_path is not None:
-        compare.plot(result, str(plot_path))
+        compare.write_plot(result, str(plot_path))
         print(f"dfctl: plot written to {plot_path}", file=sys.stderr)
     if json_out:
         typer.echo(compare.render_json(result))

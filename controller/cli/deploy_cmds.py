@@ -19,7 +19,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, DfctlError, UnreachableError
+from controller.errors import BadInputError, DeployError, DfctlError
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
@@ -185,14 +185,18 @@ def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
+    from controller.importers import imported_end_state, is_imported
+
+    state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
-            "pid": rec.pid, "state": rec.state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+            "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
             "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
 
 
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
     """List known runs with their live state (one round trip per target)."""
+    from controller.importers import is_imported
     from controller.launch import record_statuses, runs_status, target_identity
 
     store = RunStore()
@@ -200,6 +204,8 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
         records = store.runs()
         groups: dict[tuple, list[RunRecord]] = {}
         for rec in records:
+            if is_imported(rec):
+                continue   # no process to ask about: its end state is what the import found
             groups.setdefault(target_identity(target_of(rec)), []).append(rec)
         for recs in groups.values():
             try:
@@ -231,84 +237,34 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
     Console(width=max(100, os.get_terminal_size(1).columns if sys.stdout.isatty() else 160)).print(table)
 
 
-_READ_SCRIPT = r"""F=$1; OFF=$2; N=$3; P=$4
-st=$(stat -c '%i %s' "$F" 2>/dev/null) || st="- -"
-s=dead
-if [ -r "/proc/$P/stat" ] && [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$P/stat")" != Z ]; then s=alive; fi
-echo "$st $s"
-[ "$st" = "- -" ] && exit 0
-if [ "$N" -ge 0 ]; then head -c "${st#* }" "$F" | tail -n "$N"; else tail -c +"$((OFF+1))" "$F" | head -c 4194304; fi
-"""
-
-
-def _read_log(transport: Transport, rec: RunRecord, offset: int, tail_n: int) -> tuple[str | None, int | None, bool, bytes]:
-    r = transport.run(["sh", "-c", _READ_SCRIPT, "sh", rec.log_path or f"{rec.run_dir}/train.log",
-                       str(offset), str(tail_n), str(rec.pid or 0)], timeout_s=60)
-    if not r.ok:
-        raise DeployError(f"run {rec.run_id}: cannot read {rec.log_path} on {transport.name}: {r.summary()}")
-    head, _, data = r.stdout.partition(b"\n")
-    inode, size, state = (head.decode().split() + ["-", "-", "dead"])[:3]
-    return (None if inode == "-" else inode), (None if size == "-" else int(size)), state == "alive", data
-
-
 @app.command()
 def logs(
     run: str = typer.Argument(..., help="Run id, name (newest of that name) or unique id prefix."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the log grows, until the run ends."),
     tail: int = typer.Option(50, "--tail", "-n", help="Lines from the end to print first."),
 ) -> None:
-    """Print a run's train.log (the tail; with -f, follow it by inode and byte offset)."""
+    """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
+    offset and fingerprint, through renames, truncations and deletions)."""
+    from controller.importers import imported_source, is_imported
+    from controller.logstream import LogStream
+
     store = RunStore()
     try:
         rec = store.get_run(run)
     finally:
         store.close()
-    _, transport = _open_for(rec)
-    inode, size, _, data = _read_log(transport, rec, 0, max(0, tail))
-    if inode is None:
-        raise DeployError(f"run {rec.run_id}: no log at {rec.log_path} on {transport.name}")
-    out = sys.stdout.buffer
-    out.write(data)
-    out.flush()
-    if not follow:
-        return
-    _follow_log(transport, rec, int(inode), size or 0, out)
-
-
-def _follow_log(transport: Transport, rec: RunRecord, inode: int, offset: int, out) -> None:
-    """`logs -f`: the watch's own log reader (the probe's read_since, run where the run
-    lives) from (inode, offset) -- so a truncation starts again at 0, and a log renamed
-    away is read to its end and followed while nothing is written at its path, exactly as
-    `dfctl watch` reads it. Returns once the run has ended and nothing is left to read."""
-    from controller.launch import remote_python
-    from controller.probe import HostProbeRequest, ProbeError, RunProbeRequest, run_probe
-    from controller.probe.readings import parse_probe_document
-
-    python = remote_python(target_of(rec))
-    ended_polls = 0
-    while True:
-        time.sleep(0.5)
-        req = HostProbeRequest(runs=[RunProbeRequest(
-            run_id=rec.run_id, log_path=rec.log_path or f"{rec.run_dir}/train.log", run_dir=rec.run_dir or "",
-            pid=rec.pid, log_inode=inode, log_offset=offset)], read_cap_bytes=4 << 20, gpu=False)
-        try:
-            doc = run_probe(transport, req, python=python)
-        except ProbeError as exc:
-            raise (UnreachableError if exc.unreachable else DeployError)(
-                f"run {rec.run_id}: following {rec.log_path} on {transport.name}: {exc.message}") from None
-        rd = parse_probe_document(doc, transport.name).runs.get(rec.run_id)
-        lr = rd.log if rd is not None else None
-        if lr is not None and lr.exists:
-            inode, offset = lr.inode, lr.start + len(lr.data)
-            if lr.data:
-                out.write(lr.data)
-                out.flush()
-                ended_polls = 0
-                continue
-        if rd is None or rd.process.state in ("exited", "not_started"):
-            ended_polls += 1
-            if ended_polls >= 2:
-                return
+    if is_imported(rec) and not rec.log_path and not rec.run_dir:
+        raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)}, which has no log file",
+                            hint=f"dfctl compare-runs {rec.name} shows what the import recorded")
+    stream = LogStream(rec)
+    try:
+        out = sys.stdout.buffer
+        out.write(stream.tail(tail).data)
+        out.flush()
+        if follow:
+            stream.follow(out, on_event=lambda what: print(f"dfctl: logs: {what}", file=sys.stderr, flush=True))
+    finally:
+        stream.close()
 
 
 @app.command()
@@ -318,11 +274,15 @@ def stop(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
+    from controller.importers import imported_end_state, imported_source, is_imported
     from controller.launch import stop_recorded
 
     store = RunStore()
     try:
         rec = store.get_run(run)
+        if is_imported(rec):
+            raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
+                                f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
         res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []

@@ -16,8 +16,8 @@ process of a container is untrusted input:
 - a log's bytes through its writer's /proc/<pid>/fd/N, for the same reason.
 - /proc/<pid>/environ: only whether PYTHONUNBUFFERED is set; nothing else leaves this
   script (an environment holds secrets).
-- the container's /etc/passwd (user names) opened one component at a time with
-  O_NOFOLLOW, so a link planted there cannot point the read at the node's files.
+- the container's /etc/passwd (user names) through the probe's open_regular: its links
+  resolved inside the container's root (openat2 RESOLVE_IN_ROOT, or a walk), never out.
 
 Must run on Python >= 3.6 (old hosts), stdlib only, like remote.py.
 """
@@ -188,32 +188,12 @@ def _env_facts(proc_root, pid):
     return {"readable": True, "pythonunbuffered": set_}
 
 
-def _open_in_root(root, rel):
-    """Open <root>/<rel> one component at a time, refusing symbolic links anywhere below
-    `root` (which itself may be the /proc/<init>/root magic link: that one is wanted)."""
-    parts = [p for p in rel.split("/") if p]
-    fd = os.open(root or "/", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            flags = os.O_RDONLY | os.O_NOFOLLOW | (0 if last else os.O_DIRECTORY)
-            nxt = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return os.fdopen(fd, "rb")
-    except OSError:
-        os.close(fd)
-        raise
-
-
 def _user_names(root):
-    try:
-        with _open_in_root(root, "etc/passwd") as fh:
-            text = fh.read(1 << 20).decode("utf-8", "replace")
-    except OSError:
-        return {}
+    """uid -> name from the container's /etc/passwd, its links resolved inside the
+    container's root (the probe's open_regular), never into the node's files."""
+    text = _read_text("/etc/passwd", 1 << 20, root) if root else _read_text("/etc/passwd", 1 << 20)
     names = {}
-    for line in text.splitlines():
+    for line in (text or "").splitlines():
         f = line.split(":")
         if len(f) > 2 and f[2].isdigit():
             names.setdefault(int(f[2]), f[0][:64])

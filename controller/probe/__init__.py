@@ -153,7 +153,7 @@ def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], 
     ssh exit 255, timeout), ProbeError(unreachable=False) when the host answered but the
     probe failed (no python3 there, a crash): the message says which and where.
     """
-    where = getattr(transport, "name", "host")
+    where = transport.name
     try:
         if isinstance(request, HostProbeRequest):
             argv = probe_argv(request, python)

@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from controller import launch_remote
 from controller.errors import (
@@ -30,10 +30,12 @@ from controller.errors import (
     DfctlError,
     HostKeyError,
     RemoteCommandError,
+    RunConflictError,
     UnreachableError,
 )
 from controller.playbook import SECRET_NAME_RE, Playbook, TargetConfig
-from controller.runstore import RunRecord, RunStore
+from controller.records import ENDED_STATES
+from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 from controller.transport.factory import describe_command, target_label
 
@@ -181,6 +183,20 @@ def register_launch(store: RunStore, spec: dict, playbook: Playbook, *, workdir:
     return rec
 
 
+def launch_registered(store: RunStore, transport: Transport, playbook: Playbook, workdir: str, spec: dict, *,
+                      git_commit: str | None, git_dirty: bool | None) -> LaunchedRun:
+    """Register the run (`launching`), launch it, record what the target answered. A
+    launch the target refused leaves the row `failed`: nothing runs."""
+    rec = register_launch(store, spec, playbook, workdir=workdir, git_commit=git_commit, git_dirty=git_dirty)
+    try:
+        run = launch_run(transport, playbook, workdir, spec=spec)
+    except DeployError:
+        store.update_run(rec.run_id, state="failed")   # the target answered: nothing runs
+        raise
+    finish_launch(store, run)
+    return run
+
+
 def finish_launch(store: RunStore, run: LaunchedRun) -> None:
     """The launch answered: the row gets the pid, release and start time."""
     store.update_run(run.run_id, pid=run.pid, release_id=run.release_id, started_s=run.started_s,
@@ -220,7 +236,6 @@ def state_of(status: dict, previous: str) -> tuple[str, int | None]:
     return ("finished" if code == 0 else "failed"), code
 
 
-ENDED_STATES = ("finished", "failed", "stopped")
 """Registry states a run never leaves: such runs are not probed again."""
 
 
@@ -253,6 +268,49 @@ def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecor
         return []
     record_statuses(store, maybe, runs_status(transport, target, maybe))
     return [r for r in maybe if r.state == "running"]
+
+
+def live_runs_of(store: RunStore, transport: Transport, target: TargetConfig) -> list[RunRecord]:
+    """The registry's runs of this target (same machine or container) that are alive."""
+    mine = [r for r in store.runs() if target_identity(target_of(r)) == target_identity(target)]
+    return live_runs(transport, target, mine, store)
+
+
+def refuse_if_live(target: TargetConfig, live: list[RunRecord]) -> None:
+    """An exclusive run's launch while others of the target live: exit 2, nothing changed."""
+    if not live:
+        return
+    alive = ", ".join(f"{r.run_id} (pid {r.pid or '?'})" for r in live)
+    raise RunConflictError(
+        f"{target_label(target)}: run {alive} is still alive; a second run would share its GPUs",
+        hint=f"dfctl stop {live[0].run_id}, or deploy with --replace (stops it once the new release is in "
+             f"place); run.exclusive = false in the playbook allows runs side by side")
+
+
+def stop_recorded(store: RunStore, transport: Transport, rec: RunRecord, grace_s: float, by: str,
+                  successor: str | None = None) -> dict:
+    """stop_run, then the registry row `stopped` once no process of the run is left."""
+    res = stop_run(transport, target_of(rec), rec, grace_s, by=by, successor=successor)
+    if not res.get("left"):
+        store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
+    return res
+
+
+def replace_runs(store: RunStore, transport: Transport, live: list[RunRecord], grace_s: float, successor: str,
+                 on_stopped: Callable[[RunRecord, dict], None] | None = None) -> list[dict]:
+    """deploy --replace: stop each live run as `dfctl stop` does (the stop marker names the
+    successor, so the old run's watch can point at it); a run that will not die stops the
+    deploy before anything is launched (the new release is in place, nothing else changed)."""
+    stopped = []
+    for rec in live:
+        res = stop_recorded(store, transport, rec, grace_s, by="dfctl deploy --replace", successor=successor)
+        if res.get("left"):
+            raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}; "
+                              f"nothing launched", hint="stop them by hand, then deploy again")
+        stopped.append({"run_id": rec.run_id, "signals": res.get("signals") or [], "exit_code": res.get("exit_code")})
+        if on_stopped is not None:
+            on_stopped(rec, res)
+    return stopped
 
 
 def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grace_s: float = 10.0,

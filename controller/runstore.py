@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from controller.errors import UnknownRunError
-from controller.records import Finding
+from controller.playbook import TargetConfig
+from controller.records import Finding, RunCursor
 
 
 def data_dir() -> Path:
@@ -54,18 +55,24 @@ class RunRecord:
     ended_s: float | None = None
 
 
-@dataclass
-class Cursor:
-    """How far a watcher has read one run's files (FIELD-NOTES: inode + byte offset)."""
+def target_of(rec: RunRecord) -> TargetConfig:
+    """The target a stored run lives on, rebuilt from its row: the playbook's [target] as
+    stored, with the row's own columns filling what it lacks. The one converter, so
+    `dfctl watch`, `stop`, `runs` and `logs` all reach a run the same way."""
+    raw = dict((rec.playbook or {}).get("target") or {})
+    known = {f.name for f in fields(TargetConfig)}
+    kw = {k: v for k, v in raw.items() if k in known}
+    kw.setdefault("kind", rec.target_kind if rec.target_kind in ("local", "ssh", "pct") else "local")
+    if rec.host and not kw.get("host"):
+        kw["host"] = rec.host
+    if rec.vmid is not None and kw.get("vmid") is None:
+        kw["vmid"] = rec.vmid
+    if rec.workdir and "workdir" not in kw:
+        kw["workdir"] = rec.workdir
+    return TargetConfig(**kw)
 
-    run_id: str
-    log_inode: int | None = None
-    log_offset: int = 0
-    log_line_no: int = 0              # complete lines consumed so far
-    metrics_offset: int = 0
-    wandb_offset: int = 0
-    updated_s: float | None = None
 
+_CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -76,7 +83,8 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE TABLE IF NOT EXISTS cursors (
   run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
-  metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL
+  metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL, log_fingerprint TEXT,
+  log_head TEXT, progress_step INTEGER
 );
 CREATE TABLE IF NOT EXISTS findings (
   run_id TEXT, kind TEXT, summary TEXT, severity TEXT, first_seen_s REAL, evidence TEXT,
@@ -96,10 +104,18 @@ class RunStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(_SCHEMA)
+        self._add_missing_columns("cursors", _CURSOR_COLUMNS_ADDED)
         try:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
+
+    def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
+        """A registry written by an older dfctl lacks the newer columns: add them (NULL)."""
+        have = {r["name"] for r in self._db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns.items():
+            if name not in have:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         self._db.close()
@@ -157,13 +173,17 @@ class RunStore:
         return self._record(row)
 
     # -- cursors ------------------------------------------------------------------------
-    def get_cursor(self, run_id: str) -> Cursor:
+    def get_cursor(self, run_id: str) -> RunCursor:
         row = self._db.execute("SELECT * FROM cursors WHERE run_id = ?", (run_id,)).fetchone()
-        return Cursor(**dict(row)) if row else Cursor(run_id=run_id)
+        if row is None:
+            return RunCursor()
+        doc = dict(row)
+        for k in ("log_offset", "log_line_no", "metrics_offset", "wandb_offset"):
+            doc[k] = doc[k] or 0
+        return RunCursor.from_json(doc)
 
-    def set_cursor(self, cur: Cursor) -> None:
-        cur.updated_s = time.time()
-        row = asdict(cur)
+    def set_cursor(self, run_id: str, cur: RunCursor) -> None:
+        row = {"run_id": run_id, **cur.to_json(), "updated_s": time.time()}
         cols = ", ".join(row)
         marks = ", ".join(f":{k}" for k in row)
         self._db.execute(f"INSERT OR REPLACE INTO cursors ({cols}) VALUES ({marks})", row)

@@ -6,8 +6,8 @@ dfctl sends; real captures dropped into tests/data/nvidia-smi/ are parsed too.
 
 from pathlib import Path
 
+from controller.probe import APPS_QUERY, GPU_QUERY
 from controller.probe.nvidia_smi import GPU_QUERY_FIELDS, gpu_error_from, parse_compute_apps_csv, parse_gpu_csv
-from controller.probe.remote import APPS_QUERY, GPU_QUERY
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 

@@ -288,10 +288,11 @@ def watch(
             notify_hook(state, f)
 
     history = _HistoryHook()
-    w = Watch(records, store, on_finding=on_finding, on_progress=history)
+    # --interval is the watch's one interval: its ticks, GPU sampling, waits and back-off
+    w = Watch(records, store, on_finding=on_finding, on_progress=history, interval_s=interval)
     w.on_tick = history.record_gpus
     _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
-    interval_s = interval if interval is not None else min(r.cfg.interval_s for r in w.runs)
+    interval_s = w.settings.interval_s
     signals = contextlib.ExitStack()
     signals.enter_context(interrupts_unwind())   # SIGTERM/SIGHUP unwind through the finally below
     try:
@@ -300,8 +301,7 @@ def watch(
             _report_errors(w, set())
             _check_reachable_once(w)
             if json_out:
-                print(json.dumps({"runs": to_jsonable(rep.states), "hosts": to_jsonable(rep.hosts)},
-                                 ensure_ascii=False), flush=True)
+                print(json.dumps(once_document(rep), ensure_ascii=False), flush=True)
             elif sys.stdout.isatty():
                 from rich.console import Console
 
@@ -350,6 +350,20 @@ def _show_imported(store, records: list, json_out: bool, once: bool) -> tuple[li
             print(line, flush=True)
     code = verdict_exit_code([f for st in shown for f in st.findings])
     return [r for r in records if not is_imported(r)], code
+
+
+def once_document(rep) -> dict:
+    """`watch --once --json`: every run's full state plus what this tick read (the lines
+    and samples it moved the shared registry cursor past, so no later stream has them)."""
+    seen = {o.run_id: o for o in rep.observations}
+    runs = []
+    for st in rep.states:
+        doc = to_jsonable(st)
+        obs = seen.get(st.run_id)
+        doc["log_lines_new"] = list(obs.new_lines) if obs is not None else []
+        doc["progress_new"] = to_jsonable(obs.progress) if obs is not None else []
+        runs.append(doc)
+    return {"runs": runs, "hosts": to_jsonable(rep.hosts)}
 
 
 def _sleep_until(deadline: float) -> None:

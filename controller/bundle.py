@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import IO, Callable, Iterable
 
 import pathspec
 
@@ -68,7 +68,7 @@ class Bundle:
         """`sha256sum -c` input, verified on the target after the transfer."""
         return "".join(f"{f.sha256}  {f.relpath}\n" for f in self.files).encode()
 
-    def tar_to(self, fh: BinaryIO) -> None:
+    def tar_to(self, fh: IO[bytes]) -> None:
         """Write the release as a tar stream: manifest files first, then files in order."""
         with tarfile.open(fileobj=fh, mode="w", format=tarfile.GNU_FORMAT) as tar:
             for name, data in ((MANIFEST_NAME, self.manifest_bytes()), (SHA256SUMS_NAME, self.sha256sums())):
@@ -84,7 +84,7 @@ class Bundle:
                 with open(self.root / f.relpath, "rb") as src:
                     tar.addfile(_info(f.relpath, f.size_bytes, 0o755 if f.executable else 0o644), src)
 
-    def tar_file(self) -> tuple[BinaryIO, int]:
+    def tar_file(self) -> tuple[IO[bytes], int]:
         """The tar stream spooled (memory up to 64 MiB, then disk), rewound, and its size."""
         spool = tempfile.SpooledTemporaryFile(max_size=64 << 20)
         self.tar_to(spool)
@@ -250,7 +250,7 @@ def local_git_state(root: str | Path) -> tuple[str | None, bool | None]:
 class ProgressReader(io.RawIOBase):
     """A read-only stream that reports bytes read (drives the transfer progress bar)."""
 
-    def __init__(self, inner: BinaryIO, on_bytes: Callable[[int], None]):
+    def __init__(self, inner: IO[bytes], on_bytes: Callable[[int], None]):
         self.inner = inner
         self.on_bytes = on_bytes
 

@@ -296,10 +296,11 @@ class HistoryWriter:
         if not n:
             return
         now = time.monotonic()
-        if self._oldest[kind] is None:
-            self._oldest[kind] = now
+        oldest = self._oldest[kind]
+        if oldest is None:
+            oldest = self._oldest[kind] = now
         self._rows[kind] += n
-        if self._rows[kind] >= self.rows_per_part or now - self._oldest[kind] >= self.flush_interval_s:
+        if self._rows[kind] >= self.rows_per_part or now - oldest >= self.flush_interval_s:
             self._flush_kind(kind)
 
     # -- flushing -----------------------------------------------------------------------

@@ -428,7 +428,7 @@ def imported_state(record, findings) -> Any:
 
     state, _ = imported_end_state(record)
     return RunState(run_id=record.run_id, name=record.name, target=record.target, run_dir=record.run_dir,
-                    started_s=record.started_s, state=state, findings=list(findings),
+                    started_s=record.started_s, state=state, findings=list(findings),  # type: ignore[arg-type]  # an import's own end states (oom, crash, killed) are shown as they are
                     process=ProcessState(state="exited", exit_code=record.exit_code),
                     progress=samples_from_table(history.read_progress(record.run_id)))
 

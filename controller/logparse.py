@@ -405,6 +405,7 @@ class LineParser:
             kind = PROGRESS_FIELDS.get(key)
             if kind is None:
                 continue
+            value: float | None
             try:
                 value = float(text)
             except ValueError:

@@ -22,6 +22,9 @@ FindingKind = Literal[
     "gpu_idle", "gpu_unreadable", "startup_stall", "unreachable", "log_unreadable",
 ]
 
+ProcessStateName = Literal["running", "zombie", "exited", "not_started", "unknown"]
+RunStateName = Literal["starting", "running", "finished", "failed", "stopped", "unreachable", "unknown"]
+
 
 @dataclass
 class GpuSample:
@@ -76,7 +79,7 @@ class ProgressSample:
 class ProcessState:
     """The training process as the probe saw it."""
 
-    state: Literal["running", "zombie", "exited", "not_started", "unknown"] = "unknown"
+    state: ProcessStateName = "unknown"
     pid: int | None = None
     exit_code: int | None = None         # from the wrapper's exit_code file
     stopped_by: str | None = None        # "dfctl stop", "dfctl deploy --replace": the run dir's stop_request
@@ -219,7 +222,7 @@ class RunState:
     release_id: str | None = None
     run_dir: str | None = None
     started_s: float | None = None
-    state: Literal["starting", "running", "finished", "failed", "stopped", "unreachable", "unknown"] = "unknown"
+    state: RunStateName = "unknown"
     process: ProcessState = field(default_factory=ProcessState)
     wandb: WandbInfo | None = None
     log: LogStatus = field(default_factory=LogStatus)

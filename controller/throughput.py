@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def median(values: Iterable[float]) -> float | None:
     return quantile(sorted(values), 0.5)
 
 
-def finite(value: float | None) -> bool:
+def finite(value: float | None) -> TypeGuard[float]:
     return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
 
 

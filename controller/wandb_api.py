@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from controller.errors import BadInputError, DfctlError, UnreachableError
 from controller.wandb_batch import WandbBatch, WandbRunData, progress_from_row
@@ -56,7 +56,7 @@ class _Retryable(Exception):
     """A failure worth another attempt (429, 5xx, timeout, no connection)."""
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -98,8 +98,8 @@ class ApiPoller:
         self.error: DfctlError | None = None        # the last fetch's error, None after a good one
         self.consecutive_failures = 0
         self.attempts_made = 0                      # over the poller's life (tests, status)
-        self._api = None
-        self._run = None
+        self._api: Any = None                      # wandb.Api, built on the first fetch
+        self._run: Any = None                      # its wandb.apis.public.Run
         self._config: dict[str, Any] | None = None
         self._summary: dict[str, Any] | None = None
         self._pending = WandbBatch(run_id=self.run_id, project=self.project, entity=self.entity,

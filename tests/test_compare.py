@@ -477,3 +477,22 @@ def test_plot_shares_one_x_axis_shades_warmup_and_titles_the_verdicts(runs):
             assert axes[0].get_xlabel() == "step"
             span = axes[0].patches[0]
             assert span.get_x() + span.get_width() == cmp.runs[0].window.first_step
+
+
+def test_aligned_steps_skips_a_series_that_is_not_there():
+    # RunSummary's loss/tau series may be None ("not kept"); aligned_steps unpacked each one
+    # before asking, so any run without one of them raised TypeError (found by mypy).
+    import numpy as np
+
+    from controller.compare.stats import RunSummary, Window, aligned_steps
+
+    def summary(label, loss):
+        return RunSummary(label=label, source="", kind="metrics", end_state="finished", end_detail="",
+                          exit_code=0, window=Window(None, None, 0, 0, False), tok_per_s={}, step_time_s=None,
+                          samples_per_s=None, time_to_first_step_s=None, peak_mem_gib=None, loss_series=loss,
+                          log_interval=10)
+
+    steps = np.arange(10, 210, 10)
+    with_loss = summary("a", (steps, np.ones(steps.size)))
+    picks = aligned_steps([with_loss, summary("b", None)], points=4)
+    assert picks == [50, 100, 150, 200]

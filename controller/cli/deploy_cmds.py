@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -26,6 +26,8 @@ from controller.transport.base import Transport
 
 # Heavy modules (paramiko, rich.progress) are imported inside the commands that use them,
 # so `dfctl --help` stays fast.
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def _err_console():
@@ -49,8 +51,8 @@ class _LazyProgress:
 
     def __init__(self, label: str, after_s: float = 0.5):
         self.label, self.after_s, self.t0 = label, after_s, time.monotonic()
-        self.progress = None
-        self.task = None
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None:
@@ -63,6 +65,7 @@ class _LazyProgress:
                                      console=_err_console(), transient=True)
             self.progress.start()
             self.task = self.progress.add_task(self.label, total=total)
+        assert self.task is not None                       # added with the bar
         self.progress.update(self.task, completed=done)
 
     def close(self) -> None:

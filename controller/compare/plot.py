@@ -101,15 +101,16 @@ def build_figure(cmp: Comparison, x_axis: str = "time"):
                                                   sharex=True)
     for r in cmp.runs:
         state = STATE_LABEL.get(r.end_state, r.end_state)
-        if r.plot_tok is None or (r.plot_tok.size == 0 and r.plot_loss.size == 0):
+        if r.plot_tok is None or r.plot_loss is None or (r.plot_tok.size == 0 and r.plot_loss.size == 0):
             ax_tok.plot([], [], label=f"{r.label} ({state}, no samples)")
             continue
+        assert r.plot_minutes is not None and r.plot_tok_steps is not None and r.plot_steps is not None  # thinned together
         suffix = " (baseline)" if r.is_baseline else ("" if r.end_state in ("finished", "running") else f" ({state})")
         x_tok = r.plot_minutes if x_axis == "time" else r.plot_tok_steps
         (line,) = ax_tok.plot(x_tok, r.plot_tok, label=r.label + suffix, linewidth=1.2)
         color = line.get_color()
         ax_loss.plot(_x(r, r.plot_steps, x_axis), r.plot_loss, label=r.label, linewidth=1.2, color=color)
-        if r.plot_tau is not None and r.plot_tau.size:
+        if r.plot_tau is not None and r.plot_tau.size and r.plot_tau_steps is not None:
             ax_tau.plot(_x(r, r.plot_tau_steps, x_axis), r.plot_tau, label=r.label, linewidth=1.2, color=color)
         end = _warmup_end(r, x_axis)
         if end is not None:

@@ -7,10 +7,13 @@ import csv
 import io
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.compare.stats import STATE_LABEL, Comparison, RunSummary, Window, warmup_caption
 from controller.records import to_jsonable as records_to_jsonable
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod  # rich is imported lazily (start-up time)
 
 PEAK_TRAINER_LABEL = "peak mem (trainer: Σ its GPUs or CPU RSS)"
 PEAK_DEVICE_LABEL = "GPU mem, fullest device (nvidia-smi)"
@@ -137,7 +140,7 @@ def render_table_by_run(cmp: Comparison, width: int | None = None):
     last = cmp.aligned_steps[-1] if cmp.aligned_steps else None
     styles = {"oom": "bold red", "crash": "red", "killed": "red", "finished": "green", "running": "cyan"}
     # (header, min width when wrapped (0 = never wrap), justify, cell per run); display order.
-    cols: list[tuple[str, int, str, list[str]]] = [
+    cols: list[tuple[str, int, JustifyMethod, list[str]]] = [
         ("run", 12, "left", [r.label + (" (baseline)" if r.is_baseline else "") for r in cmp.runs]),
         ("end", 8, "left", [STATE_LABEL.get(r.end_state, r.end_state) for r in cmp.runs]),
         ("tok/s", 0, "right", [_si(r.tok_per_s["median"]) for r in cmp.runs]),

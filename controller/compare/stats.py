@@ -229,7 +229,7 @@ def aligned_steps(runs: list[RunSummary], points: int = ALIGNED_POINTS) -> list[
     multiple of the coarsest log interval so at least one run logged them exactly."""
     ranges, intervals = [], []
     for r in runs:
-        ends = [(int(x[0]), int(x[-1])) for x, _ in (r.loss_series, r.tau_series) if x is not None and x.size]
+        ends = [(int(s[0][0]), int(s[0][-1])) for s in (r.loss_series, r.tau_series) if s is not None and s[0].size]
         if ends:
             ranges.append((min(a for a, _ in ends), max(b for _, b in ends)))
         if r.log_interval:
@@ -366,7 +366,7 @@ def compare(runs: Iterable[LoadedRun], *, baseline: LoadedRun | int | None = Non
 
 def warmup_caption(cmp: Comparison) -> str:
     """What the warm window skipped: once when every run shared it, else per run."""
-    if cmp.warmup_s is not None:
+    if cmp.warmup_s is not None and cmp.warmup_steps is not None:   # shared: both or neither
         return f"warm window: skips the first {cmp.warmup_steps + 1} samples and the first {cmp.warmup_s:g} s"
     each = ", ".join(f"{r.label} {r.warmup_steps + 1} samples/{r.warmup_s:g} s" for r in cmp.runs)
     return f"warm window per run (its playbook's, else the defaults): skips the first {each}"

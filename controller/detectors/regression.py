@@ -34,6 +34,7 @@ def detect_regression(progress: Sequence[ProgressSample], cfg, baseline_tok_per_
     if any(m is None or m >= limit for m in medians):
         return None
     overall = median(s.tok_per_s for s in judged)  # type: ignore[misc]
+    assert overall is not None                     # judged holds at least n_windows finite samples
     deficit = (1.0 - overall / baseline_tok_per_s) * 100.0
     # the summary's figure is the recent windows' median, not the warm window's (which
     # check-log, the closing line and compare-runs print): say so, with its steps

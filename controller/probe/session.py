@@ -36,8 +36,8 @@ class ProbeSession:
     def __init__(self, transport: Transport, python: str = "python3", *, connect_timeout_s: float = 10.0):
         self.where = transport.name
         self._buf = b""
-        self._proc: subprocess.Popen | None = None
-        self._chan = None
+        self._proc: subprocess.Popen[bytes] | None = None   # stdin and stdout are PIPEs
+        self._chan: Any = None                                # a paramiko Channel
         argv = [python, "-S", "-c", BOOT]
         if isinstance(transport, LocalTransport):
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -62,6 +62,7 @@ class ProbeSession:
     def _send(self, data: bytes) -> None:
         try:
             if self._proc is not None:
+                assert self._proc.stdin is not None
                 self._proc.stdin.write(data)
                 self._proc.stdin.flush()
             else:
@@ -71,6 +72,7 @@ class ProbeSession:
 
     def _recv_some(self, timeout_s: float) -> bytes:
         if self._proc is not None:
+            assert self._proc.stdout is not None
             fd = self._proc.stdout.fileno()
             r, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
             if not r:
@@ -122,6 +124,7 @@ class ProbeSession:
 
     def close(self) -> None:
         if self._proc is not None:
+            assert self._proc.stdin is not None
             try:
                 self._proc.stdin.close()
             except OSError:

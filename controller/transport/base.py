@@ -11,9 +11,16 @@ from __future__ import annotations
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import BinaryIO, Sequence
+from typing import Protocol, Sequence
 
-Stdin = bytes | BinaryIO | None
+
+class ReadableBytes(Protocol):
+    """What a transport reads a command's stdin from: a file, a spooled tar, a progress wrapper."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+Stdin = bytes | ReadableBytes | None
 
 
 @dataclass(frozen=True)

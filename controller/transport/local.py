@@ -41,8 +41,9 @@ class LocalTransport(Transport):
             return Result(join_argv(argv), 127, b"", f"{argv[0]}: command not found".encode(), self.name)
         feeder = None
         data = stdin if isinstance(stdin, (bytes, bytearray)) else None
-        if stdin is not None and data is None:
+        if stdin is not None and not isinstance(stdin, (bytes, bytearray)):  # a stream: data is None
             def feed() -> None:
+                assert proc.stdin is not None            # a PIPE whenever stdin is given
                 try:
                     shutil.copyfileobj(stdin, proc.stdin, 1 << 20)
                 except (BrokenPipeError, ValueError):

@@ -263,7 +263,7 @@ class SshTransport(Transport):
                 self._jumps.append(jt)
                 prev = jt
             try:
-                return prev._client.get_transport().open_channel(  # type: ignore[union-attr]
+                return prev._client.get_transport().open_channel(
                     "direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0),
                     timeout=ep.connect_timeout_s)
             except (paramiko.SSHException, OSError) as exc:
@@ -402,7 +402,7 @@ class SshTransport(Transport):
             try:
                 if isinstance(stdin, (bytes, bytearray)):
                     chan.sendall(bytes(stdin))
-                else:
+                elif stdin is not None:                  # (feed runs only when there is stdin)
                     for block in iter(lambda: stdin.read(1 << 20), b""):
                         chan.sendall(block)
             except (OSError, EOFError, paramiko.SSHException):

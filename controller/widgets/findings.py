@@ -47,7 +47,7 @@ def finding_lines(findings: list[Finding], width: int, max_lines: int, now_s: fl
     details: dict[int, list[Text]] = {}
     for i in sorted(range(heads), key=lambda i: -SEVERITY_RANK.get(ordered[i].severity, 0)):
         f = ordered[i]
-        extra = []
+        extra: list[Text] = []
         if f.evidence and spare > len(extra):
             extra.append(Text("  │ " + clean_line(f.evidence[-1] if f.kind != "oom" else f.evidence[0]),
                               style="dim", no_wrap=True, overflow="ellipsis"))

@@ -8,6 +8,7 @@ never disagree about the same figure.
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 NA = "n/a"
 
@@ -19,7 +20,7 @@ STATE_STYLE = {
 }
 
 
-def known(value: float | None) -> bool:
+def known(value: float | None) -> TypeGuard[float]:
     """True for a finite number (None, NaN and Inf are all "unknown" on screen)."""
     return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
 

@@ -10,7 +10,7 @@ from controller.widgets.format import NA, STATE_STYLE, duration, known
 
 def state_label(state: RunState) -> tuple[str, str]:
     """The run state as shown, with the exit code once the process has gone."""
-    label = state.state
+    label: str = state.state
     code = state.process.exit_code
     if state.state in ("finished", "failed", "stopped") and code is not None:
         label = f"{label} (exit {code})"

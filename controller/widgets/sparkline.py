@@ -7,6 +7,8 @@ reference" reads at a glance; columns are coloured by their deficit against the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 
 from controller.widgets.format import known
@@ -14,7 +16,7 @@ from controller.widgets.format import known
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
-def resample(values: list[float | None], xs: list[float | None], width: int) -> list[float | None]:
+def resample(values: Sequence[float | None], xs: Sequence[float | None], width: int) -> list[float | None]:
     """Mean of the known values in each of `width` equal x buckets (None for an empty bucket)."""
     pts = [(x, v) for x, v in zip(xs, values) if known(v) and known(x)]
     if not pts or width <= 0:
@@ -41,7 +43,7 @@ def _column_style(value: float, baseline: float | None) -> str:
     return "green" if ratio >= 0.95 else ("yellow" if ratio >= 0.85 else "red")
 
 
-def chart(values: list[float | None], xs: list[float | None], width: int, rows: int,
+def chart(values: Sequence[float | None], xs: Sequence[float | None], width: int, rows: int,
           baseline: float | None = None) -> list[Text]:
     """`rows` lines of `width` cells; the top of the scale is max(series, baseline) + 5%."""
     if width <= 0 or rows <= 0:
@@ -50,7 +52,8 @@ def chart(values: list[float | None], xs: list[float | None], width: int, rows: 
     top = max([v for v in cols if v is not None] + ([baseline] if known(baseline) else []), default=0.0)
     top = top * 1.05 if top > 0 else 1.0
     heights = [None if v is None else max(0, round(v / top * rows * 8)) for v in cols]
-    base_row = base_h = None
+    base_row: int | None = None
+    base_h = 0                                                # read only in base_row's row
     if known(baseline) and baseline > 0:
         base_h = round(baseline / top * rows * 8)             # in eighths from the bottom
         base_row = min(rows - 1, base_h // 8)                 # 0 = bottom row
@@ -61,7 +64,7 @@ def chart(values: list[float | None], xs: list[float | None], width: int, rows: 
             cell_h = 0 if h is None else min(8, max(0, h - r * 8))
             if r == base_row and (h is None or h < base_h):  # the column stays below the line
                 line.append("─", style="dim yellow")
-            elif h is None:
+            elif h is None or v is None:                      # (h is None exactly when v is)
                 line.append(" ")
             else:
                 line.append(_BLOCKS[cell_h], style=_column_style(v, baseline))

@@ -7,6 +7,8 @@ export PYTHONUNBUFFERED=1 WANDB_SILENT=true WANDB_DISABLE_GIT=true WANDB_MODE=of
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 # Lint first: it takes a second and names the file and line (config in pyproject.toml).
 .venv/bin/ruff check --quiet controller trainer tests bench || { echo "test.sh: ruff found problems (above)" >&2; exit 1; }
+# Types next (config in pyproject.toml [tool.mypy]: controller/, the stdlib remote scripts included).
+.venv/bin/mypy || { echo "test.sh: mypy found problems (above)" >&2; exit 1; }
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 if [ "$rc" = 5 ]; then echo "test.sh: pytest collected no tests" >&2; exit 1; fi

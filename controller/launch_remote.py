@@ -128,7 +128,7 @@ def _attached_members(pid):
     table = _ppids()
     if pid not in table:
         return [], None
-    kids = {}
+    kids = {}  # type: dict
     for p, (pp, _) in table.items():
         kids.setdefault(pp, []).append(p)
     tree, todo = set([pid]), [pid]
@@ -263,7 +263,7 @@ def _take_deploy_lock(workdir, owner, wait_s):
 def _live_runs(workdir, known):
     """Runs with a live process: every run dir under this workdir (whichever controller
     launched it) plus the runs the controller knows of this target elsewhere."""
-    cands = {}
+    cands = {}  # type: dict
     runs = os.path.join(workdir, "runs")
     try:
         names = os.listdir(runs)

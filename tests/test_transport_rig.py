@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.errors import ContainerStateError, HostKeyError, UnreachableError
+from controller.errors import BadInputError, ContainerStateError, HostKeyError, UnreachableError
 from controller.playbook import TargetConfig
 from controller.transport.factory import close_all, open_host_transport, open_transport
 
@@ -176,4 +176,16 @@ def test_proxyjump_alias(rig, rig_host, tmp_path):
     assert direct.ok and jumped.ok, jumped.summary()
     assert direct.stdout.split()[0] != rig_host.address.encode()
     assert jumped.stdout.split()[0] == rig_host.address.encode()        # came from the jump host
+    close_all()
+
+
+def test_proxyjump_naming_no_host_is_bad_input(tmp_path):
+    # `ProxyJump ,` splits into no hops; the tunnel builder then used a hop it never made
+    # (AttributeError on None, exit 1). Refused before any connection (found by mypy).
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host nowhere\n  HostName 10.200.0.9\n  ProxyJump ,\n")
+    with pytest.raises(BadInputError) as exc:
+        open_host_transport(TargetConfig(kind="ssh", host="nowhere", ssh_config=str(cfg),
+                                         connect_timeout_s=1.0)).run(["true"])
+    assert exc.value.exit_code == 2 and "ProxyJump" in exc.value.message and "nowhere" in exc.value.message
     close_all()

@@ -118,7 +118,7 @@ def _openat2():
             finally:
                 os.close(probe_fd)
         except Exception:  # no ctypes, no syscall (kernel < 5.6, seccomp): walk instead
-            fn = None
+            fn = None  # type: ignore[assignment]  # (no typing import in this script to spell Optional)
         _OPENAT2.append(fn)
     return _OPENAT2[0]
 
@@ -830,7 +830,7 @@ def probe_container(ct, runs, req, src):
     """All runs of one container: via the host's view of its files, else `pct exec`."""
     vmid = int(ct["vmid"])
     cap = int(req.get("read_cap_bytes", 1 << 20))
-    doc = {"vmid": vmid}
+    doc = {"vmid": vmid}  # type: dict
     init, how = container_init_pid(vmid, ct.get("init_pid"), ct.get("lxcpath"), ct.get("pct", "pct"),
                                    float(req.get("pct_timeout_s", 20)))
     doc["init_pid"], doc["init_found_by"] = init, how
@@ -868,6 +868,7 @@ class _Started(object):
 
     def __init__(self, argv, timeout_s):
         self.deadline = time.time() + timeout_s
+        self.p = None  # type: subprocess.Popen | None
         try:
             self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE)
@@ -907,7 +908,7 @@ def gpu_from_fd(fd, timeout_s):
     """The nvidia-smi output the shell piped to `fd` (started before this interpreter, so
     Python's start-up and the GPU query overlap): sections end in `@@dfctl-rc=<code>`."""
     import select
-    chunks, deadline = [], time.time() + timeout_s
+    chunks, deadline = [], time.time() + timeout_s  # type: list, float
     while True:
         left = deadline - time.time()
         if left <= 0:
@@ -919,7 +920,7 @@ def gpu_from_fd(fd, timeout_s):
         if not block:
             break
         chunks.append(block)
-    sections, cur = [], []
+    sections, cur = [], []  # type: list, list
     for line in b"".join(chunks).splitlines(True):
         if line.startswith(b"@@dfctl-rc="):
             try:
@@ -960,7 +961,7 @@ def handle(req, src=""):
     if req.get("mode") == "inside":
         return {"runs": probe_inside(req)}
     doc = {"version": 1, "time_s": t0, "clk_tck": os.sysconf("SC_CLK_TCK"),
-           "page_size": os.sysconf("SC_PAGE_SIZE"), "hostname": os.uname()[1]}
+           "page_size": os.sysconf("SC_PAGE_SIZE"), "hostname": os.uname()[1]}  # type: dict
     doc["uptime_s"] = float((_read_text("/proc/uptime") or "0").split()[0])
     started = None
     gpu = req.get("gpu", True)
@@ -969,7 +970,7 @@ def handle(req, src=""):
         gpu = False
     elif gpu and req.get("gpu_fd") is None:
         started = start_gpu_queries(req)
-    by_ct = {}
+    by_ct = {}  # type: dict
     plain = []
     for run in req.get("runs", []):
         if run.get("vmid") is not None:
@@ -1045,6 +1046,7 @@ class _GpuSampler(object):
             self.thread.daemon = True
             self.thread.start()
         with self.lock:
+            assert self.doc is not None   # _sample() above set it, or raised
             return dict(self.doc)
 
 

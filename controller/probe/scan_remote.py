@@ -143,12 +143,12 @@ def _fd_doc(proc_root, pid, fd):
 def _open_for_writing(proc_root, pid, fd):
     text = _read_text("%s/%d/fdinfo/%s" % (proc_root, pid, fd), 4096) or ""
     m = re.search(r"^flags:\s*([0-7]+)", text, re.M)
-    return bool(m) and (int(m.group(1), 8) & 3) != 0    # O_WRONLY or O_RDWR
+    return m is not None and (int(m.group(1), 8) & 3) != 0    # O_WRONLY or O_RDWR
 
 
 def _files(proc_root, pid):
     """Regular files the process holds open: written ones, wandb transaction logs, metrics."""
-    written, wandb, metrics = [], [], []
+    written, wandb, metrics = [], [], []  # type: list, list, list
     try:
         fds = os.listdir("%s/%d/fd" % (proc_root, pid))[:FD_CAP]
     except OSError:
@@ -192,7 +192,7 @@ def _user_names(root):
     """uid -> name from the container's /etc/passwd, its links resolved inside the
     container's root (the probe's open_regular), never into the node's files."""
     text = _read_text("/etc/passwd", 1 << 20, root) if root else _read_text("/etc/passwd", 1 << 20)
-    names = {}
+    names = {}  # type: dict
     for line in (text or "").splitlines():
         f = line.split(":")
         if len(f) > 2 and f[2].isdigit():
@@ -206,7 +206,7 @@ def _uid(proc_root, pid):
 
 
 def _children_map(table):
-    kids = {}
+    kids = {}  # type: dict
     for pid, (_, f) in table.items():
         try:
             kids.setdefault(int(f[1]), []).append(pid)
@@ -312,7 +312,7 @@ def running_vmids(lxcpath=None):
     rc, out, _ = _run(argv, 10)
     if rc == 0:
         return sorted(int(w) for w in out.decode("utf-8", "replace").split() if w.isdigit()), {}
-    found = {}
+    found = {}  # type: dict
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -356,7 +356,7 @@ def scan(req):
     (req["containers"]: [{"vmid", ...}] or "all"), with the GPU compute apps."""
     import time
     t0 = time.time()
-    doc = {"version": 1, "time_s": t0}
+    doc = {"version": 1, "time_s": t0}  # type: dict
     doc.update(_host_facts())
     started = start_gpu_queries(req) if req.get("gpu", True) else None
     if req.get("host", True):

@@ -33,7 +33,7 @@ from typing import Sequence
 
 import paramiko
 
-from controller.errors import HostKeyError, UnreachableError
+from controller.errors import BadInputError, HostKeyError, UnreachableError
 from controller.transport.base import Result, Stdin, Transport, join_argv
 
 _CHUNK = 1 << 16
@@ -250,6 +250,8 @@ class SshTransport(Transport):
         ep = self.ep
         if ep.proxy_jump:
             hops = [h.strip() for h in ep.proxy_jump.split(",") if h.strip()]
+            if not hops:
+                raise BadInputError(f"host {ep.label}: ProxyJump {ep.proxy_jump!r} names no jump host")
             # ProxyJump a,b: reach a directly, b through a, the target through b.
             prev: SshTransport | None = None
             for hop in hops:
@@ -262,6 +264,7 @@ class SshTransport(Transport):
                 jt._connected()
                 self._jumps.append(jt)
                 prev = jt
+            assert prev is not None and prev._client is not None   # hops is not empty; each hop connected
             try:
                 return prev._client.get_transport().open_channel(
                     "direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0),

@@ -311,3 +311,32 @@ def test_an_old_background_gpu_sample_is_flagged_not_dropped():
     assert hs.gpus[0].util_pct == 97 and "40 s old" in hs.gpu_error
     doc["gpu_sampled_s"] = 999.0
     assert parse_probe_document(doc, "h").host.gpu_error is None
+
+
+def _runtime_annotation_problems(tree) -> list[int]:
+    """Lines whose annotation an old Python evaluates and cannot: `list[str]` (3.9+), `X | Y` (3.10+)."""
+    import ast
+
+    exprs = [n.annotation for n in ast.walk(tree) if isinstance(n, (ast.AnnAssign, ast.arg)) and n.annotation]
+    exprs += [n.returns for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns]
+    bad = set()
+    for e in exprs:
+        for n in ast.walk(e):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr) or isinstance(n, ast.Subscript) \
+                    and isinstance(n.value, ast.Name) and n.value.id in ("list", "dict", "tuple", "set", "type"):
+                bad.add(n.lineno)
+    return sorted(bad)
+
+
+def test_the_stdlib_scripts_stay_runnable_on_their_oldest_python():
+    # remote.py and scan_remote.py promise Python >= 3.6, launch_remote.py >= 3.8: mypy checks
+    # them through type comments, since an annotation like list[str] would fail there at import.
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "controller"
+    for rel, oldest in (("probe/remote.py", (3, 6)), ("probe/scan_remote.py", (3, 6)), ("launch_remote.py", (3, 8))):
+        src = (root / rel).read_text()
+        assert f"Python >= {oldest[0]}.{oldest[1]}" in src                # the promise this test keeps
+        tree = ast.parse(src, type_comments=True, feature_version=max(oldest, (3, 7)))  # 3.7: the oldest ast knows
+        assert _runtime_annotation_problems(tree) == [], f"{rel}: use a type comment there"
+    assert _runtime_annotation_problems(ast.parse("x: list[int] = []\ndef f(a: int | None) -> None: ...")) == [1, 2]

@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterable
+from typing import IO, Any, Callable, Iterable
 
 import pathspec
 
@@ -93,7 +93,7 @@ class Bundle:
         return spool, size
 
 
-def _canonical(obj) -> bytes:
+def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -263,7 +263,7 @@ class ProgressReader(io.RawIOBase):
             self.on_bytes(len(data))
         return data
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: memoryview) -> int:   # type: ignore[override]  # io hands it a memoryview
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)

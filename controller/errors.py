@@ -8,6 +8,11 @@ secrets.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from controller.transport.base import Result  # (transport imports this module)
+
 EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 EXIT_BAD_INPUT = 2
@@ -58,7 +63,7 @@ class ContainerStateError(UnreachableError):
 class RemoteCommandError(DfctlError):
     """A remote step of ours (not the training run) failed; carries its Result."""
 
-    def __init__(self, message: str, *, result=None, hint: str | None = None):
+    def __init__(self, message: str, *, result: Result | None = None, hint: str | None = None):
         super().__init__(message, hint=hint)
         self.result = result
 

@@ -337,7 +337,7 @@ class HistoryWriter:
     def __enter__(self) -> "HistoryWriter":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.errors import BadInputError, UnknownRunError
 from controller.importers import WANDB_PATH_RE, LoadedRun, load_path, load_registry_run, read_wandb_path
 
+if TYPE_CHECKING:
+    from controller.runstore import RunStore
 
-def resolve(spec: str, store=None) -> LoadedRun:
+
+def resolve(spec: str, store: RunStore | None = None) -> LoadedRun:
     """A RUN argument -> LoadedRun. Tried in order: an existing path (log file, metrics.jsonl,
     run directory, wandb run dir or file), a registry run id/name, a wandb path."""
     from controller.runstore import RunStore

@@ -10,12 +10,16 @@ before any run is read (`plot_format`)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from controller.compare.stats import STATE_LABEL, Comparison, RunSummary
 from controller.errors import BadInputError
 from controller.widgets.format import si
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure  # matplotlib is imported lazily (start-up time)
 
 PLOT_SIZE_PX = (1500, 500)
 PLOT_DPI = 100
@@ -87,7 +91,7 @@ def write_plot(cmp: Comparison, path: str, x_axis: str = "time") -> str:
     return path
 
 
-def build_figure(cmp: Comparison, x_axis: str = "time"):
+def build_figure(cmp: Comparison, x_axis: str = "time") -> Figure:
     """The matplotlib Figure of write_plot (Agg backend: no display needed)."""
     if x_axis not in X_AXES:
         raise BadInputError(f"--plot-x {x_axis!r}: expected one of {', '.join(X_AXES)}")

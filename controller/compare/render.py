@@ -13,7 +13,8 @@ from controller.compare.stats import STATE_LABEL, Comparison, RunSummary, Window
 from controller.records import to_jsonable as records_to_jsonable
 
 if TYPE_CHECKING:
-    from rich.console import JustifyMethod  # rich is imported lazily (start-up time)
+    from rich.console import Group, JustifyMethod  # rich is imported lazily (start-up time)
+    from rich.table import Table
 
 PEAK_TRAINER_LABEL = "peak mem (trainer: Σ its GPUs or CPU RSS)"
 PEAK_DEVICE_LABEL = "GPU mem, fullest device (nvidia-smi)"
@@ -99,7 +100,7 @@ def headline(cmp: Comparison) -> str:
     return f"baseline: {_si(cmp.baseline_tok_per_s)} tok/s (given)"
 
 
-def render_table(cmp: Comparison):
+def render_table(cmp: Comparison) -> Table:
     """A Rich table for the terminal (the default output)."""
     from rich.table import Table
 
@@ -129,7 +130,7 @@ def columns_fit(cmp: Comparison, width: int) -> bool:
     return 30 + 22 * len(cmp.runs) <= width
 
 
-def render_table_by_run(cmp: Comparison, width: int | None = None):
+def render_table_by_run(cmp: Comparison, width: int | None = None) -> Table | Group:
     """Runs down, metrics across: for many runs (or a narrow terminal). Loss and τ at the
     last aligned step; the config keys that differ get a second table. Columns that do
     not fit `width` are left out, least important first (the caption says which)."""

@@ -53,7 +53,7 @@ class Columns:
 
     @classmethod
     def from_table(cls, table: pa.Table) -> "Columns":
-        def col(name: str, dtype=np.float64) -> np.ndarray:
+        def col(name: str, dtype: type = np.float64) -> np.ndarray:
             return table.column(name).to_numpy(zero_copy_only=False).astype(dtype, copy=False) \
                 if table.num_rows else np.empty(0, dtype)
 

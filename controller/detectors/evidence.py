@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal as _signal
+from collections.abc import Iterable
 from dataclasses import replace
 
 from controller.records import Finding
@@ -17,11 +18,11 @@ def clip(line: str) -> str:
     return line if len(line) <= EVIDENCE_LINE_CHARS else line[:EVIDENCE_LINE_CHARS] + " …"
 
 
-def bounded(evidence) -> tuple[str, ...]:
+def bounded(evidence: Iterable[str]) -> tuple[str, ...]:
     return tuple(clip(e) for e in list(evidence)[:EVIDENCE_LINES])
 
 
-def with_evidence(f: Finding, evidence) -> Finding:
+def with_evidence(f: Finding, evidence: Iterable[str]) -> Finding:
     return replace(f, evidence=bounded(evidence))
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from controller.records import Finding, ProgressSample
 from controller.throughput import by_step, finite, fmt_tok_per_s, median, warm_samples
 
+if TYPE_CHECKING:
+    from controller.playbook import WatchConfig
+
 REGRESSION_WINDOW_SAMPLES = 5
 
 
-def detect_regression(progress: Sequence[ProgressSample], cfg, baseline_tok_per_s: float | None,
+def detect_regression(progress: Sequence[ProgressSample], cfg: WatchConfig, baseline_tok_per_s: float | None,
                       now_s: float | None = None, run_id: str | None = None) -> Finding | None:
     """Rolling median tok/s over the last `regression_windows` windows (each
     REGRESSION_WINDOW_SAMPLES samples, fewer when the warm history is short), every one

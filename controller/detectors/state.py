@@ -12,12 +12,16 @@ import math
 import re
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from controller.detectors.evidence import EVIDENCE_LINES, FAILURE_KINDS, clip, signal_suffix
 from controller.detectors.hints import HINT_CRASH, HINT_GPU_UNREADABLE, HINT_HOST_OOM, HINT_NAN, HINT_STALE
 from controller.detectors.regression import _same_episode, detect_regression
 from controller.records import Finding, ProgressSample, RunState
 from controller.throughput import by_step, finite, fmt_tok_per_s, median
+
+if TYPE_CHECKING:
+    from controller.playbook import WatchConfig
 
 IDLE_UTIL_PCT = 5.0
 """A GPU at or below this utilization.gpu is idle (nvidia-smi samples 1/6 s - 1 s)."""
@@ -31,7 +35,7 @@ def _gpu_utils(state: RunState) -> list[tuple[int, float]]:
     return [(g.index, g.util_pct) for g in state.gpus if g.util_pct is not None]
 
 
-def _sustained_idle(state: RunState, cfg, now_s: float) -> tuple[list[int], list[int]] | None:
+def _sustained_idle(state: RunState, cfg: WatchConfig, now_s: float) -> tuple[list[int], list[int]] | None:
     """(idle, busy) GPU indices where idle means no busy sample for cfg.gpu_idle_s; None
     while the run has not been watched that long. A state without busy-time history (built
     by hand, or by an older watcher) falls back to the instantaneous reading."""
@@ -64,7 +68,7 @@ def _median_interval_s(samples: Sequence[ProgressSample]) -> float | None:
     return median(diffs)
 
 
-def _stale_log(state: RunState, cfg, now_s: float) -> Finding | None:
+def _stale_log(state: RunState, cfg: WatchConfig, now_s: float) -> Finding | None:
     if not _alive(state):
         return None
     since = _last_growth(state)
@@ -94,7 +98,7 @@ def _stale_log(state: RunState, cfg, now_s: float) -> Finding | None:
                    evidence=tuple(evidence), hint=hint, first_seen_s=now_s, run_id=state.run_id)
 
 
-def _hang(state: RunState, cfg, now_s: float) -> Finding | None:
+def _hang(state: RunState, cfg: WatchConfig, now_s: float) -> Finding | None:
     if not _alive(state) or not state.progress:
         return None
     marks = [x for x in (state.last_log_growth_s, state.last_progress_s) if x is not None]
@@ -133,7 +137,7 @@ def _hang(state: RunState, cfg, now_s: float) -> Finding | None:
                    first_seen_s=now_s, run_id=state.run_id)
 
 
-def _gpu_idle(state: RunState, cfg, now_s: float) -> Finding | None:
+def _gpu_idle(state: RunState, cfg: WatchConfig, now_s: float) -> Finding | None:
     if not _alive(state):
         return None
     if not state.progress and "first_step" not in state.milestones:
@@ -175,7 +179,7 @@ GPU_ERROR_NOT_GPU = ("nvidia-smi not found", "GPU readings not requested")
 """gpu_error texts that mean "no GPU here" (a CPU run), not "the GPUs were lost"."""
 
 
-def _gpu_unreadable(state: RunState, cfg, now_s: float) -> Finding | None:
+def _gpu_unreadable(state: RunState, cfg: WatchConfig, now_s: float) -> Finding | None:
     """nvidia-smi failing (exit 9 "couldn't communicate with the NVIDIA driver", a hung
     or lost GPU) on a run that has or expects GPUs: a warning naming the host and the
     text, not a silent `gpu=n/a` (issue 12.6)."""
@@ -193,7 +197,7 @@ def _gpu_unreadable(state: RunState, cfg, now_s: float) -> Finding | None:
                    first_seen_s=now_s, run_id=state.run_id)
 
 
-def _startup_stall(state: RunState, cfg, now_s: float) -> list[Finding]:
+def _startup_stall(state: RunState, cfg: WatchConfig, now_s: float) -> list[Finding]:
     if state.started_s is None or state.progress or not _alive(state):
         return []
     out = []
@@ -219,7 +223,7 @@ DISK_FULL_BYTES = 64 << 20
 not a kill -9, is the likely cause (issue 12 item 8)."""
 
 
-def _process_end(state: RunState, cfg, now_s: float) -> Finding | None:
+def _process_end(state: RunState, cfg: WatchConfig, now_s: float) -> Finding | None:
     ps = state.process
     if ps.state not in ("exited", "zombie"):
         return None
@@ -307,7 +311,7 @@ def _nan_from_metrics(state: RunState, now_s: float) -> Finding | None:
     return None
 
 
-def evaluate(state: RunState, cfg, now_s: float) -> list[Finding]:
+def evaluate(state: RunState, cfg: WatchConfig, now_s: float) -> list[Finding]:
     """State detectors over one run's accumulated state (see module doc); cfg is the
     run's WatchConfig. Returns only state-derived findings; text findings come from
     scan_lines and are expected in state.findings (used to avoid double reports)."""

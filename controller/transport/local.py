@@ -12,7 +12,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Mapping, Sequence
+from typing import IO, Mapping, Sequence
 
 from controller.transport.base import Result, Stdin, Transport, join_argv
 
@@ -77,7 +77,7 @@ class LocalTransport(Transport):
 def _drain(proc: subprocess.Popen, timeout_s: float | None) -> tuple[bytes, bytes]:
     chunks: dict[str, list[bytes]] = {"out": [], "err": []}
 
-    def pump(stream, key: str) -> None:
+    def pump(stream: IO[bytes], key: str) -> None:
         for block in iter(lambda: stream.read(1 << 16), b""):
             chunks[key].append(block)
 

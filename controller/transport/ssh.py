@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import paramiko
 
@@ -394,7 +394,7 @@ class SshTransport(Transport):
         out: list[bytes] = []
         err: list[bytes] = []
 
-        def pump(read, sink: list[bytes]) -> None:
+        def pump(read: Callable[[int], bytes], sink: list[bytes]) -> None:
             try:
                 for block in iter(lambda: read(_CHUNK), b""):
                     sink.append(block)

@@ -9,7 +9,7 @@ setting. Everything that depends on the interval derives from `interval_s` here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from controller.playbook import WatchConfig
 from controller.probe import DEFAULT_READ_CAP_BYTES
@@ -49,7 +49,7 @@ class WatchSettings:
 
 def resolve_settings(configs: Iterable[WatchConfig], *, interval_s: float | None = None,
                      tick_wait_s: float | None = None, agent_idle_exit_s: float | None = None,
-                     **fixed) -> WatchSettings:
+                     **fixed: Any) -> WatchSettings:
     """The one WatchSettings: the CLI's `--interval` if given, else the shortest of the
     playbooks' `watch.interval_s`; everything derived from it unless given explicitly."""
     interval = interval_s if interval_s is not None else min((c.interval_s for c in configs), default=2.0)

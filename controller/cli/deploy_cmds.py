@@ -19,7 +19,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, UnreachableError
+from controller.errors import BadInputError, DeployError, DfctlError, UnreachableError, one_line
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
@@ -220,8 +220,9 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
     else:
         _print_runs_table(rows)
     if unreadable:
-        raise UnreachableError(f"runs: could not read {', '.join(label for label, _, _ in unreadable)}; "
-                               f"the state of its runs is unknown (the rest of the list is current)")
+        _fail_after_result(UnreachableError(
+            f"runs: could not read {', '.join(label for label, _, _ in unreadable)}; the state of its runs "
+            f"is unknown (the rest of the list is current)"), json_out)
 
 
 def _print_runs_table(rows: list[dict[str, Any]]) -> None:
@@ -313,4 +314,14 @@ def doctor(
             typer.echo(f"{mark}  {c.check:<15} {c.detail}")
     error = failure(checks, str(playbook))
     if error is not None:
+        _fail_after_result(error, json_out)
+
+
+def _fail_after_result(error: DfctlError, json_out: bool) -> None:
+    """A failure found after the result was printed (doctor's failed checks, runs' partial
+    list): with --json that result stays the ONE document on stdout (it says what failed),
+    so only the stderr line and the exit code follow; without --json, the usual error."""
+    if not json_out:
         raise error
+    print(f"dfctl: error: {one_line(error.message)}", file=sys.stderr)
+    raise typer.Exit(error.exit_code)

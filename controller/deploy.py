@@ -197,7 +197,7 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
                 on_progress(sent[0], size)
 
         stream = ProgressReader(tar, count)
-    r = transport.run(argv, stdin=stream, timeout_s=timeout_s)
+    r = transport.run(argv, stdin=stream, timeout_s=timeout_s)  # type: ignore[arg-type]  # a RawIOBase reads like BinaryIO
     result.transferred_bytes = sent[0]
     if r.exited == LOCKED_EXIT:
         raise LockedError(f"deploy to {transport.name}: {r.stderr_text.strip()}",

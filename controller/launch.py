@@ -73,7 +73,8 @@ def make_run_id(name: str, now_s: float | None = None) -> str:
 def split_env(playbook: Playbook, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(plain env, secrets). Secrets: secret_env names read from `environ`, plus playbook
     env entries whose names look secret. Missing secret_env names are simply not sent."""
-    plain, secret = {}, {}
+    plain: dict[str, str] = {}
+    secret: dict[str, str] = {}
     for k, v in playbook.run.env.items():
         (secret if looks_secret(k) or k in playbook.run.secret_env else plain)[k] = v
     for k in playbook.run.secret_env:

@@ -175,7 +175,7 @@ def _convert(tp: Any, value: Any, where: str, src: str) -> Any:
         if not isinstance(value, dict):
             raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
         return {str(k): _convert(args[1], v, f"{where}.{k}", src) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
         return _build(tp, value, where, src)
@@ -334,7 +334,7 @@ def _check_required(cls: type, table: dict[str, Any], prefix: str, src: str) -> 
             raise PlaybookError(f"{src}: {where}: required: {f.metadata['required']} (an empty or truncated "
                                 f"playbook never launches on this machine by default)")
         sub = typing.get_type_hints(cls)[f.name]
-        if dataclasses.is_dataclass(sub) and isinstance(table.get(f.name), dict):
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub) and isinstance(table.get(f.name), dict):
             _check_required(sub, table[f.name], where, src)
 
 

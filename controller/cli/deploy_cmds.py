@@ -49,8 +49,8 @@ class _LazyProgress:
 
     def __init__(self, label: str, after_s: float = 0.5):
         self.label, self.after_s, self.t0 = label, after_s, time.monotonic()
-        self.progress = None
-        self.task = None
+        self.progress: Any = None       # rich.progress.Progress, imported only when shown
+        self.task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None:

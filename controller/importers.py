@@ -66,7 +66,8 @@ class LoadedRun:
     wandb_rows: list[dict[str, Any]] = field(default_factory=list)
     log_path: str | None = None
     run_dir: str | None = None
-    gpu_peak_mem_gib: float | None = None       # from GPU samples (nvidia-smi), when recorded
+    gpu_peak_mem_gib: float | None = None       # from GPU samples (nvidia-smi): the fullest one device
+    memory_device: str | None = None            # "cuda" | "cpu": what the trainer's mem_peak_gib measures
     warmup: tuple[float, int] | None = None     # its playbook's watch.warmup_s / warmup_steps (registry runs)
 
 
@@ -202,6 +203,20 @@ def _read_log_lines(path: Path) -> list[str]:
     return lines + flush_carry(carry)
 
 
+_DEVICE_RE = re.compile(r"^\[milestone\] target_loaded\b.*\bdevice=(cuda|cpu)\b")
+"""The bundled trainer's start-up milestone names the device its memory figures are from."""
+
+
+def memory_device_of(lines: Iterable[str]) -> str | None:
+    """"cuda" when the trainer's mem_peak_gib is the CUDA allocator's peak summed over its
+    GPUs, "cpu" when it is the process's peak RSS (ru_maxrss), None when the log does not say."""
+    for line in lines:
+        m = _DEVICE_RE.match(line)
+        if m:
+            return m.group(1)
+    return None
+
+
 def read_log(path: str | Path, *, label: str | None = None) -> LoadedRun:
     """A log file: progress lines, wandb id, the detectors' findings and the end state."""
     from controller.logparse import LineParser
@@ -228,7 +243,7 @@ def read_log(path: str | Path, *, label: str | None = None) -> LoadedRun:
     name = label or (p.parent.name if p.name == "train.log" else p.stem)
     return LoadedRun(label=name, source=str(p), kind="log", progress=progress_table(samples, name),
                      end_state=state, end_detail=detail, exit_code=exit_code if exit_code is not None else done_exit,
-                     findings=findings, wandb_run_id=wandb_id, log_path=str(p))
+                     findings=findings, wandb_run_id=wandb_id, log_path=str(p), memory_device=memory_device_of(lines))
 
 
 def read_metrics_jsonl(path: str | Path, *, label: str | None = None) -> LoadedRun:
@@ -360,7 +375,7 @@ def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: b
                      config=wb.config if wb else {}, findings=findings,
                      wandb_run_id=(wb.wandb_run_id if wb else None) or (base.wandb_run_id if base else None),
                      wandb_rows=wb.wandb_rows if wb else [], log_path=str(log) if log.is_file() else None,
-                     run_dir=str(d))
+                     run_dir=str(d), memory_device=base.memory_device if base else None)
 
 
 def load_path(spec: str, *, label: str | None = None) -> LoadedRun:
@@ -462,7 +477,7 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
         "label": run_name, "source": record.playbook["imported"]["source"], "kind": loaded.kind,
         "config": loaded.config, "end_state": loaded.end_state, "end_detail": loaded.end_detail,
         "exit_code": loaded.exit_code, "start_s": loaded.start_s, "wandb_run_id": loaded.wandb_run_id,
-        "imported_s": time.time()})
+        "memory_device": loaded.memory_device, "imported_s": time.time()})
     store.add_run(record)
     if loaded.findings:
         store.add_findings(run_id, loaded.findings)
@@ -507,6 +522,7 @@ def load_registry_run(record, store) -> LoadedRun:
                             f"directory {record.run_dir or '?'} is not on this machine",
                             hint="watch it (dfctl watch) or import its log/wandb run (dfctl import)")
     config = meta.get("config") or config_from_args(((record.playbook or {}).get("run") or {}).get("args") or ())
+    device = meta.get("memory_device")
     if meta.get("end_state"):
         state, detail = meta["end_state"], meta.get("end_detail", "")
     elif record.run_dir and Path(record.run_dir).is_dir():
@@ -516,6 +532,7 @@ def load_registry_run(record, store) -> LoadedRun:
         fuller = metrics.is_file() and metrics.stat().st_size <= LOCAL_METRICS_MAX_BYTES
         local = read_run_dir(record.run_dir, label=record.name, with_progress=fuller)
         state, detail = local.end_state, local.end_detail
+        device = local.memory_device
         config = {**config, **local.config}
         if local.progress.num_rows > table.num_rows:
             table = local.progress
@@ -530,7 +547,8 @@ def load_registry_run(record, store) -> LoadedRun:
                      exit_code=record.exit_code if record.exit_code is not None else meta.get("exit_code"),
                      config=config, findings=findings, wandb_run_id=record.wandb_run_id,
                      log_path=record.log_path or None, run_dir=record.run_dir or None,
-                     gpu_peak_mem_gib=peak / 1024 if peak is not None else None, warmup=warmup)
+                     gpu_peak_mem_gib=peak / 1024 if peak is not None else None, warmup=warmup,
+                     memory_device=device)
 
 
 def playbook_warmup(playbook: dict[str, Any] | None) -> tuple[float, int] | None:

@@ -33,6 +33,7 @@ from controller.errors import (
     LockedError,
     RemoteCommandError,
     RunConflictError,
+    StaleRunError,
     UnreachableError,
 )
 from controller.playbook import Playbook, TargetConfig, looks_secret
@@ -237,8 +238,17 @@ def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir
 
 def runs_status(transport: Transport, target: TargetConfig, records: list[RunRecord]) -> list[dict]:
     """For each record: exists, alive_pids, exit_code, log_size (one exec for all)."""
-    spec = {"runs": [{"run_dir": r.run_dir, "pid": r.pid} for r in records]}
+    spec = {"runs": [_status_entry(r) for r in records]}
     return _remote(transport, target, "status", spec)["runs"]
+
+
+def _status_entry(rec: RunRecord) -> dict[str, Any]:
+    """What the target side needs to tell whether a run lives: an attached run (no run dir
+    or exit_code of ours) by pid + start time."""
+    entry: dict[str, Any] = {"run_dir": rec.run_dir, "pid": rec.pid}
+    if rec.origin == "attached":
+        entry.update(attached=True, start_ticks=rec.pid_start_ticks)
+    return entry
 
 
 def state_of(status: dict, previous: str) -> tuple[str, int | None]:
@@ -248,6 +258,9 @@ def state_of(status: dict, previous: str) -> tuple[str, int | None]:
     code = status.get("exit_code")
     if status.get("alive_pids"):
         return "running", code
+    if status.get("attached"):
+        # a run dfctl did not launch leaves no exit code: say it ended, never invent one
+        return ("stopped" if previous == "stopped" else "ended"), None
     if previous == "stopped" or status.get("stop_requested"):
         return "stopped", code
     if code is None:
@@ -369,4 +382,11 @@ def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grac
     if record.pid is None:
         raise DeployError(f"run {record.run_id}: no pid recorded; nothing to stop")
     spec = {"pid": record.pid, "run_dir": record.run_dir, "grace_s": grace_s, "by": by, "successor": successor}
-    return _remote(transport, target, "stop", spec, timeout_s=grace_s + 60)
+    if record.origin == "attached":
+        spec.update(attached=True, start_ticks=record.pid_start_ticks)
+    res = _remote(transport, target, "stop", spec, timeout_s=grace_s + 60)
+    if res.get("refused"):
+        # the pid was reused: the run is gone and the process now holding its pid is not ours
+        raise StaleRunError(f"run {record.run_id}: {res['refused']}; nothing was signalled",
+                            hint="the run has ended; `dfctl runs` records it")
+    return res

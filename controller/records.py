@@ -133,8 +133,10 @@ class HostSample:
     probe_duration_s: float | None = None
 
 
-ENDED_STATES = ("finished", "failed", "stopped")
-"""Run states after which nothing more happens (the registry's and the watch's word)."""
+ENDED_STATES = ("finished", "failed", "stopped", "ended")
+"""Run states after which nothing more happens (the registry's and the watch's word).
+`ended`: an attached run's process is gone and no exit code can be known (dfctl did not
+launch it)."""
 
 
 @dataclass(frozen=True)

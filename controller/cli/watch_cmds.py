@@ -161,6 +161,10 @@ def status_line(state: RunState) -> str:
             bits.append(f"loss={p.loss:.4g}")
     if state.log.size_bytes is not None:
         bits.append(f"log={state.log.size_bytes}B")
+    if state.log.event:                      # a rotation/truncation/deletion is an event, said once per tick
+        bits.append(f"log_{state.log.event}" + (f"({state.log.followed})" if state.log.followed else ""))
+    elif state.log.error:
+        bits.append(f"log_unreadable({state.log.error[:80]})")
     if state.last_log_growth_s is not None and state.updated_s is not None:
         bits.append(f"log_age={state.updated_s - state.last_log_growth_s:.0f}s")
     busy = [g for g in state.gpus if g.util_pct is not None]

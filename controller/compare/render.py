@@ -12,6 +12,20 @@ from typing import Any
 from controller.compare.stats import STATE_LABEL, Comparison, RunSummary, Window, warmup_caption
 from controller.records import to_jsonable as records_to_jsonable
 
+PEAK_TRAINER_LABEL = "peak mem (trainer: Σ its GPUs or CPU RSS)"
+PEAK_DEVICE_LABEL = "GPU mem, fullest device (nvidia-smi)"
+MEMORY_MEASURES = {"cuda": "cuda_allocator_peak_summed_over_gpus", "cpu": "cpu_peak_rss"}
+"""What the trainer's mem_peak_gib is: torch.cuda.max_memory_allocated summed over the
+process's GPUs, or on CPU resource.getrusage().ru_maxrss (trainer/metrics.py:memory_gib) --
+never one GPU's memory, which only nvidia-smi's samples give (PEAK_DEVICE_LABEL)."""
+
+
+def _peak_text(r: RunSummary, unit: str) -> str:
+    if r.peak_mem_gib is None:
+        return "n/a"
+    how = {"cuda": " Σ GPUs", "cpu": " CPU RSS"}.get(r.memory_device or "", "")
+    return _num(r.peak_mem_gib, 1) + unit + how
+
 
 def _si(v: float | None) -> str:
     from controller.widgets.format import si
@@ -58,7 +72,10 @@ def table_rows(cmp: Comparison) -> list[tuple[str, list[str]]]:
     add("step time", [_num(r.step_time_s, 3) + ("s" if r.step_time_s is not None else "") for r in R])
     add("samples/s", [_num(r.samples_per_s, 2) for r in R])
     add("time to first step", [_duration(r.time_to_first_step_s) for r in R])
-    add("peak GPU mem", [(_num(r.peak_mem_gib, 1) + " GiB") if r.peak_mem_gib is not None else "n/a" for r in R])
+    add(PEAK_TRAINER_LABEL, [_peak_text(r, " GiB") for r in R])
+    if any(r.gpu_device_peak_mem_gib is not None for r in R):
+        add(PEAK_DEVICE_LABEL, [(_num(r.gpu_device_peak_mem_gib, 1) + " GiB")
+                                if r.gpu_device_peak_mem_gib is not None else "n/a" for r in R])
     for k in cmp.aligned_steps:
         add(f"loss @ step {k}", [_num(r.loss_at.get(k), 4) for r in R])
     for k in cmp.aligned_steps:
@@ -130,8 +147,7 @@ def render_table_by_run(cmp: Comparison, width: int | None = None):
         ("step s", 0, "right", [_num(r.step_time_s, 3) for r in cmp.runs]),
         ("samp/s", 0, "right", [_num(r.samples_per_s, 2) for r in cmp.runs]),
         ("1st step", 0, "right", [_duration(r.time_to_first_step_s) for r in cmp.runs]),
-        ("peak mem", 0, "right", [(_num(r.peak_mem_gib, 1) + "G") if r.peak_mem_gib is not None else "n/a"
-                                  for r in cmp.runs]),
+        ("peak mem", 0, "right", [_peak_text(r, "G") for r in cmp.runs]),
     ]
     if last is not None:
         cols += [(f"loss@{last}", 0, "right", [_num(r.loss_at.get(last), 4) for r in cmp.runs]),
@@ -197,6 +213,8 @@ def to_jsonable(cmp: Comparison) -> dict[str, Any]:
             "warmup": {"seconds": r.warmup_s, "samples": r.warmup_steps},
             "tok_per_s": r.tok_per_s, "step_time_s": r.step_time_s, "samples_per_s": r.samples_per_s,
             "time_to_first_step_s": r.time_to_first_step_s, "peak_mem_gib": r.peak_mem_gib,
+            "peak_mem_measures": MEMORY_MEASURES.get(r.memory_device or ""),
+            "gpu_device_peak_mem_gib": r.gpu_device_peak_mem_gib,
             "loss_at": {str(k): v for k, v in r.loss_at.items()}, "tau_at": {str(k): v for k, v in r.tau_at.items()},
             "config_diff": {k: r.config.get(k) for k in cmp_keys},
             "verdict": r.verdict, "delta_pct": r.delta_pct,

@@ -123,7 +123,7 @@ class RunSummary:
     step_time_s: float | None
     samples_per_s: float | None
     time_to_first_step_s: float | None
-    peak_mem_gib: float | None
+    peak_mem_gib: float | None                  # the trainer's mem_peak_gib: its GPUs summed, or CPU peak RSS
     loss_at: dict[int, float | None] = field(default_factory=dict)
     tau_at: dict[int, float | None] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
@@ -131,6 +131,8 @@ class RunSummary:
     delta_pct: float | None = None              # + faster / - slower than the baseline
     ci_pct: tuple[float, float] | None = None   # 95% interval of delta_pct
     is_baseline: bool = False
+    memory_device: str | None = None            # "cuda" | "cpu": what peak_mem_gib measures, when known
+    gpu_device_peak_mem_gib: float | None = None   # nvidia-smi: the fullest single GPU (the watch's samples)
     wandb_run_id: str | None = None
     # kept for alignment, verdicts and the plot (bounded: no full 1M-row columns)
     loss_series: tuple[np.ndarray, np.ndarray] | None = None   # (steps, loss) where known
@@ -141,6 +143,10 @@ class RunSummary:
     plot_tok: np.ndarray | None = None
     plot_steps: np.ndarray | None = None        # thinned (step, loss)
     plot_loss: np.ndarray | None = None
+    plot_tok_steps: np.ndarray | None = None    # the steps of plot_tok (a step x axis)
+    plot_tau_steps: np.ndarray | None = None    # thinned (step, tau)
+    plot_tau: np.ndarray | None = None
+    plot_clock: tuple[np.ndarray, np.ndarray] | None = None   # thinned (step, minutes since first sample)
     start_s: float | None = None
     warmup_s: float = DEFAULT_WARMUP_S            # the warm-up this run's window was taken with
     warmup_steps: int = DEFAULT_WARMUP_STEPS
@@ -185,17 +191,22 @@ def summarise(run: LoadedRun, warmup_s: float, warmup_steps: int) -> RunSummary:
     if run.start_s is not None and t_first is not None and t_first >= run.start_s:
         ttfs = t_first - run.start_s
     mem = c.mem_peak_gib[np.isfinite(c.mem_peak_gib)]
-    peak = float(mem.max()) if mem.size else run.gpu_peak_mem_gib
+    peak = float(mem.max()) if mem.size else None   # the trainer's own figure, never nvidia-smi's
     summary = RunSummary(
         label=run.label, source=run.source, kind=run.kind, end_state=run.end_state, end_detail=run.end_detail,
         exit_code=run.exit_code, window=window, tok_per_s=stats,
         step_time_s=_median(c.step_time_s[mask]), samples_per_s=_median(c.samples_per_s[mask]),
         time_to_first_step_s=ttfs, peak_mem_gib=peak, config=dict(run.config), wandb_run_id=run.wandb_run_id,
+        memory_device=run.memory_device, gpu_device_peak_mem_gib=run.gpu_peak_mem_gib,
         loss_series=c.finite_series("loss"), tau_series=c.finite_series("tau"),
         log_interval=_interval(c.finite_series("loss")[0]), warm_tok=_thin1(tok, BOOTSTRAP_MAX_SAMPLES),
         start_s=run.start_s, warmup_s=warmup_s, warmup_steps=warmup_steps)
-    summary.plot_minutes, summary.plot_tok = _thin(elapsed_minutes(c), c.tok_per_s)
+    minutes = elapsed_minutes(c)
+    summary.plot_minutes, summary.plot_tok = _thin(minutes, c.tok_per_s)
+    summary.plot_tok_steps, _ = _thin(c.step.astype(np.float64), c.tok_per_s)
     summary.plot_steps, summary.plot_loss = _thin(c.step.astype(np.float64), c.loss)
+    summary.plot_tau_steps, summary.plot_tau = _thin(c.step.astype(np.float64), c.tau)
+    summary.plot_clock = _thin(c.step.astype(np.float64), minutes)   # step -> minutes, for a time x axis
     return summary
 
 

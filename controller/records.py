@@ -19,7 +19,7 @@ SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
 FindingKind = Literal[
     "oom", "crash", "hang", "stale_log", "regression", "nan", "recompile",
-    "gpu_idle", "startup_stall", "unreachable", "log_unreadable",
+    "gpu_idle", "gpu_unreadable", "startup_stall", "unreachable", "log_unreadable",
 ]
 
 
@@ -85,6 +85,8 @@ class ProcessState:
     cpu_pct: float | None = None         # whole process tree
     rss_bytes: int | None = None         # whole process tree
     threads: int | None = None
+    disk_free_bytes: int | None = None   # run dir's filesystem, read while no exit code is recorded
+    exit_code_tmp_bytes: int | None = None   # an exit_code.tmp left behind (0: the wrapper died writing it)
 
 
 @dataclass
@@ -131,8 +133,10 @@ class HostSample:
     probe_duration_s: float | None = None
 
 
-ENDED_STATES = ("finished", "failed", "stopped")
-"""Run states after which nothing more happens (the registry's and the watch's word)."""
+ENDED_STATES = ("finished", "failed", "stopped", "ended")
+"""Run states after which nothing more happens (the registry's and the watch's word).
+`ended`: an attached run's process is gone and no exit code can be known (dfctl did not
+launch it)."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, DfctlError
+from controller.errors import BadInputError, DeployError, UnreachableError
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
@@ -185,41 +185,46 @@ def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
+    from controller.importers import imported_end_state, is_imported
+
+    state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
-            "pid": rec.pid, "state": rec.state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+            "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
             "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
 
 
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
-    """List known runs with their live state (one round trip per target)."""
-    from controller.launch import record_statuses, runs_status, target_identity
+    """List known runs with their live state (one round trip per target).
+
+    A target that cannot be read: its runs are listed as `unknown` (with `read_error`
+    in --json), the target is named on stderr, and the exit code is 3 (a partial list)."""
+    from controller.importers import is_imported
+    from controller.launch import refresh_states
 
     store = RunStore()
     try:
         records = store.runs()
-        groups: dict[tuple, list[RunRecord]] = {}
-        for rec in records:
-            groups.setdefault(target_identity(target_of(rec)), []).append(rec)
-        for recs in groups.values():
-            try:
-                target, transport = _open_for(recs[0])
-                statuses = runs_status(transport, target, recs)
-            except DfctlError as exc:
-                for rec in recs:
-                    rec.state = "unknown"
-                print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
-                continue
-            record_statuses(store, recs, statuses)
+        # an imported run has no process to ask about: its end state is what the import found
+        unreadable = refresh_states(store, [r for r in records if not is_imported(r)], _open_for)
     finally:
         store.close()
-    rows = [_run_row(r) for r in records]
+    errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
+    for label, message, _ in unreadable:
+        print(f"dfctl: {label}: {message}", file=sys.stderr)
+    rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
     if json_out:
         _emit_json(rows)
-        return
-    if not rows:
+    elif not rows:
         typer.echo("no runs yet (dfctl deploy PLAYBOOK starts one)", err=True)
-        return
+    else:
+        _print_runs_table(rows)
+    if unreadable:
+        raise UnreachableError(f"runs: could not read {', '.join(label for label, _, _ in unreadable)}; "
+                               f"the state of its runs is unknown (the rest of the list is current)")
+
+
+def _print_runs_table(rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -239,6 +244,7 @@ def logs(
 ) -> None:
     """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
     offset and fingerprint, through renames, truncations and deletions)."""
+    from controller.importers import imported_source, is_imported
     from controller.logstream import LogStream
 
     store = RunStore()
@@ -246,6 +252,9 @@ def logs(
         rec = store.get_run(run)
     finally:
         store.close()
+    if is_imported(rec) and not rec.log_path and not rec.run_dir:
+        raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)}, which has no log file",
+                            hint=f"dfctl compare-runs {rec.name} shows what the import recorded")
     stream = LogStream(rec)
     try:
         out = sys.stdout.buffer
@@ -264,11 +273,15 @@ def stop(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
+    from controller.importers import imported_end_state, imported_source, is_imported
     from controller.launch import stop_recorded
 
     store = RunStore()
     try:
         rec = store.get_run(run)
+        if is_imported(rec):
+            raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
+                                f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
         res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []

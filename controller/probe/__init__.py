@@ -112,10 +112,12 @@ def probe_source() -> str:
     return _SOURCE
 
 
-def probe_stdin(request: HostProbeRequest | dict[str, Any]) -> bytes:
-    """The program `python3 -` reads (remote.program: the script, executed, then main)."""
+def probe_stdin(request: HostProbeRequest | dict[str, Any], source: str | None = None) -> bytes:
+    """The program `python3 -` reads (remote.program: the script, executed, then main).
+    `source`: a script shipped the same way (the scan: the probe's text followed by
+    scan_remote.py's, whose main replaces the probe's)."""
     req = request.to_json() if isinstance(request, HostProbeRequest) else request
-    return remote.program(probe_source(), req).encode("utf-8")
+    return remote.program(source if source is not None else probe_source(), req).encode("utf-8")
 
 
 # The GPU queries start in the shell *before* the probe's Python, and their output reaches

@@ -246,6 +246,33 @@ def _read_text(path, limit=65536, root=""):
         f.close()
 
 
+def run_dir_disk(run_dir, root=""):
+    """Free space on the run dir's filesystem (and an exit_code.tmp's size), the dir resolved
+    inside `root` like every other path: read while no exit code is recorded, so a run that
+    vanished can be told apart from a kill -9 -- a full disk kills the trainer, then the
+    wrapper, leaving exit_code.tmp empty."""
+    try:
+        fd = _path_fd(run_dir, root)
+    except OSError:
+        return None
+    try:
+        st = os.statvfs(fd)            # fstatfs works on an O_PATH descriptor (Linux >= 3.12)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        tfd = _path_fd(run_dir + "/exit_code.tmp", root)
+        try:
+            tmp_bytes = os.fstat(tfd).st_size
+        finally:
+            os.close(tfd)
+    except OSError:
+        tmp_bytes = None
+    return {"free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize,
+            "exit_code_tmp_bytes": tmp_bytes}
+
+
 def _open_stat(path, root=""):
     """(file, fstat, None) or (None, None, why)."""
     try:
@@ -765,6 +792,8 @@ def probe_run(run, root, cap, host_cgroup, hold=False):
                             carry=run.get("log_carry", 0), proc_root=root + "/proc", pid=pid, hold=hold,
                             fp_bytes=run.get("fp_bytes", False), tail_lines=run.get("log_tail_lines", 0))
     out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd else None
+    if rd and out["exit_code_text"] is None:
+        out["disk"] = run_dir_disk(rd, root)
     out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd else None
     if run.get("want_launch") and rd:
         out["launch_json"] = _read_text(rd + "/launch.json", 65536, root)

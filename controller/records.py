@@ -164,13 +164,15 @@ class RunCursor:
     progress_step: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {name: getattr(self, name) for name in _CURSOR_FIELDS}   # flat: no asdict deep copy per tick
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> RunCursor:
         """The JSON form back; unknown keys (a newer writer) are ignored, missing ones default."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (doc or {}).items() if k in names})
+        return cls(**{k: v for k, v in (doc or {}).items() if k in _CURSOR_FIELDS})
+
+
+_CURSOR_FIELDS = tuple(f.name for f in dataclasses.fields(RunCursor))
 
 
 @dataclass

@@ -161,7 +161,7 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
         if code is not None and totals is None:
             state = "exited"       # the wrapper wrote the exit code: it is over
         r.process = ProcessState(state=state, pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
-                                 replaced_by=nxt,
+                                 replaced_by=nxt, exit_code_known=not doc.get("attached"),
                                  rss_bytes=totals.rss_bytes if totals else None,
                                  threads=totals.threads if totals else None)
         r.tree_cpu_ticks = totals.cpu_ticks if totals else None

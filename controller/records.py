@@ -218,7 +218,7 @@ class RunState:
     release_id: str | None = None
     run_dir: str | None = None
     started_s: float | None = None
-    state: Literal["starting", "running", "finished", "failed", "stopped", "unreachable", "unknown"] = "unknown"
+    state: Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"] = "unknown"
     process: ProcessState = field(default_factory=ProcessState)
     wandb: WandbInfo | None = None
     log: LogStatus = field(default_factory=LogStatus)

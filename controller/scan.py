@@ -196,7 +196,7 @@ def parse_target_spec(text: str, *, ssh_config: str | None = None, python: str |
         return TargetConfig(kind="ssh", host=m.group("ssh"), **extra), None
     vm = m.group("vmids")
     vmids: tuple[int, ...] | str = "all" if vm == "all" else tuple(int(v) for v in vm.split(","))
-    first = None if vmids == "all" else vmids[0]
+    first = vmids[0] if isinstance(vmids, tuple) else None
     return TargetConfig(kind="pct", host=m.group("host"), vmid=first, **extra), vmids
 
 

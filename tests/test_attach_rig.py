@@ -77,6 +77,18 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp
     assert every["round_trips"] == 1 and {p["pid"] for p in every["processes"] if p["where"] == f"ct {vmid}"} >= \
         {p["pid"] for p in ours.values()}
 
+    # the fallback for a CT whose procfs the node cannot see: the same scan inside it (pct exec)
+    from controller.playbook import TargetConfig
+    from controller.scan import scan_target
+    from controller.transport.factory import close_all
+
+    inside = scan_target(TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path)),
+                         force_pct=True)
+    close_all()
+    seen = {p.pid: p for p in inside.processes}
+    assert inside.round_trips == 2 and not inside.errors, inside.errors
+    assert seen[p1["pid"]].log.path == f"{first}/train.log" and seen[p1["pid"]].block_buffered is True
+
     # ambiguity: both runs match -> exit 2 naming both, nothing registered
     code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--match", "-m trainer")
     assert code == 2 and str(p1["pid"]) in err and str(ours[f"{second}/train.log"]["pid"]) in err, err
@@ -138,9 +150,8 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp
     assert "shipped by dfctl" in dump["py_spy"] and " in " in dump["summary"]
     code, out, err = dfctl(capsys, "stacks", run1)   # the copy the watch's dump shipped is reused
     assert code == 0 and "pushed now" not in out and "Thread" not in err
-    from controller.playbook import TargetConfig
     from controller.stacks import py_spy_check
-    from controller.transport.factory import close_all, open_transport
+    from controller.transport.factory import open_transport
 
     tgt = TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path),
                        workdir="/var/tmp/dfctl")

@@ -79,6 +79,7 @@ class ProcessState:
     state: Literal["running", "zombie", "exited", "not_started", "unknown"] = "unknown"
     pid: int | None = None
     exit_code: int | None = None         # from the wrapper's exit_code file
+    exit_code_known: bool = True         # False: an attached run (no wrapper of ours records one)
     stopped_by: str | None = None        # "dfctl stop", "dfctl deploy --replace": the run dir's stop_request
     stop_requested_s: float | None = None
     replaced_by: str | None = None       # the run deploy --replace started in its place
@@ -221,7 +222,7 @@ class RunState:
     release_id: str | None = None
     run_dir: str | None = None
     started_s: float | None = None
-    state: Literal["starting", "running", "finished", "failed", "stopped", "unreachable", "unknown"] = "unknown"
+    state: Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"] = "unknown"
     process: ProcessState = field(default_factory=ProcessState)
     wandb: WandbInfo | None = None
     log: LogStatus = field(default_factory=LogStatus)

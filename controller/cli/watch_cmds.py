@@ -194,7 +194,7 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
             how += f" by {st.process.stopped_by}"
             if st.process.stop_requested_s:
                 how += time.strftime(" at %H:%M:%S", time.localtime(st.process.stop_requested_s))
-        how += f", exit {code}" if code is not None else ""
+        how += f", exit {code}" if code is not None else (", exit code unknown" if st.state == "ended" else "")
         bits = [f"{st.run_id}: {how}"]
         prog = [p for p in st.progress if p.step is not None]
         if prog:

@@ -24,6 +24,21 @@ from controller.errors import PlaybookError
 SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 
 
+
+RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RUN_NAME_RULE = "expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit)"
+"""One rule for a run name wherever it is given (playbook run.name, deploy --name, import
+--name): it becomes part of the run id and of the run directory's name."""
+
+
+def check_run_name(name: str, where: str = "--name") -> str:
+    """`name` if it follows RUN_NAME_RE, else BadInputError in the one wording."""
+    from controller.errors import BadInputError
+
+    if not RUN_NAME_RE.fullmatch(name):
+        raise BadInputError(f"{where}: {RUN_NAME_RULE}, got {_describe(name)}")
+    return name
+
 def doc(text: str, **kw: Any) -> Any:
     """A dataclass field with a one-line doc (shown by `dfctl playbook-reference`)."""
     return field(metadata={"doc": text}, **kw)
@@ -206,8 +221,8 @@ def _check(pb: Playbook) -> None:
     if ":" in t.workdir:
         # the release dir goes into the run's PYTHONPATH, where ':' separates entries
         raise PlaybookError(f"{src}: target.workdir: ':' is not allowed (it would split the run's PYTHONPATH), got {_describe(t.workdir)}")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", pb.run.name):
-        raise PlaybookError(f"{src}: run.name: expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit), got {_describe(pb.run.name)}")
+    if not RUN_NAME_RE.fullmatch(pb.run.name):
+        raise PlaybookError(f"{src}: run.name: {RUN_NAME_RULE}, got {_describe(pb.run.name)}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", pb.run.module):
         raise PlaybookError(f"{src}: run.module: expected a Python module name, got {_describe(pb.run.module)}")
     for k in list(pb.run.env) + list(pb.run.secret_env):

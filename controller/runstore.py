@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from controller.errors import UnknownRunError
+from controller.errors import BadInputError, UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
 
@@ -98,8 +98,7 @@ class RunStore:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else data_dir() / "registry.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db = self._open(self.path, from_env=path is None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
@@ -109,6 +108,25 @@ class RunStore:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
+
+    @staticmethod
+    def _open(path: Path, *, from_env: bool) -> sqlite3.Connection:
+        """The registry's connection; a data directory that cannot hold it (a file, an
+        unwritable or impossible path) is bad input named by its source, not a traceback."""
+        where = f"DFCTL_HOME={os.environ['DFCTL_HOME']}" if from_env and os.environ.get("DFCTL_HOME") \
+            else str(path.parent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.parent.is_dir():
+                raise NotADirectoryError(f"{path.parent} is not a directory")
+            return sqlite3.connect(path, timeout=30, isolation_level=None)
+        except FileExistsError:
+            problem = f"{path.parent} exists and is not a directory"
+        except (OSError, sqlite3.Error) as exc:
+            problem = getattr(exc, "strerror", None) or str(exc)
+            problem = f"{path.parent}: {problem}" if str(path.parent) not in problem else problem
+        raise BadInputError(f"{where}: cannot hold the dfctl registry: {problem}",
+                            hint="point DFCTL_HOME at a writable directory (or unset it: ~/.local/share/dfctl)")
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         """A registry written by an older dfctl lacks the newer columns: add them (NULL)."""

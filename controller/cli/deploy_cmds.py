@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import typer
 
 from controller.cli.app import app
 from controller.errors import BadInputError, DeployError, DfctlError
-from controller.playbook import Playbook, TargetConfig, load_playbook
+from controller.playbook import Playbook, RunConfig, TargetConfig, check_run_name, load_playbook
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 
@@ -92,8 +91,8 @@ def deploy(
     from controller.transport.factory import open_transport, target_label
 
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
-    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-        raise BadInputError(f"--name: expected letters, digits, '.', '_' or '-' (at most 64), got {name!r}")
+    if name is not None:
+        check_run_name(name)
     root = project_root()
     bundle, workdir, transport = build_bundle(root, pb.bundle), resolve_workdir(pb.target, root), open_transport(pb.target)
     store = RunStore()
@@ -241,7 +240,7 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
 def logs(
     run: str = typer.Argument(..., help="Run id, name (newest of that name) or unique id prefix."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the log grows, until the run ends."),
-    tail: int = typer.Option(50, "--tail", "-n", help="Lines from the end to print first."),
+    tail: int = typer.Option(50, "--tail", "-n", min=0, help="Lines from the end to print first (0: none)."),
 ) -> None:
     """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
     offset and fingerprint, through renames, truncations and deletions)."""
@@ -270,7 +269,9 @@ def logs(
 @app.command()
 def stop(
     run: str = typer.Argument(..., help="Run id, name or unique id prefix."),
-    grace_s: float = typer.Option(10.0, "--grace-s", help="Seconds between SIGTERM and SIGKILL."),
+    grace_s: Optional[float] = typer.Option(None, "--grace-s", min=0, max=3600,
+                                            help="Seconds between SIGTERM and SIGKILL (default: the run's "
+                                                 "playbook run.stop_grace_s, 60 when unset)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
@@ -284,6 +285,9 @@ def stop(
             raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
                                 f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
+        if grace_s is None:   # the grace the playbook gave the run (the trainer checkpoints in it)
+            grace_s = float(((rec.playbook or {}).get("run") or {}).get("stop_grace_s")
+                            or RunConfig.__dataclass_fields__["stop_grace_s"].default)
         res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []
     finally:

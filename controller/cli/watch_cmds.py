@@ -17,6 +17,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -62,9 +63,16 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
 
 
 def _notifier(command: str):
-    argv = shlex.split(command)
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:   # an unbalanced quote
+        raise BadInputError(f"--notify {command!r}: {exc}") from None
     if not argv:
         raise BadInputError("--notify: empty command")
+    if shutil.which(argv[0]) is None:   # refused now, not silently at the first finding
+        where = "not an executable file" if os.sep in argv[0] else "not found on PATH"
+        raise BadInputError(f"--notify {argv[0]}: {where}",
+                            hint="give a command that exists, e.g. --notify 'notify-send dfctl'")
 
     def notify(state: RunState, finding: Finding) -> None:
         doc = dict(to_jsonable(finding), run_name=state.name, target=state.target)
@@ -314,7 +322,8 @@ def watch(
         if tty_mode:
             code = _live_loop(w, interval_s)
         else:
-            code = _plain_loop(w, interval_s, json_out)
+            code = _plain_loop(w, interval_s, json_out,
+                               status_every_s=interval_s if interval is not None else max(STATUS_EVERY_S, interval_s))
         if w.all_done:
             for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}):
                 print(line, file=sys.stderr if json_out else sys.stdout, flush=True)
@@ -379,9 +388,15 @@ def _report_errors(w, shown: set) -> None:
             print(f"dfctl: watch: {msg}", file=sys.stderr, flush=True)
 
 
-def _plain_loop(w, interval_s: float, json_out: bool) -> int:
-    last_status = 0.0
+def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = STATUS_EVERY_S) -> int:
+    """Not a terminal: JSON lines, or a status line per run every `status_every_s` (the
+    --interval the user gave, else STATUS_EVERY_S) -- an ended run's line once, not again
+    at every later status round nor at the end."""
+    from controller.records import ENDED_STATES
+
+    last_status = float("-inf")
     shown: set = set()
+    ended_shown: set[str] = set()
     while True:
         t0 = time.monotonic()
         rep = w.tick()
@@ -390,10 +405,14 @@ def _plain_loop(w, interval_s: float, json_out: bool) -> int:
             seen = {o.run_id: o for o in rep.observations}
             for s in rep.states:
                 print(json.dumps(tick_document(s, seen.get(s.run_id)), ensure_ascii=False), flush=True)
-        elif time.monotonic() - last_status >= max(STATUS_EVERY_S, interval_s) or w.all_done:
+        elif time.monotonic() - last_status >= status_every_s or w.all_done:
             last_status = time.monotonic()
             for s in rep.states:
+                if s.run_id in ended_shown:
+                    continue
                 print(status_line(s), flush=True)
+                if s.state in ENDED_STATES:
+                    ended_shown.add(s.run_id)
         if w.all_done:
             return w.exit_code()
         _sleep_until(t0 + interval_s)

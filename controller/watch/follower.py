@@ -445,6 +445,10 @@ class RunFollower:
         self.ended_ticks += 1
         if self.ended_ticks >= 2:
             self.done = True
+            if st.wandb is not None and st.wandb.state in (None, "running"):
+                # the process is gone: wandb's word for how it ended (no exit record read)
+                st.wandb = replace(st.wandb, state="finished" if st.process.exit_code == 0 else
+                                   "killed" if st.state == "stopped" else "crashed")
             try:
                 self.store.update_run(self.record.run_id, state=st.state, exit_code=st.process.exit_code, ended_s=now)
             except Exception:  # noqa: BLE001 - the registry row is informational here

@@ -20,6 +20,9 @@ from controller.errors import BadInputError, UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
 
+LIVE_STATES = ("launched", "running")
+"""Registry states of a run whose process may still be alive."""
+
 
 def data_dir() -> Path:
     """$DFCTL_HOME, else $XDG_DATA_HOME/dfctl, else ~/.local/share/dfctl."""
@@ -168,6 +171,20 @@ class RunStore:
         """All runs, newest first."""
         rows = self._db.execute("SELECT * FROM runs ORDER BY started_s DESC, run_id DESC").fetchall()
         return [self._record(r) for r in rows]
+
+    def default_run(self, command: str) -> RunRecord:
+        """The run a command means when none is named -- where that is unambiguous: the one
+        live run (launched/running), else with none live the newest run; several live runs
+        are bad input naming them (a RUN argument picks one)."""
+        runs = self.runs()
+        if not runs:
+            raise UnknownRunError(f"dfctl {command}: no runs in the registry ({self.path})",
+                                  hint="dfctl deploy PLAYBOOK starts one; dfctl import SOURCE brings one in")
+        live = [r for r in runs if r.state in LIVE_STATES and r.target_kind != "import"]
+        if len(live) > 1:
+            raise UnknownRunError(f"dfctl {command}: {len(live)} runs are live ({', '.join(r.run_id for r in live[:5])}); "
+                                  f"name one", hint=f"dfctl {command} RUN (`dfctl runs` lists them)")
+        return live[0] if live else runs[0]
 
     def has_run(self, run_id: str) -> bool:
         """Is this exact run id registered?"""

@@ -107,3 +107,31 @@ def test_piped_watch_prints_status_at_its_interval_and_a_finished_run_once(tmp_p
         assert len([ln for ln in status if " piped finished " in ln]) == 1, p.stdout
     finally:
         run.stop()
+
+
+def test_run_argument_defaults_to_the_one_live_run(tmp_path, _dfctl_home):
+    env = {"DFCTL_HOME": str(_dfctl_home)}
+    a = launch_local(tmp_path / "a", PROGRESS_PROGRAM)
+    b = launch_local(tmp_path / "b", PROGRESS_PROGRAM)
+    try:
+        store = RunStore()
+        older = record_for(a, "older")
+        store.add_run(RunRecord(**{**older.__dict__, "started_s": 1.0, "state": "finished"}))
+        live = record_for(b, "live")
+        store.add_run(RunRecord(**{**live.__dict__, "pid": b.pid(), "state": "running"}))
+        doc = json.loads(dfctl("watch", "--once", "--json", env=env).stdout)
+        assert [r["run_id"] for r in doc["runs"]] == ["live"]
+        p = dfctl("logs", "--tail", "1", env=env)
+        assert p.returncode == 0 and p.stdout.startswith("[progress] step="), p.stderr
+        line = _one_error(dfctl("stop", env=env))               # no terminal to ask on: refused
+        assert "would stop live" in line
+        assert b.proc.poll() is None
+        p = dfctl("stop", "--yes", "--json", env=env)
+        assert p.returncode == 0 and json.loads(p.stdout)["run_id"] == "live"
+        store.add_run(RunRecord(**{**older.__dict__, "run_id": "older-2", "state": "running"}))
+        store.add_run(RunRecord(**{**older.__dict__, "run_id": "older-3", "state": "running"}))
+        line = _one_error(dfctl("watch", "--once", env=env))
+        assert "2 runs are live" in line and "older-2" in line and "older-3" in line
+    finally:
+        a.stop()
+        b.stop()

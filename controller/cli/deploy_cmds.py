@@ -238,7 +238,8 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
 
 @app.command()
 def logs(
-    run: str = typer.Argument(..., help="Run id, name (newest of that name) or unique id prefix."),
+    run: Optional[str] = typer.Argument(None, help="Run id, name (newest of that name) or unique id prefix "
+                                                    "(default: the one live run, else the newest)."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the log grows, until the run ends."),
     tail: int = typer.Option(50, "--tail", "-n", min=0, help="Lines from the end to print first (0: none)."),
 ) -> None:
@@ -249,7 +250,7 @@ def logs(
 
     store = RunStore()
     try:
-        rec = store.get_run(run)
+        rec = store.get_run(run) if run is not None else store.default_run("logs")
     finally:
         store.close()
     if is_imported(rec) and not rec.log_path and not rec.run_dir:
@@ -266,13 +267,29 @@ def logs(
         stream.close()
 
 
+def _confirmed_default(store: RunStore, yes: bool) -> RunRecord:
+    """`dfctl stop` with no RUN: the default run, once the user said yes (or --yes)."""
+    rec = store.default_run("stop")
+    if yes:
+        return rec
+    if not sys.stdin.isatty():
+        raise BadInputError(f"dfctl stop: no RUN named and no terminal to ask on: would stop {rec.run_id}",
+                            hint=f"dfctl stop {rec.run_id}, or dfctl stop --yes")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.started_s)) if rec.started_s else "?"
+    if not typer.confirm(f"stop {rec.run_id} ({rec.target}, started {started})?", default=False, err=True):
+        raise typer.Exit(1)
+    return rec
+
+
 @app.command()
 def stop(
-    run: str = typer.Argument(..., help="Run id, name or unique id prefix."),
+    run: Optional[str] = typer.Argument(None, help="Run id, name or unique id prefix (default: the one live "
+                                                    "run, else the newest; asks before stopping it)."),
     grace_s: Optional[float] = typer.Option(None, "--grace-s", min=0, max=3600,
                                             help="Seconds between SIGTERM and SIGKILL (default: the run's "
                                                  "playbook run.stop_grace_s, 60 when unset)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Stop the default run without asking."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
     from controller.importers import imported_end_state, imported_source, is_imported
@@ -280,7 +297,7 @@ def stop(
 
     store = RunStore()
     try:
-        rec = store.get_run(run)
+        rec = store.get_run(run) if run is not None else _confirmed_default(store, yes)
         if is_imported(rec):
             raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
                                 f"({imported_end_state(rec)[0]}): dfctl started no process to stop")

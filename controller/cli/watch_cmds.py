@@ -51,6 +51,8 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
                                   hint=f"dfctl deploy {playbook} launches one") from None
     for ref in runs:
         records.append(store.get_run(ref))
+    if not records:   # nothing named: the one live run, else the newest
+        records.append(store.default_run("watch"))
     seen, out = set(), []
     for r in records:
         if r.run_id not in seen:
@@ -268,7 +270,8 @@ def _check_reachable_once(w) -> None:
 
 @app.command()
 def watch(
-    runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name)."),
+    runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name); default: the one "
+                                                "live run, else the newest."),
     playbook: Optional[Path] = typer.Option(None, "--playbook", help="Watch this playbook's latest run."),
     interval: Optional[float] = typer.Option(None, "--interval", min=0.05, help="Seconds between ticks (default: the playbook's watch.interval_s)."),
     once: bool = typer.Option(False, "--once", help="One tick, print, exit with the verdict."),

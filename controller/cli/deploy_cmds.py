@@ -80,16 +80,26 @@ def deploy(
     replace: bool = typer.Option(False, "--replace", help="Stop this target's live runs (SIGTERM, run.stop_grace_s, "
                                                        "SIGKILL) once the new release is in place, then launch."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="After the launch, stream the log and start-up "
+                                                           "milestones until --until; a failure exits with its "
+                                                           "finding's code, quoting the cause."),
+    until: str = typer.Option("first_step", "--until", metavar="first_step|end",
+                              help="With --follow: stop following at the first step, or at the run's end."),
 ) -> None:
     """Bundle the code, push it as a new release, switch `current`, launch the run detached.
 
     A run is exclusive by default (run.exclusive): while another run of the target is
     alive, deploy refuses (exit 2, nothing changed) unless --replace."""
     from controller.bundle import build_bundle, local_git_state, project_root
+    from controller.cli.follow import UNTIL
     from controller.deploy import deploy_bundle, resolve_workdir
     from controller.launch import launch_registered, launch_spec, live_runs_of, refuse_if_live, replace_runs
     from controller.transport.factory import open_transport, target_label
 
+    if until not in UNTIL:
+        raise BadInputError(f"--until {until!r}: expected one of {', '.join(UNTIL)}")
+    if follow and (no_launch or dry_run):
+        raise BadInputError("--follow: nothing to follow with --no-launch or --dry-run")
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
     if name is not None:
         check_run_name(name)
@@ -126,6 +136,19 @@ def deploy(
         store.close()
     if json_out:
         _emit_json(out)
+    if follow and out["run"] is not None:
+        _follow_launched(out["run"]["run_id"], until, json_out)
+
+
+def _follow_launched(run_id: str, until: str, json_out: bool) -> None:
+    from controller.cli.follow import follow_run
+
+    store = RunStore()
+    try:
+        code = follow_run(store.get_run(run_id), store, until=until, json_out=json_out)
+    finally:
+        store.close()
+    raise typer.Exit(code)
 
 
 def _print_dry_run(pb: Playbook, transport: Transport, workdir: str, bundle, live: list[RunRecord], *,

@@ -216,8 +216,20 @@ def _run_row(rec: RunRecord) -> dict[str, Any]:
 
 
 @app.command()
-def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
+def runs(
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    watch_table: bool = typer.Option(False, "--watch", "-w", help="A live table of every run (state, step/total, "
+                                                                 "tok/s, vs baseline, age, worst finding), "
+                                                                 "redrawn each --interval until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between redraws of --watch."),
+) -> None:
     """List known runs with their live state (one round trip per target)."""
+    if watch_table:
+        if json_out:
+            raise BadInputError("dfctl runs: --watch draws a table; --json prints one document: choose one")
+        from controller.cli.runs_live import live_table
+
+        raise typer.Exit(live_table(interval))
     from controller.importers import is_imported
     from controller.launch import record_statuses, runs_status, target_identity
 
@@ -256,7 +268,7 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started_s"])) if r["started_s"] else "-"
         state = r["state"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")
         table.add_row(r["run_id"], r["target"], state, str(r["pid"] or "-"), started, r["run_dir"])
-    Console(width=max(100, os.get_terminal_size(1).columns if sys.stdout.isatty() else 160)).print(table)
+    Console(width=os.get_terminal_size(1).columns if sys.stdout.isatty() else 160).print(table)
 
 
 @app.command()

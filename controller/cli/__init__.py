@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args)
     try:
-        rv = command().main(args=args, prog_name="dfctl", standalone_mode=False)
+        from controller.userconfig import default_map, load_user_config
+
+        rv = command().main(args=args, prog_name="dfctl", standalone_mode=False,
+                            default_map=default_map(load_user_config()))
     except DfctlError as exc:
         fail(exc.exit_code, exc.message, exc.hint, json_doc=as_json)
     except typer.TyperException as exc:   # Click's usage errors (vendored by Typer) and the like

@@ -18,10 +18,10 @@ DASHBOARD_KEYS = ("Dashboard keys (on a terminal): q or Esc quit · ↓ / j / Ta
                   "previous run · Ctrl-C quit (exit 130).")
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
-    "deploy": ("dfctl deploy playbooks/local.toml",
+    "deploy": ("dfctl deploy playbooks/local.toml --follow",
                "dfctl deploy playbooks/proxmox-ct200.toml --name train_v2 --replace",
                "dfctl deploy playbooks/proxmox-ct200.toml --dry-run"),
-    "runs": ("dfctl runs", "dfctl runs --json"),
+    "runs": ("dfctl runs", "dfctl runs -w", "dfctl runs --json"),
     "logs": ("dfctl logs train_v2 --tail 100", "dfctl logs train_v2 -f"),
     "stop": ("dfctl stop train_v2", "dfctl stop train_v2 --grace-s 120 --json"),
     "doctor": ("dfctl doctor playbooks/proxmox-ct200.toml",),
@@ -65,6 +65,11 @@ def _plain_metavars(cmd: Any) -> None:
             param.metavar = param.name.upper()       # `--interval INTERVAL`, not `<float range>`
 
 
+ENV_VARS = {("deploy", "playbook"): "DFCTL_PLAYBOOK", ("doctor", "playbook"): "DFCTL_PLAYBOOK",
+            ("watch", "notify"): "DFCTL_NOTIFY", ("watch", "interval"): "DFCTL_INTERVAL"}
+"""(command, parameter) -> the environment variable that sets it (userconfig.py: the order)."""
+
+
 def apply(group: Any) -> Any:
     """Set the shared conventions on `group` (the root Click group) and every command."""
     group.epilog = EXIT_CODES
@@ -73,4 +78,8 @@ def apply(group: Any) -> Any:
         if not cmd.epilog:
             cmd.epilog = epilog(name)
         _plain_metavars(cmd)
+        for param in cmd.params:
+            var = ENV_VARS.get((name, param.name))
+            if var:
+                param.envvar, param.show_envvar = var, True
     return group

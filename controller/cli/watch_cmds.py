@@ -283,8 +283,8 @@ def watch(
     from controller.watch import Watch
 
     store = RunStore()
+    notify_hook = _notifier(notify) if notify else None   # a bad one is refused before anything else
     records = _resolve_records(store, list(runs or []), playbook)
-    notify_hook = _notifier(notify) if notify else None
     records, imported_code = _show_imported(store, records, json_out, once)
     if not records:   # only imported runs: nothing to probe, their verdict is known
         store.close()

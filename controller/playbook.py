@@ -31,6 +31,17 @@ RUN_NAME_RULE = "expected letters, digits, '.', '_' or '-' (at most 64, first a 
 --name): it becomes part of the run id and of the run directory's name."""
 
 
+def total_steps_of(args) -> int | None:
+    """The `--steps N` / `--steps=N` of a run's args (the bundled trainer's flag), if given."""
+    args = [str(a) for a in args or ()]
+    for i, a in enumerate(args):
+        value = a.split("=", 1)[1] if a.startswith("--steps=") else (
+            args[i + 1] if a == "--steps" and i + 1 < len(args) else None)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
 def check_run_name(name: str, where: str = "--name") -> str:
     """`name` if it follows RUN_NAME_RE, else BadInputError in the one wording."""
     from controller.errors import BadInputError

@@ -8,20 +8,14 @@ from __future__ import annotations
 
 import time
 
+from controller.playbook import total_steps_of
 from controller.records import SEVERITY_RANK, RunState
 from controller.runstore import LIVE_STATES, RunRecord, RunStore
 from controller.widgets.runs_table import RunRow, render
 
 
 def total_steps(rec: RunRecord) -> int | None:
-    """The run's `--steps N` (or `--steps=N`) from its playbook args, when it has one."""
-    args = [str(a) for a in ((rec.playbook or {}).get("run") or {}).get("args") or ()]
-    for i, a in enumerate(args):
-        value = a.split("=", 1)[1] if a.startswith("--steps=") else (args[i + 1] if a == "--steps" and i + 1 < len(args)
-                                                                      else None)
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
+    return total_steps_of(((rec.playbook or {}).get("run") or {}).get("args"))
 
 
 def _worst(findings) -> str | None:

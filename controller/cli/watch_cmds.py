@@ -462,10 +462,18 @@ def _live_loop(w, interval_s: float) -> int:
             elif key in ("k", "\x1b[A", "p"):
                 selected = (selected - 1) % len(w.runs)
                 dirty = True
-    for s in w.states:
-        print(status_line(s))
-    for r in w.runs:
-        for f in r.state.findings:
-            print(finding_line(r.state, f))
+    for line in after_quit_lines(w.states, shutil.get_terminal_size((80, 24)).columns):
+        print(line)
     _report_errors(w, set())
     return w.exit_code()
+
+
+def after_quit_lines(states: list[RunState], width: int) -> list[str]:
+    """What stays on the terminal after the dashboard quits: each run's status and findings,
+    every line cut to the terminal's width (`…`), so none wraps into the next."""
+    def fit(line: str) -> str:
+        return line if len(line) <= width else line[:max(1, width - 1)] + "…"
+
+    out = [fit(status_line(s)) for s in states]
+    out += [fit(finding_line(s, f)) for s in states for f in s.findings]
+    return out

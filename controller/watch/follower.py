@@ -20,7 +20,7 @@ from typing import Callable
 from controller import detectors
 from controller.logcursor import LogChunk, LogFollower
 from controller.logparse import LineParser, split_lines
-from controller.playbook import TargetConfig, watch_config_from
+from controller.playbook import TargetConfig, total_steps_of, watch_config_from
 from controller.probe import RunProbeRequest
 from controller.probe.procfs import cpu_pct
 from controller.probe.readings import HostReading, RunReading
@@ -74,6 +74,7 @@ class RunFollower:
                               vmid=record.vmid, release_id=record.release_id, run_dir=record.run_dir,
                               started_s=record.started_s, state="starting",
                               baseline_tok_per_s=self.cfg.baseline_tok_per_s,
+                              total_steps=total_steps_of(((record.playbook or {}).get("run") or {}).get("args")),
                               log=LogStatus(path=record.log_path, inode=cur.log_inode, offset_bytes=cur.log_offset))
         self.state.findings = store.findings(record.run_id)
         self.parser = LineParser(self.cfg.progress_pattern)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.test_watch import ROOT
 
-COMMANDS = ["deploy", "runs", "logs", "stop", "doctor", "watch", "check-log", "compare-runs", "import", "version"]
+COMMANDS = ["deploy", "runs", "logs", "stop", "prune", "doctor", "watch", "check-log", "compare-runs", "import", "version"]
 
 
 def dfctl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

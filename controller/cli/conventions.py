@@ -25,6 +25,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "logs": ("dfctl logs train_v2 --tail 100", "dfctl logs train_v2 -f"),
     "stop": ("dfctl stop train_v2", "dfctl stop train_v2 --grace-s 120 --json"),
     "doctor": ("dfctl doctor playbooks/proxmox-ct200.toml",),
+    "prune": ("dfctl prune playbooks/proxmox-ct200.toml --keep 3 --dry-run",
+              "dfctl prune playbooks/proxmox-ct200.toml --keep 1"),
     "watch": ("dfctl watch train_v2", "dfctl watch --playbook playbooks/local.toml --interval 1",
               "dfctl watch train_v2 --json | jq .state", "dfctl watch train_v2 --notify 'notify-send dfctl'"),
     "check-log": ("dfctl check-log runs/train_v2/train.log --baseline-tok-s 21500",),
@@ -66,6 +68,7 @@ def _plain_metavars(cmd: Any) -> None:
 
 
 ENV_VARS = {("deploy", "playbook"): "DFCTL_PLAYBOOK", ("doctor", "playbook"): "DFCTL_PLAYBOOK",
+            ("prune", "playbook"): "DFCTL_PLAYBOOK",
             ("watch", "notify"): "DFCTL_NOTIFY", ("watch", "interval"): "DFCTL_INTERVAL"}
 """(command, parameter) -> the environment variable that sets it (userconfig.py: the order)."""
 

@@ -353,6 +353,40 @@ def stop(
 
 
 @app.command()
+def prune(
+    playbook: Path = typer.Argument(..., help="Playbook whose target's releases to prune."),
+    keep: int = typer.Option(3, "--keep", min=0, help="Newest releases kept besides `current` and live runs'."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Remove old releases of the target: never `current`, never one a live run uses."""
+    from controller.bundle import project_root
+    from controller.deploy import prune_releases, resolve_workdir
+    from controller.launch import live_runs_of
+    from controller.transport.factory import open_transport, target_label
+
+    pb = load_playbook(playbook)
+    transport = open_transport(pb.target)
+    store = RunStore()
+    try:
+        live = live_runs_of(store, transport, pb.target)
+    finally:
+        store.close()
+    res = prune_releases(transport, resolve_workdir(pb.target, project_root()), keep=keep,
+                         live_release_ids=[r.release_id for r in live if r.release_id], dry_run=dry_run)
+    if json_out:
+        _emit_json({"target": target_label(pb.target), **dataclasses.asdict(res)})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for rid in res.removed:
+        typer.echo(f"{verb} release {rid}")
+    for rid, why in res.kept.items():
+        typer.echo(f"kept release {rid} ({why.replace('-', ' ')})")
+    if not res.removed:
+        typer.echo("nothing to prune", err=True)
+
+
+@app.command()
 def doctor(
     playbook: Path = typer.Argument(..., help="Playbook whose target to check."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),

@@ -21,7 +21,7 @@ from controller import detectors
 from controller.attached import ended_verdict, explain_stale_log
 from controller.logcursor import LogChunk, LogFollower
 from controller.logparse import LineParser, split_lines
-from controller.playbook import TargetConfig, watch_config_from
+from controller.playbook import TargetConfig, total_steps_of, watch_config_from
 from controller.probe import RunProbeRequest
 from controller.probe.procfs import cpu_pct
 from controller.probe.readings import HostReading, RunReading
@@ -75,6 +75,7 @@ class RunFollower:
                               vmid=record.vmid, release_id=record.release_id, run_dir=record.run_dir,
                               started_s=record.started_s, state="starting",
                               baseline_tok_per_s=self.cfg.baseline_tok_per_s,
+                              total_steps=total_steps_of(((record.playbook or {}).get("run") or {}).get("args")),
                               log=LogStatus(path=record.log_path, inode=cur.log_inode, offset_bytes=cur.log_offset))
         self.state.findings = store.findings(record.run_id)
         self.parser = LineParser(self.cfg.progress_pattern)
@@ -481,6 +482,10 @@ class RunFollower:
         self.ended_ticks += 1
         if self.ended_ticks >= 2:
             self.done = True
+            if st.wandb is not None and st.wandb.state in (None, "running"):
+                # the process is gone: wandb's word for how it ended (no exit record read)
+                st.wandb = replace(st.wandb, state="finished" if st.process.exit_code == 0 else
+                                   "killed" if st.state == "stopped" else "crashed")
             try:
                 self.store.update_run(self.record.run_id, state=st.state, exit_code=st.process.exit_code, ended_s=now)
             except Exception:  # noqa: BLE001 - the registry row is informational here

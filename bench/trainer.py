@@ -43,7 +43,7 @@ import torch  # noqa: E402
 from trainer.config import get_preset  # noqa: E402
 from trainer.data import ArrowDataset, BucketPlan  # noqa: E402
 from trainer.model import Drafter, load_target  # noqa: E402
-from trainer.pipeline import BatchingSpec, BatchPositions, _host_tensors, host_batch_for, run_target  # noqa: E402
+from trainer.pipeline import BatchingSpec, BatchPositions, host_batch_for, host_tensors, run_target  # noqa: E402
 from trainer.replicas import DrafterReplicas  # noqa: E402
 from trainer.synth import write_dataset  # noqa: E402
 
@@ -213,7 +213,7 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
                       num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples)
     anchor_multiple = 128 // dc.block_size if cuda else 1
     common = dict(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
-                  mask_token_id=cfg.target.vocab_size - 1, seed=0, len_multiple=128 if cuda else 1,
+                  mask_token_id=cfg.drafter.mask_token_id, seed=0, len_multiple=128 if cuda else 1,
                   anchor_multiple=anchor_multiple)
     spec = BatchingSpec(**common)
     pos = BatchPositions(plan, start_pos=0, world=1, rank=0, replicas=1)
@@ -230,7 +230,7 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
     target = load_target(cfg.target, dc.target_layers, path=None, device=device, dtype=dtype)
     out: dict = {"mode": "compiled" if compiled else "eager", "batches": n_batches}
     if not compiled:
-        host = [_host_tensors(hb, cuda) for hb in hbs]
+        host = [host_tensors(hb, cuda) for hb in hbs]
         _events_time_s(lambda i: target(host[i % 2]["input_ids"].to(device)), 2, cuda)
         t_target = _events_time_s(lambda i: target(host[i]["input_ids"].to(device)), n_batches, cuda)
         real_tokens = sum(hb.num_tokens for hb in hbs)
@@ -241,7 +241,7 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
                     "target_step_s": t_target / n_batches,
                     "target_tflops": tflop_target / t_target / 1e12, "real_tokens": real_tokens,
                     "padded_tokens": padded_tokens})
-    feats = [run_target(target, _host_tensors(hb, cuda), hb, device, device, None) for hb in hbs_run]
+    feats = [run_target(target, host_tensors(hb, cuda), hb, device, device, None) for hb in hbs_run]
     with torch.device(device):
         drafter = Drafter(cfg.target, dc)
     drafter.init_weights(1)
@@ -423,7 +423,7 @@ class Bench:
         if not self.data_dir.exists():
             t0 = time.time()
             write_dataset(self.data_dir, args.samples if cuda else 400, min_len=cfg.synth_min_len,
-                          max_len=cfg.synth_max_len, vocab=cfg.target.vocab_size)
+                          max_len=cfg.synth_max_len, vocab=cfg.synth_vocab or cfg.target.vocab_size)
             setup["synth_write_s"] = time.time() - t0
         self.results["setup"] = setup
         self.record("setup", setup)

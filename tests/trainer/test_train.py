@@ -25,17 +25,20 @@ from trainer.replicas import DrafterReplicas
 torch.set_num_threads(1)
 
 PROGRESS = re.compile(
-    r"\[progress\] step=(\d+) loss=(\d+\.\d{4}) acc=(\d\.\d{4}) tau=(\d+\.\d{3}) tok_per_s=(\d+\.\d) "
+    r"\[progress\] step=(\d+) loss=(\d+\.\d{4}) acc=(\d\.\d{4}) tau=(\d+\.\d{3}) accept_len=(\d+\.\d{3}) "
+    r"tok_per_s=(\d+\.\d) "
     r"samples_per_s=(\d+\.\d{2}) step_time_s=(\d+\.\d{3}) data_wait_s=(\d+\.\d{3}) mem_alloc_gib=(\d+\.\d{2}) "
     r"mem_peak_gib=(\d+\.\d{2}) lr=(\d\.\de[-+]\d\d)$")
-KEYS = {"step", "loss", "acc", "tau", "tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "mem_alloc_gib",
+KEYS = {"step", "loss", "acc", "tau", "accept_len", "tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "mem_alloc_gib",
         "mem_peak_gib", "lr", "time_s", "acc_pos"}
 
 
 def test_tiny_cli_trains_and_prints_the_contract(tmp_path, trainer_env):
     """100 steps of the tiny config from a fresh synthetic dataset: loss falls by >= 1.0 nat and
-    tau rises by >= 0.3 between the first and last log interval; every progress line has the
-    documented shape; metrics.jsonl mirrors it; milestones come in order; wandb offline files exist."""
+    tau rises by >= 0.3 between the first and last log interval, accept_len (>= 1: the bonus
+    token) by as much; every progress line has the documented shape; metrics.jsonl mirrors it;
+    milestones come in order; wandb offline files exist; the completed run (--checkpoint-every
+    0, the default) leaves its final checkpoint."""
     env = dict(trainer_env, WANDB_MODE="offline")
     data, run_dir = tmp_path / "data", tmp_path / "run"
     proc = subprocess.run(trainer_cmd("--config", "tiny", "--data", str(data), "--synthetic-samples", "800",
@@ -48,12 +51,15 @@ def test_tiny_cli_trains_and_prints_the_contract(tmp_path, trainer_env):
     first, last = (PROGRESS.match(p) for p in (progress[0], progress[-1]))
     assert float(first[2]) - float(last[2]) >= 1.0, (first[0], last[0])
     assert float(last[4]) - float(first[4]) >= 0.3, (first[0], last[0])
+    assert float(first[5]) >= 1.0 and float(last[5]) - float(first[5]) >= 0.3, (first[0], last[0])
+    assert float(last[5]) >= float(last[4]) + 1.0 - 1e-3       # a per-block prefix + 1 >= the marginal product
     assert "  800 samples loaded (Arrow-backed, lazy access)" in lines
     assert any(re.fullmatch(r"Batches per epoch: \d+ \(min=\d+ max=\d+ avg=\d+\.\d\)", line) for line in lines)
     assert any(re.fullmatch(r"  \d+ samples filtered \(< 16 supervised tokens = 2 x block_size\), \d+ kept", line)
                for line in lines)
     order = [line.split()[1] for line in lines if line.startswith("[milestone]")]
-    assert order == ["dataset_loaded", "target_loaded", "first_step"]
+    assert order == ["dataset_loaded", "target_loaded", "first_step", "checkpoint_saved"]
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step-00000100.pt"
     assert "[milestone] dataset_loaded samples=800" in lines
     assert lines.index("[milestone] first_step") < lines.index(progress[0])
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]

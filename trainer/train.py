@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from . import checkpoint
-from .config import ConfigError, RunConfig, get_preset, with_overrides
+from .config import PRESETS, ConfigError, RunConfig, get_preset, with_overrides
 from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
 from .metrics import ProgressReporter, WandbLogger, milestone, say, summarise_metrics
 from .model import Drafter, HuggingFaceTarget, hf_config_to_target, load_target
@@ -201,7 +201,8 @@ def _distributed(args: argparse.Namespace) -> tuple[int, int, int, str]:
 def run_config(args: argparse.Namespace) -> RunConfig:
     """The preset, with the target's own config.json (when --target-model has one) and the
     CLI's shape flags applied, feature layers derived and validated against that target."""
-    cfg = get_preset(args.config)
+    get_preset(args.config)                   # the name, and the preset as it stands, are valid
+    cfg = PRESETS[args.config]                # unresolved: derived fields follow the final target
     target = None
     if args.target_model and Path(args.target_model, "config.json").exists():
         cfg_file = Path(args.target_model, "config.json")

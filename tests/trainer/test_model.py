@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from trainer import dflash_mask
 from trainer.config import get_preset
-from trainer.loss import IGNORE, dflash_loss, reference_loss, slot_weights, tau_from_acc
+from trainer.loss import (
+    IGNORE,
+    accept_len,
+    accepted_prefix_sum,
+    dflash_loss,
+    reference_loss,
+    slot_weights,
+    tau_from_acc,
+)
 from trainer.model import TargetModel, load_target
 
 torch.set_num_threads(1)
@@ -166,3 +174,36 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         grads.append([p.grad for _, p in d.trainable_parameters()])
     assert all(a.abs().max() > 1e-4 for a in grads[0])
     assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(*grads))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), blocks=st.integers(1, 6), bk=st.sampled_from([2, 4, 8]))
+def test_accept_len_equals_a_brute_force_count_per_block(data, blocks, bk):
+    """Hand-made hits and labels per slot: the accepted prefix of each block counted by a
+    loop (slots 1.. until the first miss or unlabelled slot), plus one per block."""
+    labelled = [[False] + [data.draw(st.booleans()) for _ in range(bk - 1)] for _ in range(blocks)]
+    for row in labelled:
+        row[1] = True                                        # a valid anchor's slot 1 is supervised
+    hit = [[data.draw(st.booleans()) for _ in range(bk)] for _ in range(blocks)]
+    rows = torch.tensor([b * bk + k for b in range(blocks) for k in range(bk) if labelled[b][k]])
+    hits = torch.tensor([float(hit[b][k]) for b in range(blocks) for k in range(bk) if labelled[b][k]])
+    want = 0
+    for b in range(blocks):
+        for k in range(1, bk):
+            if not (labelled[b][k] and hit[b][k]):
+                break
+            want += 1
+    got = accepted_prefix_sum(hits, rows, blocks * bk, bk).item()
+    assert got == want
+    assert accept_len(got, blocks) == pytest.approx(want / blocks + 1)
+
+
+def test_accept_len_differs_from_tau_when_slots_are_correlated():
+    """Per-block difficulty: half the blocks all right, half all wrong. Marginal acc 0.5 per
+    slot gives tau = 0.5+0.25+0.125 = 0.875; the per-block prefix is 3 in half the blocks:
+    accept_len = 1.5 + 1 = 2.5."""
+    bk, blocks = 4, 4
+    rows = torch.arange(blocks * bk).view(blocks, bk)[:, 1:].reshape(-1)
+    hits = torch.tensor([1.0] * 3 + [0.0] * 3 + [1.0] * 3 + [0.0] * 3)
+    assert tau_from_acc([0.5, 0.5, 0.5]) == pytest.approx(0.875)
+    assert accept_len(accepted_prefix_sum(hits, rows, blocks * bk, bk).item(), blocks) == pytest.approx(2.5)

@@ -234,3 +234,41 @@ def test_bad_input_exits_2_naming_what(tmp_path, capsys, monkeypatch):
     assert "unknown --config 'nope'" in capsys.readouterr().err
     assert train.main(["--config", "qwen36-27b-dflash", "--data", "x", "--run-dir", str(tmp_path / "r")]) == 2
     assert "needs --target-model" in capsys.readouterr().err
+
+
+def test_eval_metrics_come_from_held_out_samples(tiny_data, tmp_path):
+    """--eval-fraction holds samples out; eval keys join the progress record of the steps
+    --eval-every names, and differ from the training numbers of the same step (another set)."""
+    result = _run(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"), "--steps", "20",
+                   "--log-every", "5", "--eval-fraction", "0.1", "--eval-every", "10", "--eval-batches", "2",
+                   "--device", "cpu", "--sequential"])
+    assert result.exit_code == 0
+    with_eval = [h for h in result.history if "eval_loss" in h]
+    assert [h["step"] for h in with_eval] == [10, 20]
+    for h in with_eval:
+        assert h["eval_loss"] != h["loss"] and h["eval_accept_len"] >= 1.0 and 0 <= h["eval_acc"] <= 1
+    assert with_eval[1]["eval_loss"] < with_eval[0]["eval_loss"]          # the drafter learns what generalises
+    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert {"eval_loss", "eval_acc", "eval_tau", "eval_accept_len"} <= set(records[1])
+    assert "eval_loss" not in records[0]
+
+
+def test_eval_every_must_be_a_multiple_of_log_every(tiny_data, tmp_path, capsys):
+    code = train.main(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"),
+                       "--eval-fraction", "0.1", "--eval-every", "7", "--log-every", "5", "--device", "cpu"])
+    assert code == 2 and "--eval-every 7" in capsys.readouterr().err
+
+
+def test_target_layers_follow_a_deeper_target_and_are_validated(tmp_path):
+    """A 36-layer Qwen3 config with --config tiny-shaped weights is not run here; the config
+    step alone: the reference rule picks 1,9,17,25,33, and a layer past the target is refused."""
+    from trainer.config import PRESETS, ConfigError, with_overrides
+    from trainer.model import hf_config_to_target
+
+    qwen3_8b = {"vocab_size": 151936, "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000}}
+    cfg = with_overrides(PRESETS["bench-1b"], target=hf_config_to_target(qwen3_8b))
+    assert cfg.drafter.target_layers == (1, 9, 17, 25, 33) and cfg.drafter.rope_theta == 1e6
+    with pytest.raises(ConfigError, match="target_layers"):
+        with_overrides(PRESETS["bench-1b"], target=hf_config_to_target(qwen3_8b), target_layers=(1, 36))

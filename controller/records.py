@@ -19,7 +19,7 @@ SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
 FindingKind = Literal[
     "oom", "crash", "hang", "stale_log", "regression", "nan", "recompile",
-    "gpu_idle", "startup_stall", "unreachable",
+    "gpu_idle", "gpu_unreadable", "startup_stall", "unreachable", "log_unreadable",
 ]
 
 
@@ -85,6 +85,8 @@ class ProcessState:
     cpu_pct: float | None = None         # whole process tree
     rss_bytes: int | None = None         # whole process tree
     threads: int | None = None
+    disk_free_bytes: int | None = None   # run dir's filesystem, read while no exit code is recorded
+    exit_code_tmp_bytes: int | None = None   # an exit_code.tmp left behind (0: the wrapper died writing it)
 
 
 @dataclass
@@ -108,6 +110,10 @@ class LogStatus:
     mtime_s: float | None = None
     offset_bytes: int = 0                # how far we have read (the cursor)
     rotated: bool = False                # a new inode or a truncation restarted the cursor
+    event: str | None = None             # this read: renamed | deleted | copytruncate | truncated | replaced
+    deleted: bool = False                # the log is read through a descriptor of its unlinked file
+    followed: str | None = None          # the file read, when not `path` (a rename, the copy, a writer's fd)
+    error: str | None = None             # why it could not be read (missing; a FIFO there, ...)
 
 
 @dataclass
@@ -125,6 +131,46 @@ class HostSample:
     mem_peak_bytes: int | None = None
     mem_limit_bytes: int | None = None
     probe_duration_s: float | None = None
+
+
+ENDED_STATES = ("finished", "failed", "stopped", "ended")
+"""Run states after which nothing more happens (the registry's and the watch's word).
+`ended`: an attached run's process is gone and no exit code can be known (dfctl did not
+launch it)."""
+
+
+@dataclass(frozen=True)
+class RunCursor:
+    """How far a watcher has read one run's files: the one spelling of the cursor, from
+    the registry through the probe request and reply and back (Vector / Fluent Bit /
+    Filebeat keep the same three facts per file).
+
+    The log is followed by inode + byte offset + fingerprints: `log_fingerprint` is a
+    digest of the bytes just before `log_offset` and `log_head` of the file's first bytes
+    (each "<length>:<sha1 hex>"), checked by the probe on every read, so a truncation that
+    regrew past the offset -- which no size check can see -- and an inode number reused by
+    a new file are seen as the new file they are. `log_offset` is committed: the end of the
+    last complete line, so a restarted watch re-reads a partial line and loses nothing.
+    `progress_step` is the highest step delivered, so a restarted watch does not deliver a
+    step again from a slower source (the .wandb file lags metrics.jsonl)."""
+
+    log_inode: int | None = None
+    log_offset: int = 0
+    log_line_no: int = 0                 # complete lines consumed so far
+    log_fingerprint: str | None = None   # digest of the bytes before log_offset
+    log_head: str | None = None          # digest of the file's first bytes
+    metrics_offset: int = 0
+    wandb_offset: int = 0
+    progress_step: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any] | None) -> RunCursor:
+        """The JSON form back; unknown keys (a newer writer) are ignored, missing ones default."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (doc or {}).items() if k in names})
 
 
 @dataclass

@@ -24,7 +24,7 @@ import os
 import re
 import struct
 import zlib
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Iterable
 
 from controller.errors import BadInputError
@@ -390,22 +390,24 @@ def resolve_wandb_file(path: str | Path) -> Path:
 
 # --------------------------------------------------------------------------- the reader
 
-class OfflineRunReader:
-    """Incremental reader of one run's `.wandb` file.
+class WandbDecoder:
+    """Incremental decoder of one run's `.wandb` bytes, wherever they were read (the
+    remote probe ships them; OfflineRunReader reads a local file).
 
-    `offset` is the number of bytes consumed so far (persist it; `resume_from()` it
-    later). Each `read_new()` returns the records that completed since the last call.
+    `offset` is the file offset of the next byte to decode (persist it and start a new
+    decoder there later). `feed(data, start)` takes the bytes read at `start` and returns
+    the records that completed; the bytes after the last complete record are not
+    consumed (fetch them again from the new `offset`).
     """
 
-    def __init__(self, path: str | Path):
-        self.path = resolve_wandb_file(path)
-        self.offset = 0
-        self.corrupt_blocks = 0          # total over this reader's life
+    def __init__(self, file_name: str, offset: int = 0):
+        self.name = file_name
+        self.offset = int(offset)
+        if self.offset < 0:
+            raise BadInputError(f"{file_name}: negative wandb offset {offset}")
+        self.corrupt_blocks = 0          # total over this decoder's life
         self._acc = _RunAccumulator()
-        m = re.match(r"^run-(.+)\.wandb$", self.path.name)
-        self._acc.run_id = m.group(1) if m else None
-
-    # -- public
+        self._acc.run_id = self._run_id_from_name()
 
     @property
     def state(self) -> str:
@@ -414,6 +416,60 @@ class OfflineRunReader:
     @property
     def exit_code(self) -> int | None:
         return self._acc.exit_code
+
+    def feed(self, data: bytes, start: int) -> WandbBatch:
+        """Decode bytes of this file that begin at file offset `start` (== self.offset)."""
+        if start != self.offset:
+            raise BadInputError(
+                f"{self.name}: wandb bytes start at {start}, reader is at {self.offset}")
+        batch = WandbBatch()
+        self._consume(data, batch, emit=True)
+        return batch
+
+    # -- internals
+
+    def _run_id_from_name(self) -> str | None:
+        m = re.match(r"^run-(.+)\.wandb$", PurePath(self.name).name)
+        return m.group(1) if m else None
+
+    def _consume(self, data: bytes, batch: WandbBatch, *, emit: bool) -> int:
+        """Decode `data` (starting at self.offset); returns bytes consumed."""
+        start = self.offset
+        if start < FILE_HEADER_LEN:
+            if start + len(data) < FILE_HEADER_LEN:
+                self._finish(batch, emit)
+                return 0
+            if start == 0:
+                check_file_header(data[:FILE_HEADER_LEN], self.name)
+            data = data[FILE_HEADER_LEN - start:]
+            start = FILE_HEADER_LEN
+        payloads, end, corrupt = decode_frames(data, start)
+        batch.corrupt_blocks += corrupt
+        self._acc.apply(payloads, batch, emit=emit)   # adds undecodable payloads
+        self.corrupt_blocks += batch.corrupt_blocks
+        self.offset = end
+        self._finish(batch, emit)
+        return end - start
+
+    def _finish(self, batch: WandbBatch, emit: bool) -> None:
+        batch.offset = self.offset
+        batch.run_id = self._acc.run_id
+        batch.project, batch.entity = self._acc.project, self._acc.entity
+        batch.exit_code, batch.state = self._acc.exit_code, self._acc.state
+
+
+class OfflineRunReader(WandbDecoder):
+    """Incremental reader of one local run's `.wandb` file.
+
+    `offset` is the number of bytes consumed so far (persist it; `resume_from()` it
+    later). Each `read_new()` returns the records that completed since the last call.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = resolve_wandb_file(path)
+        super().__init__(str(self.path))
+
+    # -- public
 
     def resume_from(self, offset: int, *, replay_metadata: bool = True) -> None:
         """Continue at a persisted `offset`.
@@ -441,48 +497,10 @@ class OfflineRunReader:
         return batch
 
     def feed(self, data: bytes, start_offset: int) -> WandbBatch:
-        """Decode bytes of this file fetched elsewhere (e.g. by the remote probe).
-
-        `start_offset` must equal `self.offset`; the bytes after the last complete record
-        are not consumed (fetch them again from the new `offset` next time).
-        """
-        if start_offset != self.offset:
-            raise BadInputError(
-                f"{self.path}: wandb bytes start at {start_offset}, reader is at {self.offset}")
-        batch = WandbBatch()
-        self._consume(data, batch, emit=True)
-        return batch
+        """Decode bytes of this file fetched elsewhere (e.g. by the remote probe)."""
+        return super().feed(data, start_offset)
 
     # -- internals
-
-    def _run_id_from_name(self) -> str | None:
-        m = re.match(r"^run-(.+)\.wandb$", self.path.name)
-        return m.group(1) if m else None
-
-    def _consume(self, data: bytes, batch: WandbBatch, *, emit: bool) -> int:
-        """Decode `data` (starting at self.offset); returns bytes consumed."""
-        start = self.offset
-        if start < FILE_HEADER_LEN:
-            if start + len(data) < FILE_HEADER_LEN:
-                self._finish(batch, emit)
-                return 0
-            if start == 0:
-                check_file_header(data[:FILE_HEADER_LEN], str(self.path))
-            data = data[FILE_HEADER_LEN - start:]
-            start = FILE_HEADER_LEN
-        payloads, end, corrupt = decode_frames(data, start)
-        batch.corrupt_blocks += corrupt
-        self._acc.apply(payloads, batch, emit=emit)   # adds undecodable payloads
-        self.corrupt_blocks += batch.corrupt_blocks
-        self.offset = end
-        self._finish(batch, emit)
-        return end - start
-
-    def _finish(self, batch: WandbBatch, emit: bool) -> None:
-        batch.offset = self.offset
-        batch.run_id = self._acc.run_id
-        batch.project, batch.entity = self._acc.project, self._acc.entity
-        batch.exit_code, batch.state = self._acc.exit_code, self._acc.state
 
     def _read(self, batch: WandbBatch, *, max_bytes: int | None = None,
               limit_offset: int | None = None, emit: bool = True) -> None:

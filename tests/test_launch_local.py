@@ -83,3 +83,29 @@ def test_exit_code_recorded_and_state(tmp_path):
     st = wait_for(lambda: (s := runs_status(t, pb.target, [rec]))[0]["alive_pids"] == [] and s, what="wrapper gone")
     assert state_of(st[0], "running") == ("failed", 7)
     assert "done" in open(os.path.join(run.run_dir, "train.log")).read()
+
+
+def test_one_target_from_a_stored_row_whatever_the_row_holds():
+    """runstore.target_of is the one converter: the watch (its old alias included) and
+    stop/runs/logs rebuild the same TargetConfig from a row, with the row's columns
+    filling what the stored playbook lacks."""
+    from controller import watch
+    from controller.launch import target_identity
+    from controller.runstore import target_of
+
+    full = RunRecord(run_id="a", name="a", target_kind="pct", target="pct 200 on n1", host="n1", vmid=200,
+                     workdir="/ws", playbook={"target": {"kind": "pct", "host": "n1", "vmid": 200, "port": 2222,
+                                                         "workdir": "/ws", "python": "/venv/bin/python"}})
+    bare = RunRecord(run_id="b", name="b", target_kind="pct", target="pct 200 on n1", host="n1", vmid=200,
+                     workdir="/ws", playbook={})
+    partial = RunRecord(run_id="c", name="c", target_kind="ssh", target="n2", host="n2", workdir="/w2",
+                        playbook={"target": {"kind": "ssh", "user": "ops"}})
+    t = target_of(full)
+    assert (t.kind, t.host, t.vmid, t.port, t.python, t.workdir) == ("pct", "n1", 200, 2222, "/venv/bin/python", "/ws")
+    b = target_of(bare)
+    assert (b.kind, b.host, b.vmid, b.workdir) == ("pct", "n1", 200, "/ws")
+    p = target_of(partial)
+    assert (p.kind, p.host, p.user, p.workdir) == ("ssh", "n2", "ops", "/w2")     # host filled from the row
+    assert target_identity(b) == ("pct", "n1", None, None, 200)
+    for rec in (full, bare, partial):
+        assert watch.target_config_from(rec) == target_of(rec)

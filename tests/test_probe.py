@@ -197,8 +197,8 @@ def test_missing_log_and_missing_nvidia_smi_do_not_hide_the_rest(tmp_path):
 def _follow(path: Path, follower: LogFollower, cap: int, sink: list[bytes], lines: list[str]):
     """Probe until the follower has read all complete lines of `path`."""
     for _ in range(10_000):
-        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(path), log_inode=follower.inode,
-                                                  log_offset=follower.read_offset), cap=cap)
+        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(path), cursor=follower.cursor(),
+                                                  log_carry_bytes=len(follower.carry)), cap=cap)
         lr = reading.runs["f"].log
         chunk = follower.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated)
         sink.append(chunk.consumed)
@@ -260,8 +260,8 @@ def test_a_log_renamed_away_is_read_to_its_end_then_followed_while_nothing_is_wr
     with open(log, "ab", buffering=0) as writer:
         log.rename(tmp_path / "train.log.2")
         writer.write(b"still here\n")
-        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(log), log_inode=f.inode,
-                                                  log_offset=f.read_offset))
+        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(log), cursor=f.cursor(),
+                                                  log_carry_bytes=len(f.carry)))
         lr = reading.runs["f"].log
         chunk = f.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated)
         assert chunk.lines == ["still here"] and not chunk.rotated

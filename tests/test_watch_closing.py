@@ -11,7 +11,7 @@ def test_finished_run_summary():
                             ProgressSample(step=300, time_s=1104.0, tok_per_s=5000.0, loss=1.30)])
     lines = closing_lines([st])
     assert lines[0] == ("demo-20261129T000000Z: finished, exit 0; 300 steps in 1m44s; loss 7.44 -> 1.3; "
-                        "median 5.0K tok/s; no findings")
+                        "median 4.5K tok/s (all steps 10-300, short run); no findings")
     assert "dfctl logs demo --tail 50" in lines[1] and "dfctl compare-runs demo" in lines[1]
 
 

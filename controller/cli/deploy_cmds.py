@@ -19,9 +19,9 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, DfctlError, HostKeyError, RunConflictError, UnreachableError
+from controller.errors import BadInputError, DeployError, UnreachableError
 from controller.playbook import Playbook, TargetConfig, load_playbook
-from controller.runstore import RunRecord, RunStore
+from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 
 # Heavy modules (paramiko, rich.progress) are imported inside the commands that use them,
@@ -87,123 +87,87 @@ def deploy(
     A run is exclusive by default (run.exclusive): while another run of the target is
     alive, deploy refuses (exit 2, nothing changed) unless --replace."""
     from controller.bundle import build_bundle, local_git_state, project_root
-    from controller.deploy import deploy_bundle, plan_commands, resolve_workdir
-    from controller.launch import finish_launch, launch_command, launch_run, launch_spec, register_launch
+    from controller.deploy import deploy_bundle, resolve_workdir
+    from controller.launch import launch_registered, launch_spec, live_runs_of, refuse_if_live, replace_runs
     from controller.transport.factory import open_transport, target_label
 
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
-    if name is not None:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-            raise BadInputError(f"--name: expected letters, digits, '.', '_' or '-' (at most 64), got {name!r}")
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
+        raise BadInputError(f"--name: expected letters, digits, '.', '_' or '-' (at most 64), got {name!r}")
     root = project_root()
-    bundle = build_bundle(root, pb.bundle)
-    workdir = resolve_workdir(pb.target, root)
-    transport = open_transport(pb.target)
-    live = _live_runs_of(pb.target, transport) if not no_launch and pb.run.exclusive else []
-    if live and not replace and not dry_run:
-        alive = ", ".join(f"{r.run_id} (pid {r.pid or '?'})" for r in live)
-        raise RunConflictError(
-            f"{target_label(pb.target)}: run {alive} is still alive; a second run would share its GPUs",
-            hint=f"dfctl stop {live[0].run_id}, or deploy with --replace (stops it once the new release is in "
-                 f"place); run.exclusive = false in the playbook allows runs side by side")
-    if dry_run:
-        cmds = plan_commands(transport, workdir, bundle)
-        if not no_launch:
-            cmds.append(launch_command(transport, pb.target))
-        live_ids = [r.run_id for r in live]
-        if json_out:
-            _emit_json({"dry_run": True, "target": target_label(pb.target), "release_id": bundle.content_id,
-                        "files": len(bundle.files), "bytes": bundle.total_bytes, "commands": cmds,
-                        "live_runs": live_ids, "would_stop": live_ids if replace else []})
-        else:
-            typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, target {target_label(pb.target)}")
-            if live_ids:
-                typer.echo(f"# live on this target: {', '.join(live_ids)} -- "
-                           + ("--replace would stop them before the launch" if replace else "a launch would be refused"))
-            for c in cmds:
-                typer.echo(c)
-        return
-    progress = _LazyProgress(f"deploy {bundle.content_id}")
+    bundle, workdir, transport = build_bundle(root, pb.bundle), resolve_workdir(pb.target, root), open_transport(pb.target)
+    store = RunStore()
     try:
-        result = deploy_bundle(transport, workdir, bundle, on_progress=progress)
-    finally:
-        progress.close()
-    out: dict[str, Any] = {"target": target_label(pb.target), "release": dataclasses.asdict(result), "run": None}
-    if not json_out:
-        what = (f"transferred {result.transferred_bytes} bytes" if result.transferred_bytes
-                else ("unchanged, nothing transferred" if not result.switched else "already present, switched"))
-        typer.echo(f"release {result.release_id} on {target_label(pb.target)}: {result.files} files, {what} "
-                   f"({result.duration_s:.2f} s); current -> releases/{result.release_id}")
-    spec = launch_spec(pb, workdir, name) if not no_launch else None
-    if live:   # the stop marker names the successor, so the old run's watch can point at it
-        out["stopped"] = _stop_for_replace(transport, live, pb.run.stop_grace_s, json_out, successor=spec["run_id"])
-    if spec is not None:
-        commit, dirty = local_git_state(root)
-        store = RunStore()
+        live = live_runs_of(store, transport, pb.target) if not no_launch and pb.run.exclusive else []
+        if dry_run:
+            return _print_dry_run(pb, transport, workdir, bundle, live, no_launch=no_launch, replace=replace,
+                                  json_out=json_out)
+        if not replace:
+            refuse_if_live(pb.target, live)
+        progress = _LazyProgress(f"deploy {bundle.content_id}")
         try:
-            # registered first (`launching`), so a controller killed or cut off mid-launch
-            # leaves a row `dfctl runs` resolves, never an unknown run
-            rec = register_launch(store, spec, pb, workdir=workdir, git_commit=commit, git_dirty=dirty)
-            try:
-                run = launch_run(transport, pb, workdir, spec=spec)
-            except DeployError:
-                store.update_run(rec.run_id, state="failed")   # the target answered: nothing runs
-                raise
-            finish_launch(store, run)
+            result = deploy_bundle(transport, workdir, bundle, on_progress=progress)
         finally:
-            store.close()
-        out["run"] = {"run_id": run.run_id, "run_dir": run.run_dir, "pid": run.pid, "log": run.log_path,
-                      "release_id": run.release_id, "started_s": run.started_s,
-                      "oom_kill_at_launch": run.info.get("oom_kill_at_launch"),
-                      "env_names": run.info.get("env_names", [])}
+            progress.close()
+        out: dict[str, Any] = {"target": target_label(pb.target), "release": dataclasses.asdict(result), "run": None}
         if not json_out:
-            typer.echo(f"launched {run.run_id} (pid {run.pid}); log: {run.log_path}")
-            typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
+            typer.echo(_release_text(result, target_label(pb.target)))
+        if not no_launch:
+            spec = launch_spec(pb, workdir, name)
+            if live:
+                out["stopped"] = replace_runs(store, transport, live, pb.run.stop_grace_s, successor=spec["run_id"],
+                                              on_stopped=None if json_out else _echo_stopped)
+            commit, dirty = local_git_state(root)
+            run = launch_registered(store, transport, pb, workdir, spec, git_commit=commit, git_dirty=dirty)
+            out["run"] = _launched_row(run)
+            if not json_out:
+                typer.echo(f"launched {run.run_id} (pid {run.pid}); log: {run.log_path}")
+                typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
+    finally:
+        store.close()
     if json_out:
         _emit_json(out)
 
 
-def _live_runs_of(target: TargetConfig, transport: Transport) -> list[RunRecord]:
-    """Registry runs of this target whose processes are alive (one round trip)."""
-    from controller.launch import live_runs, target_identity
+def _print_dry_run(pb: Playbook, transport: Transport, workdir: str, bundle, live: list[RunRecord], *,
+                   no_launch: bool, replace: bool, json_out: bool) -> None:
+    from controller.deploy import plan_commands
+    from controller.launch import launch_command
+    from controller.transport.factory import target_label
 
-    store = RunStore()
-    try:
-        mine = [r for r in store.runs() if target_identity(_target_of(r)) == target_identity(target)]
-        return live_runs(transport, target, mine, store)
-    finally:
-        store.close()
-
-
-def _stop_for_replace(transport: Transport, live: list[RunRecord], grace_s: float, json_out: bool,
-                      successor: str) -> list[dict]:
-    """--replace: stop each live run as `dfctl stop` does; a run that will not die stops the
-    deploy before anything is launched (the new release is in place, nothing else changed)."""
-    stopped = []
-    store = RunStore()
-    try:
-        for rec in live:
-            res = _stop_recorded(store, transport, rec, grace_s, by="dfctl deploy --replace", successor=successor)
-            if res.get("left"):
-                raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}; "
-                                  f"nothing launched", hint="stop them by hand, then deploy again")
-            stopped.append({"run_id": rec.run_id, "signals": res.get("signals") or [], "exit_code": res.get("exit_code")})
-            if not json_out:
-                typer.echo(_stopped_text(rec, res) + " (--replace)")
-    finally:
-        store.close()
-    return stopped
+    cmds = plan_commands(transport, workdir, bundle)
+    if not no_launch:
+        cmds.append(launch_command(transport, pb.target))
+    live_ids = [r.run_id for r in live]
+    if json_out:
+        _emit_json({"dry_run": True, "target": target_label(pb.target), "release_id": bundle.content_id,
+                    "files": len(bundle.files), "bytes": bundle.total_bytes, "commands": cmds,
+                    "live_runs": live_ids, "would_stop": live_ids if replace else []})
+        return
+    typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, target {target_label(pb.target)}")
+    if live_ids:
+        typer.echo(f"# live on this target: {', '.join(live_ids)} -- "
+                   + ("--replace would stop them before the launch" if replace else "a launch would be refused"))
+    for c in cmds:
+        typer.echo(c)
 
 
-def _stop_recorded(store: RunStore, transport: Transport, rec: RunRecord, grace_s: float, by: str,
-                   successor: str | None = None) -> dict:
-    """stop_run, then the registry row `stopped` once no process of the run is left."""
-    from controller.launch import stop_run
+def _release_text(result, target: str) -> str:
+    what = (f"transferred {result.transferred_bytes} bytes" if result.transferred_bytes
+            else ("unchanged, nothing transferred" if not result.switched else "already present, switched"))
+    return (f"release {result.release_id} on {target}: {result.files} files, {what} "
+            f"({result.duration_s:.2f} s); current -> releases/{result.release_id}")
 
-    res = stop_run(transport, _target_of(rec), rec, grace_s, by=by, successor=successor)
-    if not res.get("left"):
-        store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
-    return res
+
+def _launched_row(run) -> dict[str, Any]:
+    return {"run_id": run.run_id, "run_dir": run.run_dir, "pid": run.pid, "log": run.log_path,
+            "release_id": run.release_id, "started_s": run.started_s,
+            "oom_kill_at_launch": run.info.get("oom_kill_at_launch"),
+            "env_names": run.info.get("env_names", [])}
+
+
+def _echo_stopped(rec: RunRecord, res: dict) -> None:
+    typer.echo(_stopped_text(rec, res) + " (--replace)")
 
 
 def _stopped_text(rec: RunRecord, res: dict) -> str:
@@ -213,58 +177,54 @@ def _stopped_text(rec: RunRecord, res: dict) -> str:
 
 
 # -- the registry side ---------------------------------------------------------------------
-def _target_of(rec: RunRecord) -> TargetConfig:
-    raw = dict(rec.playbook.get("target") or {})
-    known = {f.name for f in dataclasses.fields(TargetConfig)}
-    kw = {k: v for k, v in raw.items() if k in known}
-    if not kw:
-        kw = {"kind": rec.target_kind, "host": rec.host, "vmid": rec.vmid, "workdir": rec.workdir}
-    return TargetConfig(**kw)
-
-
 def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
     from controller.transport.factory import open_transport
 
-    target = _target_of(rec)
+    target = target_of(rec)
     return target, open_transport(target)
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
+    from controller.importers import imported_end_state, is_imported
+
+    state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
-            "pid": rec.pid, "state": rec.state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+            "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
             "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
 
 
 @app.command()
 def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
-    """List known runs with their live state (one round trip per target)."""
-    from controller.launch import record_statuses, runs_status, target_identity
+    """List known runs with their live state (one round trip per target).
+
+    A target that cannot be read: its runs are listed as `unknown` (with `read_error`
+    in --json), the target is named on stderr, and the exit code is 3 (a partial list)."""
+    from controller.importers import is_imported
+    from controller.launch import refresh_states
 
     store = RunStore()
     try:
         records = store.runs()
-        groups: dict[tuple, list[RunRecord]] = {}
-        for rec in records:
-            groups.setdefault(target_identity(_target_of(rec)), []).append(rec)
-        for recs in groups.values():
-            try:
-                target, transport = _open_for(recs[0])
-                statuses = runs_status(transport, target, recs)
-            except DfctlError as exc:
-                for rec in recs:
-                    rec.state = "unknown"
-                print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
-                continue
-            record_statuses(store, recs, statuses)
+        # an imported run has no process to ask about: its end state is what the import found
+        unreadable = refresh_states(store, [r for r in records if not is_imported(r)], _open_for)
     finally:
         store.close()
-    rows = [_run_row(r) for r in records]
+    errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
+    for label, message, _ in unreadable:
+        print(f"dfctl: {label}: {message}", file=sys.stderr)
+    rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
     if json_out:
         _emit_json(rows)
-        return
-    if not rows:
+    elif not rows:
         typer.echo("no runs yet (dfctl deploy PLAYBOOK starts one)", err=True)
-        return
+    else:
+        _print_runs_table(rows)
+    if unreadable:
+        raise UnreachableError(f"runs: could not read {', '.join(label for label, _, _ in unreadable)}; "
+                               f"the state of its runs is unknown (the rest of the list is current)")
+
+
+def _print_runs_table(rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -276,84 +236,34 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
     Console(width=max(100, os.get_terminal_size(1).columns if sys.stdout.isatty() else 160)).print(table)
 
 
-_READ_SCRIPT = r"""F=$1; OFF=$2; N=$3; P=$4
-st=$(stat -c '%i %s' "$F" 2>/dev/null) || st="- -"
-s=dead
-if [ -r "/proc/$P/stat" ] && [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$P/stat")" != Z ]; then s=alive; fi
-echo "$st $s"
-[ "$st" = "- -" ] && exit 0
-if [ "$N" -ge 0 ]; then head -c "${st#* }" "$F" | tail -n "$N"; else tail -c +"$((OFF+1))" "$F" | head -c 4194304; fi
-"""
-
-
-def _read_log(transport: Transport, rec: RunRecord, offset: int, tail_n: int) -> tuple[str | None, int | None, bool, bytes]:
-    r = transport.run(["sh", "-c", _READ_SCRIPT, "sh", rec.log_path or f"{rec.run_dir}/train.log",
-                       str(offset), str(tail_n), str(rec.pid or 0)], timeout_s=60)
-    if not r.ok:
-        raise DeployError(f"run {rec.run_id}: cannot read {rec.log_path} on {transport.name}: {r.summary()}")
-    head, _, data = r.stdout.partition(b"\n")
-    inode, size, state = (head.decode().split() + ["-", "-", "dead"])[:3]
-    return (None if inode == "-" else inode), (None if size == "-" else int(size)), state == "alive", data
-
-
 @app.command()
 def logs(
     run: str = typer.Argument(..., help="Run id, name (newest of that name) or unique id prefix."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the log grows, until the run ends."),
     tail: int = typer.Option(50, "--tail", "-n", help="Lines from the end to print first."),
 ) -> None:
-    """Print a run's train.log (the tail; with -f, follow it by inode and byte offset)."""
+    """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
+    offset and fingerprint, through renames, truncations and deletions)."""
+    from controller.importers import imported_source, is_imported
+    from controller.logstream import LogStream
+
     store = RunStore()
     try:
         rec = store.get_run(run)
     finally:
         store.close()
-    _, transport = _open_for(rec)
-    inode, size, _, data = _read_log(transport, rec, 0, max(0, tail))
-    if inode is None:
-        raise DeployError(f"run {rec.run_id}: no log at {rec.log_path} on {transport.name}")
-    out = sys.stdout.buffer
-    out.write(data)
-    out.flush()
-    if not follow:
-        return
-    _follow_log(transport, rec, int(inode), size or 0, out)
-
-
-def _follow_log(transport: Transport, rec: RunRecord, inode: int, offset: int, out) -> None:
-    """`logs -f`: the watch's own log reader (the probe's read_since, run where the run
-    lives) from (inode, offset) -- so a truncation starts again at 0, and a log renamed
-    away is read to its end and followed while nothing is written at its path, exactly as
-    `dfctl watch` reads it. Returns once the run has ended and nothing is left to read."""
-    from controller.launch import remote_python
-    from controller.probe import HostProbeRequest, ProbeError, RunProbeRequest, run_probe
-    from controller.probe.readings import parse_probe_document
-
-    python = remote_python(_target_of(rec))
-    ended_polls = 0
-    while True:
-        time.sleep(0.5)
-        req = HostProbeRequest(runs=[RunProbeRequest(
-            run_id=rec.run_id, log_path=rec.log_path or f"{rec.run_dir}/train.log", run_dir=rec.run_dir or "",
-            pid=rec.pid, log_inode=inode, log_offset=offset)], read_cap_bytes=4 << 20, gpu=False)
-        try:
-            doc = run_probe(transport, req, python=python)
-        except ProbeError as exc:
-            raise (UnreachableError if exc.unreachable else DeployError)(
-                f"run {rec.run_id}: following {rec.log_path} on {transport.name}: {exc.message}") from None
-        rd = parse_probe_document(doc, transport.name).runs.get(rec.run_id)
-        lr = rd.log if rd is not None else None
-        if lr is not None and lr.exists:
-            inode, offset = lr.inode, lr.start + len(lr.data)
-            if lr.data:
-                out.write(lr.data)
-                out.flush()
-                ended_polls = 0
-                continue
-        if rd is None or rd.process.state in ("exited", "not_started"):
-            ended_polls += 1
-            if ended_polls >= 2:
-                return
+    if is_imported(rec) and not rec.log_path and not rec.run_dir:
+        raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)}, which has no log file",
+                            hint=f"dfctl compare-runs {rec.name} shows what the import recorded")
+    stream = LogStream(rec)
+    try:
+        out = sys.stdout.buffer
+        out.write(stream.tail(tail).data)
+        out.flush()
+        if follow:
+            stream.follow(out, on_event=lambda what: print(f"dfctl: logs: {what}", file=sys.stderr, flush=True))
+    finally:
+        stream.close()
 
 
 @app.command()
@@ -363,11 +273,17 @@ def stop(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
+    from controller.importers import imported_end_state, imported_source, is_imported
+    from controller.launch import stop_recorded
+
     store = RunStore()
     try:
         rec = store.get_run(run)
+        if is_imported(rec):
+            raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
+                                f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
-        res = _stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
+        res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []
     finally:
         store.close()
@@ -379,105 +295,22 @@ def stop(
         typer.echo(_stopped_text(rec, res))
 
 
-# -- doctor -------------------------------------------------------------------------------
-_DISK_SCRIPT = r"""d=$1; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; df -Pk "$d" | tail -n 1"""
-_PY_PROBE = ("import sys; print('python', sys.version.split()[0])\n"
-             "try:\n import torch; print('torch', torch.__version__, torch.cuda.is_available())\n"
-             "except Exception as e: print('torch-missing', type(e).__name__)\n"
-             "try:\n import importlib.metadata as md; print('wandb', md.version('wandb'))\n"
-             "except Exception as e: print('wandb-missing', type(e).__name__)\n")
-
-
-def _doctor_checks(pb: Playbook) -> list[dict[str, Any]]:
-    from controller.bundle import project_root
-    from controller.deploy import resolve_workdir
-    from controller.launch import remote_python
-    from controller.transport.factory import open_host_transport, open_transport
-    from controller.transport.pct import PctTransport
-
-    t = pb.target
-    checks: list[dict[str, Any]] = []
-
-    def add(check: str, ok: bool | None, detail: str) -> None:
-        checks.append({"check": check, "ok": ok, "detail": detail})
-
-    host = open_host_transport(t)
-    if t.kind == "local":
-        add("host reachable", True, "local (no SSH)")
-    else:
-        try:
-            host.connect()  # type: ignore[attr-defined]
-            add("host reachable", True, host.name)
-            add("host key", True, f"known: {host.host_key_fingerprint()}")  # type: ignore[attr-defined]
-        except HostKeyError as exc:
-            add("host reachable", True, host.name)
-            add("host key", False, exc.message + (f" ({exc.hint})" if exc.hint else ""))
-            return checks
-        except UnreachableError as exc:
-            add("host reachable", False, exc.message)
-            return checks
-    where = open_transport(t)
-    if t.kind == "pct":
-        r = host.run(["sh", "-c", "command -v pct"], timeout_s=30)
-        add("pct present", r.ok, r.stdout_text.strip() or "no `pct` on the host (is it a Proxmox VE node?)")
-        if not r.ok:
-            return checks
-        assert isinstance(where, PctTransport)
-        try:
-            state = where.status()
-        except DfctlError as exc:
-            add("CT running", False, exc.message)
-            return checks
-        add("CT running", state == "running", f"CT {t.vmid}: {state}")
-        if state != "running":
-            return checks
-    py = remote_python(t)
-    r = where.run([py, "-c", _PY_PROBE], timeout_s=120)
-    words = dict((ln.split(" ", 1) + [""])[:2] for ln in r.stdout_text.splitlines() if ln.strip())
-    add("python", r.ok and "python" in words, f"{py}: {words.get('python') or r.summary()}")
-    if r.ok:
-        add("torch", "torch" in words, words.get("torch") or f"not importable by {py}")
-    nv = where.run(["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"], timeout_s=60)
-    if nv.ok:
-        gpus = [ln for ln in nv.stdout_text.splitlines() if ln.strip()]
-        add("nvidia-smi", True, f"{len(gpus)} GPU(s)" + (f": {gpus[0].split(',')[1].strip()}" if gpus and ',' in gpus[0] else ""))
-    else:
-        add("nvidia-smi", None, "not available (no GPU telemetry; fine for CPU runs)" if nv.exited == 127 else nv.summary())
-    workdir = resolve_workdir(t, project_root())
-    d = where.run(["sh", "-c", _DISK_SCRIPT, "sh", workdir], timeout_s=60)
-    try:
-        avail_gib = int(d.stdout_text.split()[3]) / (1 << 20)
-        add("free disk", avail_gib >= 5 or None, f"{avail_gib:.1f} GiB free at {workdir}")
-    except (IndexError, ValueError):
-        add("free disk", None, f"cannot read free space at {workdir}: {d.summary()}")
-    mode = pb.run.env.get("WANDB_MODE", "online")
-    if mode == "online" and "WANDB_API_KEY" in pb.run.secret_env and not os.environ.get("WANDB_API_KEY"):
-        add("wandb mode", None, "online, but WANDB_API_KEY is not set here (it is sent from your environment)")
-    else:
-        wv = words.get("wandb")
-        add("wandb mode", True if wv or mode in ("offline", "disabled") else None,
-            f"{mode}" + (f", wandb {wv} on the target" if wv else ", wandb not importable on the target"))
-    return checks
-
-
 @app.command()
 def doctor(
     playbook: Path = typer.Argument(..., help="Playbook whose target to check."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Check the target: host, host key, pct, CT, python+torch, nvidia-smi, disk, wandb mode."""
-    pb = load_playbook(playbook)
-    checks = _doctor_checks(pb)
+    from controller.doctor import failure, run_checks
+
+    checks = run_checks(load_playbook(playbook))
     if json_out:
-        _emit_json({"playbook": str(playbook), "checks": checks,
-                    "ok": all(c["ok"] is not False for c in checks)})
+        _emit_json({"playbook": str(playbook), "checks": [dataclasses.asdict(c) for c in checks],
+                    "ok": all(c.ok is not False for c in checks)})
     else:
         for c in checks:
-            mark = {True: "ok  ", False: "FAIL", None: "warn"}[c["ok"]]
-            typer.echo(f"{mark}  {c['check']:<15} {c['detail']}")
-    failed = [c for c in checks if c["ok"] is False]
-    if failed:
-        names = ", ".join(c["check"] for c in failed)
-        if any(c["check"] in ("host reachable", "host key", "pct present", "CT running") for c in failed):
-            raise UnreachableError(f"doctor {playbook}: failed: {names}")
-        raise DeployError(f"doctor {playbook}: failed: {names}")
+            mark = {True: "ok  ", False: "FAIL", None: "warn"}[c.ok]
+            typer.echo(f"{mark}  {c.check:<15} {c.detail}")
+    error = failure(checks, str(playbook))
+    if error is not None:
+        raise error

@@ -27,6 +27,7 @@ from typing import Iterator, Optional
 import typer
 
 from controller.cli.app import app
+from controller.cli.interrupts import interrupts_unwind
 from controller.errors import BadInputError, UnknownRunError, UnreachableError
 from controller.records import Finding, RunState, tick_document, to_jsonable
 
@@ -40,7 +41,7 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
     if playbook is not None:
         from controller.playbook import load_playbook
 
-        pb = load_playbook(playbook)
+        pb = load_playbook(playbook, require_target=False)   # only its run.name is used
         try:
             records.append(store.get_run(pb.run.name))
         except UnknownRunError:
@@ -84,7 +85,9 @@ def _notifier(command: str):
 
 class _HistoryHook:
     """Feeds new progress samples to the Parquet history (controller.history): one writer
-    per run, flushed on close (the watch's only coupling to history is this call)."""
+    per run (the watch's only coupling to history is this call). Progress rows are flushed
+    as they come -- the Watch calls this before it persists the cursor covering them, so no
+    kill can leave a cursor past rows the history lacks; GPU rows are flushed on close."""
 
     def __init__(self) -> None:
         self._writers: dict = {}
@@ -98,7 +101,9 @@ class _HistoryHook:
         return w
 
     def __call__(self, run_id: str, samples) -> None:
-        self._writer(run_id).append_progress(samples)
+        w = self._writer(run_id)
+        w.append_progress(samples)
+        w.flush("progress")
 
     def record_gpus(self, report) -> None:
         """Each tick's GPU rows per run, so compare-runs sees peak memory of watched runs."""
@@ -156,6 +161,10 @@ def status_line(state: RunState) -> str:
             bits.append(f"loss={p.loss:.4g}")
     if state.log.size_bytes is not None:
         bits.append(f"log={state.log.size_bytes}B")
+    if state.log.event:                      # a rotation/truncation/deletion is an event, said once per tick
+        bits.append(f"log_{state.log.event}" + (f"({state.log.followed})" if state.log.followed else ""))
+    elif state.log.error:
+        bits.append(f"log_unreadable({state.log.error[:80]})")
     if state.last_log_growth_s is not None and state.updated_s is not None:
         bits.append(f"log_age={state.updated_s - state.last_log_growth_s:.0f}s")
     busy = [g for g in state.gpus if g.util_pct is not None]
@@ -168,10 +177,13 @@ def status_line(state: RunState) -> str:
     return f"[{time.strftime('%H:%M:%S')}] " + " ".join(bits)
 
 
-def closing_lines(states: list[RunState]) -> list[str]:
-    """What a person needs when the watch ends: how each run ended, its numbers, what next."""
+def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]:
+    """What a person needs when the watch ends: how each run ended, its numbers, what next.
+    The tok/s median is the warm window's of each run's own watch config (`cfgs` by run
+    id; default warm-up otherwise) -- the figure check-log and compare-runs print."""
+    from controller.playbook import WatchConfig
     from controller.records import SEVERITY_RANK
-    from controller.throughput import fmt_tok_per_s
+    from controller.throughput import fmt_tok_per_s, throughput_summary
 
     out = []
     for st in states:
@@ -193,9 +205,9 @@ def closing_lines(states: list[RunState]) -> list[str]:
             losses = [p.loss for p in prog if p.loss is not None]
             if losses:
                 bits.append(f"loss {losses[0]:.4g} -> {losses[-1]:.4g}")
-            toks = sorted(p.tok_per_s for p in prog if p.tok_per_s is not None)
-            if toks:
-                bits.append(f"median {fmt_tok_per_s(toks[len(toks) // 2])} tok/s")
+            tput = throughput_summary(prog, (cfgs or {}).get(st.run_id) or WatchConfig())
+            if tput["tok_per_s"]:
+                bits.append(f"median {fmt_tok_per_s(tput['tok_per_s']['median'])} tok/s ({tput['window']['label']})")
         worst = sorted(st.findings, key=lambda f: -SEVERITY_RANK.get(f.severity, 0))
         bits.append(f"{len(worst)} finding(s), worst: {worst[0].kind}: {worst[0].summary}" if worst else "no findings")
         out.append("; ".join(bits))
@@ -266,6 +278,10 @@ def watch(
     store = RunStore()
     records = _resolve_records(store, list(runs or []), playbook)
     notify_hook = _notifier(notify) if notify else None
+    records, imported_code = _show_imported(store, records, json_out, once)
+    if not records:   # only imported runs: nothing to probe, their verdict is known
+        store.close()
+        raise typer.Exit(imported_code)
     tty_mode = not json_out and sys.stdout.isatty() and not once
     line_mode = not json_out and not tty_mode
 
@@ -276,18 +292,20 @@ def watch(
             notify_hook(state, f)
 
     history = _HistoryHook()
-    w = Watch(records, store, on_finding=on_finding, on_progress=history)
+    # --interval is the watch's one interval: its ticks, GPU sampling, waits and back-off
+    w = Watch(records, store, on_finding=on_finding, on_progress=history, interval_s=interval)
     w.on_tick = history.record_gpus
     _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
-    interval_s = interval if interval is not None else min(r.cfg.interval_s for r in w.runs)
+    interval_s = w.settings.interval_s
+    signals = contextlib.ExitStack()
+    signals.enter_context(interrupts_unwind())   # SIGTERM/SIGHUP unwind through the finally below
     try:
         if once:
             rep = w.tick()
             _report_errors(w, set())
             _check_reachable_once(w)
             if json_out:
-                print(json.dumps({"runs": to_jsonable(rep.states), "hosts": to_jsonable(rep.hosts)},
-                                 ensure_ascii=False), flush=True)
+                print(json.dumps(once_document(rep), ensure_ascii=False), flush=True)
             elif sys.stdout.isatty():
                 from rich.console import Console
 
@@ -302,13 +320,54 @@ def watch(
         else:
             code = _plain_loop(w, interval_s, json_out)
         if w.all_done:
-            for line in closing_lines(w.states):
+            for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}):
                 print(line, file=sys.stderr if json_out else sys.stdout, flush=True)
         raise typer.Exit(code)
     finally:
         w.close()
         history.close()
         store.close()
+        signals.close()
+
+
+def _show_imported(store, records: list, json_out: bool, once: bool) -> tuple[list, int]:
+    """Imported runs have no process to watch: print each one's recorded end state once
+    (as a finished watch would) and hand back the runs left to watch, with the imported
+    runs' verdict."""
+    from controller.detectors import verdict_exit_code
+    from controller.importers import imported_state, is_imported
+
+    shown = [imported_state(r, store.findings(r.run_id)) for r in records if is_imported(r)]
+    if json_out and once and shown and len(shown) == len(records):
+        print(json.dumps({"runs": to_jsonable(shown), "hosts": []}, ensure_ascii=False), flush=True)
+        shown_json = []
+    else:
+        shown_json = shown
+    for st in shown_json:
+        if json_out:
+            print(json.dumps(to_jsonable(st), ensure_ascii=False), flush=True)
+            continue
+        print(status_line(st), flush=True)
+        for f in st.findings:
+            print(finding_line(st, f), flush=True)
+        for line in closing_lines([st]):
+            print(line, flush=True)
+    code = verdict_exit_code([f for st in shown for f in st.findings])
+    return [r for r in records if not is_imported(r)], code
+
+
+def once_document(rep) -> dict:
+    """`watch --once --json`: every run's full state plus what this tick read (the lines
+    and samples it moved the shared registry cursor past, so no later stream has them)."""
+    seen = {o.run_id: o for o in rep.observations}
+    runs = []
+    for st in rep.states:
+        doc = to_jsonable(st)
+        obs = seen.get(st.run_id)
+        doc["log_lines_new"] = list(obs.new_lines) if obs is not None else []
+        doc["progress_new"] = to_jsonable(obs.progress) if obs is not None else []
+        runs.append(doc)
+    return {"runs": runs, "hosts": to_jsonable(rep.hosts)}
 
 
 def _sleep_until(deadline: float) -> None:

@@ -2,51 +2,58 @@
 
 `run_probe(transport, request)` sends controller/probe/remote.py (stdlib-only Python)
 over stdin to `python3 -` on the host and returns its one JSON document. The request
-carries every cursor (log inode + offset, metrics and .wandb offsets), so the host keeps
-no state; the parsers in this package (nvidia_smi, procfs, cgroup, readings) turn the
+carries every run's RunCursor (controller/records.py), so the host keeps no state; the parsers in this package (nvidia_smi, procfs, cgroup, readings) turn the
 raw document into the typed records of controller/records.py.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from controller.errors import UnreachableError
+from controller.probe import remote
+from controller.probe.nvidia_smi import APPS_QUERY_FIELDS, GPU_QUERY_FIELDS
+from controller.probe.readings import decode_blob
+from controller.records import RunCursor
 from controller.transport.base import Result, Transport
+
+__all__ = ["APPS_QUERY", "GPU_QUERY", "ContainerProbeRequest", "HostProbeRequest", "ProbeError",
+           "RunProbeRequest", "decode_blob", "probe_argv", "probe_source", "probe_stdin", "run_probe"]
+
+GPU_QUERY = ",".join(GPU_QUERY_FIELDS)
+"""The one nvidia-smi --query-gpu list; the remote script gets it with each request."""
+APPS_QUERY = ",".join(APPS_QUERY_FIELDS)
 
 DEFAULT_READ_CAP_BYTES = 1 << 20   # per file per tick; the rest comes next tick
 
 
 @dataclass
 class RunProbeRequest:
-    """What to read for one run (its cursors travel with it)."""
+    """What to read for one run; its cursor travels with it, unchanged, as JSON."""
 
     run_id: str
     log_path: str
     run_dir: str = ""
     pid: int | None = None
     vmid: int | None = None            # set for pct targets: read through the container
-    log_inode: int | None = None
-    log_offset: int = 0
-    metrics_offset: int = 0
+    cursor: RunCursor = RunCursor()
+    log_carry_bytes: int = 0           # bytes past cursor.log_offset the follower holds (a partial line)
+    want_fingerprint_bytes: bool = False  # ship the log's first bytes and those before the read
     wandb_path: str | None = None      # None: the probe looks under <run_dir>/wandb/
-    wandb_offset: int = 0
     want_launch: bool = False          # ship launch.json (first tick)
     log_context_bytes: int = 0         # also this many bytes before the cursor (a restarted watch's tail)
+    log_tail_lines: int = 0            # with no cursor: read from where the last N lines begin (`dfctl logs`)
     cgroup: dict[str, Any] | None = None  # {"version", "path"} last seen: read it once the process is gone
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "log_path": self.log_path, "run_dir": self.run_dir,
-                "pid": self.pid, "vmid": self.vmid,
-                "log": {"inode": self.log_inode, "offset": self.log_offset, "context": self.log_context_bytes},
-                "metrics_offset": self.metrics_offset,
-                "wandb": {"path": self.wandb_path, "offset": self.wandb_offset},
-                "want_launch": self.want_launch, "cgroup": self.cgroup}
+                "pid": self.pid, "vmid": self.vmid, "cursor": self.cursor.to_json(),
+                "log_carry": self.log_carry_bytes, "log_context": self.log_context_bytes,
+                "fp_bytes": self.want_fingerprint_bytes, "wandb_path": self.wandb_path,
+                "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines}
 
 
 @dataclass
@@ -81,6 +88,7 @@ class HostProbeRequest:
         return {"runs": [r.to_json() for r in self.runs],
                 "containers": [c.to_json() for c in self.containers],
                 "read_cap_bytes": self.read_cap_bytes, "gpu": self.gpu, "gpu_apps": self.gpu_apps,
+                "gpu_query": GPU_QUERY, "apps_query": APPS_QUERY,
                 "nvidia_smi": self.nvidia_smi, "pct_timeout_s": self.pct_timeout_s}
 
 
@@ -104,12 +112,12 @@ def probe_source() -> str:
     return _SOURCE
 
 
-def probe_stdin(request: HostProbeRequest | dict[str, Any]) -> bytes:
-    """The program `python3 -` reads: the script as a string (so it can re-send itself
-    into a container for the pct fallback), executed, then main(request)."""
+def probe_stdin(request: HostProbeRequest | dict[str, Any], source: str | None = None) -> bytes:
+    """The program `python3 -` reads (remote.program: the script, executed, then main).
+    `source`: a script shipped the same way (the scan: the probe's text followed by
+    scan_remote.py's, whose main replaces the probe's)."""
     req = request.to_json() if isinstance(request, HostProbeRequest) else request
-    return ("_SRC = %r\nexec(compile(_SRC, 'dfctl-probe', 'exec'))\nmain(json.loads(%r), _SRC)\n"
-            % (probe_source(), json.dumps(req))).encode("utf-8")
+    return remote.program(source if source is not None else probe_source(), req).encode("utf-8")
 
 
 # The GPU queries start in the shell *before* the probe's Python, and their output reaches
@@ -122,14 +130,13 @@ def probe_argv(request: HostProbeRequest, python: str) -> list[str]:
     """The one command a tick runs on the host."""
     if not request.gpu:
         return [python, "-S", "-"]
-    from controller.probe.nvidia_smi import APPS_QUERY_FIELDS, GPU_QUERY_FIELDS
 
-    def query(what: str, fields: tuple[str, ...]) -> str:
-        return (f'$T "$2" --query-{what}={",".join(fields)} --format=csv,noheader,nounits </dev/null; '
+    def query(what: str, fields: str) -> str:
+        return (f'$T "$2" --query-{what}={fields} --format=csv,noheader,nounits </dev/null; '
                 'echo "@@dfctl-rc=$?"; ')
-    queries = query("gpu", GPU_QUERY_FIELDS)
+    queries = query("gpu", GPU_QUERY)
     if request.gpu_apps:
-        queries += query("compute-apps", APPS_QUERY_FIELDS)
+        queries += query("compute-apps", APPS_QUERY)
     script = ('T=""; command -v timeout >/dev/null 2>&1 && T="timeout -k 2 10"; '
               '{ { ' + queries + '} 2>&1 | "$1" -S - 3<&0 <&4 4<&-; } 4<&0')
     return ["sh", "-c", script, "dfctl-probe", python, request.nvidia_smi]
@@ -146,7 +153,7 @@ def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], 
     ssh exit 255, timeout), ProbeError(unreachable=False) when the host answered but the
     probe failed (no python3 there, a crash): the message says which and where.
     """
-    where = getattr(transport, "name", "host")
+    where = transport.name
     try:
         if isinstance(request, HostProbeRequest):
             argv = probe_argv(request, python)
@@ -172,13 +179,3 @@ def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], 
                          unreachable=False) from None
     doc["round_trip_s"] = res.duration_s
     return doc
-
-
-def decode_blob(blob: dict[str, str] | None) -> bytes:
-    """The probe's {"enc": "b64"|"zb64", "data": ...} -> bytes."""
-    if not blob:
-        return b""
-    raw = base64.b64decode(blob.get("data", ""))
-    if blob.get("enc") == "zb64":
-        raw = zlib.decompress(raw)
-    return raw

@@ -6,15 +6,26 @@ host could not give stays None, and one run's broken reading never hides another
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.probe import decode_blob
 from controller.probe.cgroup import MemoryCgroup, parse_memory_cgroup, vmid_from_cgroup
 from controller.probe.nvidia_smi import gpu_error_from, parse_compute_apps_csv, parse_gpu_csv
-from controller.probe.procfs import leader_state, tree_totals
+from controller.probe.procfs import leader_state, parse_stat, tree_totals
 from controller.records import GpuProcess, HostSample, ProcessState
+
+
+def decode_blob(blob: dict[str, str] | None) -> bytes:
+    """The probe's {"enc": "b64"|"zb64", "data": ...} -> bytes."""
+    if not blob:
+        return b""
+    raw = base64.b64decode(blob.get("data", ""))
+    if blob.get("enc") == "zb64":
+        raw = zlib.decompress(raw)
+    return raw
 
 
 @dataclass
@@ -31,6 +42,11 @@ class FileRead:
     error: str | None = None
     context: bytes = b""               # bytes before the cursor, when asked (log_context_bytes)
     context_start: int = 0             # file offset of context[0]
+    head: bytes | None = None          # the file's first bytes (fingerprint material), when sent
+    before: bytes | None = None        # the bytes just before `start`, when sent
+    event: str | None = None           # renamed | deleted | copytruncate | truncated | replaced
+    deleted: bool = False              # read through a descriptor of an unlinked file
+    followed: str | None = None        # the file read, when not the path asked for
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any] | None) -> "FileRead | None":
@@ -41,7 +57,10 @@ class FileRead:
         return cls(exists=True, data=decode_blob(doc.get("bytes")), start=int(doc.get("start", 0)),
                    inode=doc.get("inode"), size_bytes=doc.get("size"), mtime_s=doc.get("mtime"),
                    rotated=bool(doc.get("rotated")), context=decode_blob(doc.get("context")),
-                   context_start=int(doc.get("context_start", 0)))
+                   context_start=int(doc.get("context_start", 0)),
+                   head=decode_blob(doc["head"]) if "head" in doc else None,
+                   before=decode_blob(doc["before"]) if "before" in doc else None,
+                   event=doc.get("event"), deleted=bool(doc.get("deleted")), followed=doc.get("followed"))
 
 
 @dataclass
@@ -86,6 +105,10 @@ class HostReading:
 
 GPU_STALE_S = 15.0
 """An agent's background GPU sample older than this is flagged (kept, but said to be old)."""
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _exit_code(text: str | None) -> int | None:
@@ -141,12 +164,13 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             state = "running"      # the leader is gone but its children still work
         if code is not None and totals is None:
             state = "exited"       # the wrapper wrote the exit code: it is over
+        disk = doc.get("disk") if isinstance(doc.get("disk"), dict) else {}
         r.process = ProcessState(state=state, pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
-                                 replaced_by=nxt,
+                                 replaced_by=nxt, disk_free_bytes=_opt_int(disk.get("free_bytes")),
+                                 exit_code_tmp_bytes=_opt_int(disk.get("exit_code_tmp_bytes")),
                                  rss_bytes=totals.rss_bytes if totals else None,
                                  threads=totals.threads if totals else None)
         r.tree_cpu_ticks = totals.cpu_ticks if totals else None
-        from controller.probe.procfs import parse_stat
         r.tree_pids = [s.pid for s in (parse_stat(t) for t in proc.get("tree") or []) if s]
     r.cgroup = parse_memory_cgroup(doc.get("cgroup"))
     return r

@@ -20,18 +20,16 @@ The controller sends: `_SRC = <this file>; exec(_SRC); main(<request>, _SRC)`.
 """
 
 import base64
-import glob
+import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import time
 import zlib
 
-GPU_QUERY = ("index,uuid,name,utilization.gpu,memory.used,memory.total,temperature.gpu,"
-             "power.draw,clocks_event_reasons.active")
-APPS_QUERY = "pid,gpu_uuid,used_memory"
 ZIP_ABOVE_BYTES = 64 * 1024
 
 
@@ -40,14 +38,6 @@ def _blob(data):
     if len(data) > ZIP_ABOVE_BYTES:
         return {"enc": "zb64", "data": base64.b64encode(zlib.compress(data, 1)).decode("ascii")}
     return {"enc": "b64", "data": base64.b64encode(data).decode("ascii")}
-
-
-def _read_text(path, limit=65536):
-    try:
-        with open(path, "rb") as f:
-            return f.read(limit).decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return None
 
 
 def _run(argv, timeout_s, stdin=None):
@@ -71,102 +61,545 @@ def _cmd_doc(rc, out, err):
 
 
 # -- files ----------------------------------------------------------------------------
+#
+# Every file under a container's root is untrusted input: anything with root in the CT
+# (the training code, a dependency) can put a symlink, a FIFO or a device where the log
+# should be, and the probe reads it as root on the node. So a path under a root is
+# resolved INSIDE that root (openat2 RESOLVE_IN_ROOT where the kernel has it, else a
+# component walk that reads each link itself and never lets `..` or an absolute target
+# climb out), opened O_PATH first (no side effect, whatever it is), fstat'ed, and only a
+# regular file is then opened for reading -- through its own descriptor, so a link swapped
+# between the check and the open changes nothing.
 
-def _open_stat(path):
-    """(file, fstat, None) or (None, None, strerror)."""
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        return None, None, exc.strerror
-    try:
-        return f, os.fstat(f.fileno()), None
-    except OSError as exc:
-        f.close()
-        return None, None, exc.strerror
+FP_BYTES = 256
+"""Bytes a fingerprint covers: just before the cursor, and at the file's start."""
+
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
+_SYS_OPENAT2 = 437            # the same number on every Linux architecture (asm-generic)
+_OPENAT2 = []                 # [callable or None], probed once
+MAX_LINK_HOPS = 40            # the kernel's own limit (ELOOP)
 
 
-def _renamed_to(path, inode):
-    """Where the file with `inode` went when it left `path`: a name in the same directory
-    (logrotate's rename, `mv train.log train.log.1`), or None (deleted, or moved away)."""
+class RefusedFile(Exception):
+    """A path that is not a readable regular file inside its root; the text says what is there."""
+
+
+def _kind_of(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _openat2():
+    if not _OPENAT2:
+        fn = None
+        try:
+            import ctypes
+
+            class _How(ctypes.Structure):
+                _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+            libc = ctypes.CDLL(None, use_errno=True)
+
+            def fn(dirfd, rel, flags):
+                how = _How(flags, 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
+                fd = libc.syscall(_SYS_OPENAT2, dirfd, rel.encode("utf-8", "surrogateescape"),
+                                  ctypes.byref(how), ctypes.sizeof(how))
+                if fd < 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, os.strerror(err))
+                return fd
+            probe_fd = os.open("/", _O_PATH | os.O_DIRECTORY)
+            try:
+                os.close(fn(probe_fd, ".", _O_PATH | os.O_CLOEXEC))
+            finally:
+                os.close(probe_fd)
+        except Exception:  # no ctypes, no syscall (kernel < 5.6, seccomp): walk instead
+            fn = None
+        _OPENAT2.append(fn)
+    return _OPENAT2[0]
+
+
+def _walk_in_root(rootfd, rel):
+    """O_PATH fd of `rel` resolved inside `rootfd` without the kernel's help: each component
+    opened O_NOFOLLOW; a symlink is read and its target walked from the root (absolute) or
+    the link's directory (relative); `..` never goes above the root."""
+    stack = [os.dup(rootfd)]               # directory fds from the root down
+    todo = [c for c in rel.split("/") if c not in ("", ".")]
+    hops = 0
     try:
-        with os.scandir(os.path.dirname(path) or ".") as entries:
-            for e in entries:
-                try:
-                    if e.inode() == inode and e.is_file(follow_symlinks=False):
-                        return e.path
-                except OSError:
-                    continue
-    except OSError:
+        while todo:
+            name = todo.pop(0)
+            if name == "..":
+                if len(stack) > 1:
+                    os.close(stack.pop())
+                continue
+            try:
+                fd = os.open(name, _O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=stack[-1])
+            except OSError:
+                raise
+            st = os.fstat(fd)
+            if stat.S_ISLNK(st.st_mode):
+                os.close(fd)
+                hops += 1
+                if hops > MAX_LINK_HOPS:
+                    raise OSError(40, "too many levels of symbolic links")
+                target = os.readlink(name, dir_fd=stack[-1])
+                if target.startswith("/"):
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                todo[0:0] = [c for c in target.split("/") if c not in ("", ".")]
+                continue
+            if todo and not stat.S_ISDIR(st.st_mode):
+                os.close(fd)
+                raise OSError(20, "Not a directory")
+            stack.append(fd)
+        return os.dup(stack[-1])
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _path_fd(path, root):
+    """O_PATH fd of `path` (`root` "" = the probe's own view, else resolved inside root)."""
+    if not root:
+        return os.open(path, _O_PATH | os.O_CLOEXEC)
+    rootfd = os.open(root, _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        rel = path.lstrip("/") or "."
+        fn = None if _FORCE_WALK else _openat2()
+        if fn is not None:
+            return fn(rootfd, rel, _O_PATH | os.O_CLOEXEC)
+        return _walk_in_root(rootfd, rel)
+    finally:
+        os.close(rootfd)
+
+
+_FORCE_WALK = False   # set by a request's "resolve": "walk" (tests of the fallback)
+
+
+class RawFile(object):
+    """A read-only descriptor read with pread: no buffered file object per open (a tick
+    opens every run file; io.open's BufferedReader was a third of that cost)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def fileno(self):
+        return self.fd
+
+    def pread(self, offset, n):
+        chunks, left = [], n
+        while left > 0:
+            block = os.pread(self.fd, left, offset + n - left)
+            if not block:
+                break
+            chunks.append(block)
+            left -= len(block)
+        return b"".join(chunks)
+
+    def read(self, n):
+        return self.pread(0, n)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def open_regular(path, root=""):
+    """(file, fstat) of a regular file at `path` inside `root`; OSError when absent or
+    unreadable, RefusedFile (what is there) for a FIFO, device, socket, directory.
+    O_NONBLOCK: a FIFO (which `fstat` then refuses) can never hold the probe."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    if not root:                       # the probe's own view: one open, one fstat
+        fd = os.open(path, flags)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise RefusedFile("%s is %s, not a regular file: not read" % (path, _kind_of(st.st_mode)))
+        return RawFile(fd), st
+    pfd = _path_fd(path, root)
+    try:
+        st = os.fstat(pfd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RefusedFile("%s is %s, not a regular file: not read" % (path, _kind_of(st.st_mode)))
+        fd = os.open("/proc/self/fd/%d" % pfd, flags)   # the file this descriptor is, nothing else
+    finally:
+        os.close(pfd)
+    return RawFile(fd), os.fstat(fd)
+
+
+def _read_text(path, limit=65536, root=""):
+    try:
+        f, _ = open_regular(path, root)
+    except (OSError, RefusedFile):
         return None
-    return None
-
-
-def _still_the_cursors_file(path, inode, offset, st):
-    """The renamed file to go on reading, or None for `path` (st: its fstat, or None when
-    it is missing). After a rename the old file is read to its end first (its last lines
-    would be lost otherwise), and it stays the one followed while nothing is written at
-    `path`: a process that keeps its stdout open (nohup, a shell redirect) goes on writing
-    to the renamed file. Only asked when `path` no longer is the cursor's inode."""
-    old = _renamed_to(path, inode)
     try:
-        size = os.stat(old).st_size if old else None
-    except OSError:
-        size = None
-    if size is None or size < (offset or 0):
+        return f.read(limit).decode("utf-8", "replace")
+    except (OSError, ValueError):
         return None
-    if size > (offset or 0) or st is None or st.st_size == 0:
-        return old
-    return None
-
-
-def read_since(path, inode, offset, cap, context=0):
-    """New bytes of a growing file from a cursor. New inode or size below offset -> from 0,
-    except that a file renamed away in its directory is read to its end first (and followed
-    while nothing is written at `path`; `followed` then names it).
-
-    Returns {exists, inode, size, mtime, start, rotated, bytes(blob)}; `start` is the
-    offset the returned bytes begin at (0 after a rotation/truncation). With `context`
-    (and the cursor still valid) also up to that many bytes before the cursor, as
-    {context(blob), context_start}: what a restarted watch shows as its log tail.
-    """
-    f, st, err = _open_stat(path)
-    follow = path
-    if inode is not None and (st is None or st.st_ino != inode):
-        old = _still_the_cursors_file(path, inode, offset, st)
-        if old is not None:
-            if f is not None:
-                f.close()
-            f, st, err = _open_stat(old)
-            follow = old
-    if f is None:
-        return {"exists": False, "error": err}
-    try:
-        rotated = False
-        start = offset or 0
-        if inode is not None and st.st_ino != inode:
-            rotated, start = True, 0
-        elif st.st_size < start:
-            rotated, start = True, 0
-        n = max(0, min(st.st_size - start, cap))
-        data = b""
-        if n:
-            f.seek(start)
-            data = f.read(n)
-        out = {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
-               "start": start, "rotated": rotated, "bytes": _blob(data)}
-        if follow != path:
-            out["followed"] = follow
-        if context and start > 0:
-            c0 = max(0, start - context)
-            f.seek(c0)
-            out["context"], out["context_start"] = _blob(f.read(start - c0)), c0
-        return out
     finally:
         f.close()
 
 
-def _int_file(path):
-    text = _read_text(path, 64)
+def run_dir_disk(run_dir, root=""):
+    """Free space on the run dir's filesystem (and an exit_code.tmp's size), the dir resolved
+    inside `root` like every other path: read while no exit code is recorded, so a run that
+    vanished can be told apart from a kill -9 -- a full disk kills the trainer, then the
+    wrapper, leaving exit_code.tmp empty."""
+    try:
+        fd = _path_fd(run_dir, root)
+    except OSError:
+        return None
+    try:
+        st = os.statvfs(fd)            # fstatfs works on an O_PATH descriptor (Linux >= 3.12)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        tfd = _path_fd(run_dir + "/exit_code.tmp", root)
+        try:
+            tmp_bytes = os.fstat(tfd).st_size
+        finally:
+            os.close(tfd)
+    except OSError:
+        tmp_bytes = None
+    return {"free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize,
+            "exit_code_tmp_bytes": tmp_bytes}
+
+
+def _open_stat(path, root=""):
+    """(file, fstat, None) or (None, None, why)."""
+    try:
+        f, st = open_regular(path, root)
+        return f, st, None
+    except RefusedFile as exc:
+        return None, None, str(exc)
+    except OSError as exc:
+        return None, None, exc.strerror or str(exc)
+
+
+def _digest(data):
+    return "%d:%s" % (len(data), hashlib.sha1(data).hexdigest())
+
+
+def _pread(f, offset, n):
+    if n <= 0:
+        return b""
+    return f.pread(offset, n)
+
+
+def _matches(f, size, offset, fingerprint):
+    """Does the file hold, just before `offset`, the bytes `fingerprint` digests?"""
+    if not fingerprint:
+        return True
+    try:
+        n = int(fingerprint.split(":", 1)[0])
+    except ValueError:
+        return True
+    if offset < n or size < offset:
+        return False
+    return _digest(_pread(f, offset - n, n)) == fingerprint
+
+
+def _head_matches(f, size, head):
+    if not head:
+        return True
+    try:
+        n = int(head.split(":", 1)[0])
+    except ValueError:
+        return True
+    return size >= n and _digest(_pread(f, 0, n)) == head
+
+
+def _siblings(path, root):
+    """(name, fstat) of the regular files beside `path` (same directory, inside root)."""
+    d = os.path.dirname(path) or "/"
+    try:
+        dfd = _path_fd(d, root)
+    except OSError:
+        return []
+    out = []
+    try:
+        listing = os.open("/proc/self/fd/%d" % dfd, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            names = os.listdir(listing)
+            for name in names:
+                try:
+                    st = os.stat(name, dir_fd=listing, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out.append((d.rstrip("/") + "/" + name, st))
+        finally:
+            os.close(listing)
+    except OSError:
+        return []
+    finally:
+        os.close(dfd)
+    return out
+
+
+def _renamed_to(path, inode, root=""):
+    """Where the file with `inode` went when it left `path`: a name in the same directory
+    (logrotate's rename, `mv train.log train.log.1`), or None (deleted, or moved away)."""
+    for name, st in _siblings(path, root):
+        if st.st_ino == inode and name != path:
+            return name
+    return None
+
+
+def _copy_of(path, root, cur):
+    """copytruncate: the sibling that holds the truncated file's bytes up to the cursor
+    (its first bytes match the cursor's head and the bytes before the offset its
+    fingerprint), or None (no copy, or a compressed one)."""
+    if not cur.get("log_head") or not cur.get("log_fingerprint"):
+        return None
+    offset = cur.get("log_offset") or 0
+    for name, st in _siblings(path, root):
+        if name == path or st.st_size < offset:
+            continue
+        f, fst, _ = _open_stat(name, root)
+        if f is None:
+            continue
+        try:
+            if _head_matches(f, fst.st_size, cur["log_head"]) and _matches(f, fst.st_size, offset,
+                                                                          cur["log_fingerprint"]):
+                return name
+        finally:
+            f.close()
+    return None
+
+
+_HELD = {}
+"""Agent mode: path -> (file, inode) of each followed log, kept open between ticks, so a
+log deleted or renamed out of sight is read to its end through the descriptor (as
+`tail -F` does). A one-shot probe holds them only for its own life."""
+
+
+def _held(path, inode):
+    got = _HELD.get(path)
+    if got is None or got[1] != inode:
+        return None
+    return got[0]
+
+
+def _hold(path, f, st):
+    old = _HELD.get(path)
+    if old is not None and old[0] is not f:
+        old[0].close()
+    _HELD[path] = (f, st.st_ino)
+
+
+def _writer_fd(path, root, proc_root, pid, inode):
+    """A log deleted before this process held it: the writer's stdout/stderr descriptor
+    (/proc/<pid>/fd/1|2) still reaches the unlinked file. Accepted only if it is a regular
+    file with the cursor's inode on the log directory's filesystem (a fake /proc in a CT
+    cannot point it anywhere else)."""
+    if not pid:
+        return None
+    d = os.path.dirname(path) or "/"
+    try:
+        dfd = _path_fd(d, root)
+        try:
+            dev = os.fstat(dfd).st_dev
+        finally:
+            os.close(dfd)
+    except OSError:
+        return None
+    for n in (1, 2):
+        link = "%s/%d/fd/%d" % (proc_root, int(pid), n)
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if inode is None and target != path + " (deleted)":
+            continue
+        try:
+            pfd = os.open(link, _O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(pfd)
+            if not stat.S_ISREG(st.st_mode) or st.st_dev != dev or (inode is not None and st.st_ino != inode):
+                continue
+            fd = os.open("/proc/self/fd/%d" % pfd, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        except OSError:
+            continue
+        finally:
+            os.close(pfd)
+        f = RawFile(fd)
+        return f, os.fstat(f.fileno()), link
+    return None
+
+
+def _pick_file(path, cur, carry, root, proc_root, pid):
+    """Which file the cursor continues in: (file, fstat, followed, event, error).
+
+    `path` if it still is the cursor's file; else the file the cursor's inode went to
+    (renamed in its directory, held open by the agent, or reachable through the writer's
+    descriptor) as long as it has unread bytes or nothing is written at `path`;
+    after a copytruncate the copy, read from the cursor to its end first."""
+    inode, offset = cur.get("log_inode"), cur.get("log_offset") or 0
+    f, st, err = _open_stat(path, root)
+    if err is not None and f is None and "not a regular file" in err:
+        return None, None, None, None, err
+    if inode is None:
+        if f is None:
+            got = _writer_fd(path, root, proc_root, pid, None)
+            if got is not None:
+                return got[0], got[1], got[2], "deleted", None
+        return f, st, None, None, err
+    if st is not None and st.st_ino == inode:
+        if st.st_size < offset or not _matches(f, st.st_size, offset, cur.get("log_fingerprint")):
+            copy = _copy_of(path, root, cur)
+            if copy is not None:
+                cf, cst, _ = _open_stat(copy, root)
+                if cf is not None:
+                    f.close()
+                    return cf, cst, copy, "copytruncate", None
+            return f, st, None, "truncated", None
+        if offset and not _head_matches(f, st.st_size, cur.get("log_head")):
+            return f, st, None, "replaced", None       # a new file that got the old inode number
+        return f, st, None, None, None
+    path_quiet = st is None or st.st_size == 0
+    cands = []
+    old = _renamed_to(path, inode, root)
+    if old is not None:
+        cands.append(("renamed", old))
+    held = _held(path, inode)
+    if held is not None:
+        cands.append(("held", held))
+    cands.append(("writer", None))
+    for how, where in cands:
+        if how == "renamed":
+            of, ost, _ = _open_stat(where, root)
+            label, event = where, "renamed"
+        elif how == "held":
+            try:
+                of, ost = where, os.fstat(where.fileno())
+            except OSError:
+                continue
+            label, event = path + " (held open)", "deleted" if ost.st_nlink == 0 else "renamed"
+        else:
+            got = _writer_fd(path, root, proc_root, pid, inode)
+            if got is None:
+                continue
+            of, ost, label = got
+            event = "deleted"
+        if of is None or ost.st_size < offset:
+            if of is not None and how != "held":
+                of.close()
+            continue
+        if ost.st_size > offset + carry or path_quiet:
+            if f is not None:
+                f.close()
+            return of, ost, label, event, None
+        if how != "held":
+            of.close()
+    return f, st, None, None, err
+
+
+def _tail_start(f, size, lines):
+    """The offset where the last `lines` lines of the file begin (read backwards, as
+    `tail -n` counts: a final newline does not start another line)."""
+    end = size - 1 if size and _pread(f, size - 1, 1) == b"\n" else size
+    pos, seen = end, 0
+    while pos > 0:
+        n = min(65536, pos)
+        block = _pread(f, pos - n, n)
+        i = len(block)
+        while True:
+            i = block.rfind(b"\n", 0, i)
+            if i < 0:
+                break
+            seen += 1
+            if seen >= lines:
+                return pos - n + i + 1
+        pos -= n
+    return 0
+
+
+def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=0, proc_root=None,
+               pid=None, hold=False, fp_bytes=False, tail_lines=0):
+    """New bytes of a growing file from a cursor.
+
+    `cursor` (the controller's RunCursor as JSON) carries the log's inode, committed
+    offset and fingerprints; `carry` bytes past that offset the controller already holds
+    (a partial line), so the read starts at offset + carry. The file is a new one -- read
+    from 0, `rotated` -- when its inode differs, it is shorter than the offset, its bytes
+    before the offset or its first bytes no longer match the fingerprints (a truncation
+    that regrew, an inode number reused). A file renamed away, deleted while held open
+    (agent) or still open in the writer is read to its end first, and followed while
+    nothing is written at `path`; after a copytruncate the copy is read from the cursor
+    first. `followed` names the file read when it is not `path`, `event` says what
+    happened to the log (renamed, deleted, copytruncate, truncated).
+
+    Returns {exists, inode, size, mtime, start, rotated, bytes(blob), head, before, ...}:
+    `start` is the offset the returned bytes begin at, `head` the file's first FP_BYTES
+    and `before` the FP_BYTES before `start` (the controller's next fingerprints).
+    With `context` (and the cursor still valid) also up to that many bytes before the
+    cursor, as {context(blob), context_start}: what a restarted watch shows as its tail.
+    """
+    cur = dict(cursor or {})
+    if cursor is None:
+        cur = {"log_inode": inode, "log_offset": offset}
+    offset = cur.get("log_offset") or 0
+    inode = cur.get("log_inode")
+    f, st, follow, event, err = _pick_file(path, cur, carry or 0, root, proc_root, pid)
+    if f is None:
+        return {"exists": False, "error": err}
+    keep = False
+    try:
+        rotated = False
+        if event == "copytruncate":
+            pass                            # the copy holds the cursor's bytes
+        elif event in ("truncated", "replaced"):
+            rotated = True                  # shorter than the cursor, or its bytes changed (_pick_file)
+        elif inode is not None and st.st_ino != inode:
+            rotated, event = True, event or "replaced"
+        elif st.st_size < offset:
+            rotated, event = True, "truncated"
+        start = 0 if rotated else offset + (carry or 0)
+        if start > st.st_size:
+            start = st.st_size
+        if tail_lines and inode is None and not offset:
+            start = _tail_start(f, st.st_size, tail_lines)   # `dfctl logs --tail N`: its last lines
+        n = max(0, min(st.st_size - start, cap))
+        data = _pread(f, start, n)
+        out = {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
+               "start": start, "rotated": rotated, "bytes": _blob(data)}
+        if fp_bytes or rotated or event:
+            # what the controller's next fingerprints are made of (it keeps them after this)
+            out["head"] = _blob(_pread(f, 0, min(FP_BYTES, st.st_size)))
+            out["before"] = _blob(_pread(f, max(0, start - FP_BYTES), min(start, FP_BYTES)))
+        if event:
+            out["event"] = event
+        if st.st_nlink == 0:
+            out["deleted"] = True
+        if follow is not None:
+            out["followed"] = follow
+        if context and start > 0 and not rotated:
+            c0 = max(0, start - context)
+            out["context"], out["context_start"] = _blob(_pread(f, c0, start - c0)), c0
+        if hold and follow is None:
+            _hold(path, f, st)
+            keep = True
+        elif _HELD.get(path, (None,))[0] is f:
+            keep = True                     # the held file of a deleted log: read it on
+        return out
+    finally:
+        if not keep:
+            f.close()
+
+
+def _int_file(path, root=""):
+    text = _read_text(path, 64, root)
     if text is None:
         return None
     try:
@@ -183,16 +616,16 @@ def _stat_fields(text):
     return text[r + 2:].split()
 
 
-def process_tree(proc_root, leader):
+def process_tree(root, leader):
     """Raw stat lines of the leader and every process in its session (= the run's tree).
 
-    `proc_root` is the procfs whose pid numbers the pid file uses: /proc locally, the
-    container's /proc seen from the host otherwise.
+    The procfs is the one whose pid numbers the pid file uses: /proc locally, the
+    container's /proc (read inside its root) otherwise.
     """
-    out = {"leader_stat": _read_text("%s/%d/stat" % (proc_root, leader)), "tree": []}
-    table = _PROC_SCANS.get(proc_root)
+    out = {"leader_stat": _read_text("/proc/%d/stat" % leader, root=root), "tree": []}
+    table = _PROC_SCANS.get(root)
     if table is None:
-        table = _PROC_SCANS[proc_root] = _scan_stats(proc_root)
+        table = _PROC_SCANS[root] = _scan_stats(root)
     if isinstance(table, str):
         out["error"] = table
         return out
@@ -202,18 +635,32 @@ def process_tree(proc_root, leader):
     return out
 
 
-_PROC_SCANS = {}  # proc_root -> [(fields, stat text)], one scan per probe however many runs
+_PROC_SCANS = {}  # root -> [(fields, stat text)], one scan per probe however many runs
 
 
-def _scan_stats(proc_root):
+def _listdir(path, root=""):
+    if not root:
+        return os.listdir(path)
+    pfd = _path_fd(path, root)
     try:
-        names = os.listdir(proc_root)
+        fd = os.open("/proc/self/fd/%d" % pfd, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        os.close(pfd)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
+
+
+def _scan_stats(root):
+    try:
+        names = _listdir("/proc", root)
     except OSError as exc:
-        return "cannot list %s: %s" % (proc_root, exc.strerror)
+        return "cannot list %s/proc: %s" % (root, exc.strerror)
     table = []
     for name in names:
         if name.isdigit():
-            text = _read_text("%s/%s/stat" % (proc_root, name), 4096)
+            text = _read_text("/proc/%s/stat" % name, 4096, root)
             if text:
                 table.append((_stat_fields(text), text))
     return table
@@ -311,41 +758,58 @@ def cgroup_files(cgroup_text):
 
 # -- one run -------------------------------------------------------------------------
 
-def probe_run(run, root, proc_root, cap, host_cgroup):
-    """Everything about one run. `root` prefixes file paths ("" or /proc/<init>/root)."""
+def _newest_wandb_file(rd, root):
+    """The run's newest .wandb transaction log (offline and online runs keep one), by its
+    directory's timestamp; looked up inside the root, links never followed out of it."""
+    found = []
+    try:
+        names = _listdir(rd + "/wandb", root)
+    except OSError:
+        return None
+    for name in names:
+        if name.startswith("offline-run-") or name.startswith("run-"):
+            try:
+                inner = _listdir(rd + "/wandb/" + name, root)
+            except OSError:
+                continue
+            for f in inner:
+                if f.startswith("run-") and f.endswith(".wandb"):
+                    found.append((name.replace("offline-", ""), rd + "/wandb/" + name + "/" + f))
+    return max(found)[1] if found else None
+
+
+def probe_run(run, root, cap, host_cgroup, hold=False):
+    """Everything about one run. `root`: "" (this host's view) or /proc/<init>/root, inside
+    which every path of the run is resolved."""
     rd = run.get("run_dir") or ""
     out = {"run_id": run["run_id"]}
-    log = run.get("log") or {}
-    out["log"] = read_since(root + run["log_path"], log.get("inode"), log.get("offset", 0), cap,
-                            log.get("context", 0))
-    pid = _int_file(root + rd + "/pid") if rd else None
+    cur = run.get("cursor") or {}
+    pid = _int_file(rd + "/pid", root) if rd else None
     if pid is None:
         pid = run.get("pid")
     out["pid"] = pid
-    out["exit_code_text"] = _read_text(root + rd + "/exit_code", 64) if rd else None
-    out["stop_request_text"] = _read_text(root + rd + "/stop_request", 4096) if rd else None
+    out["log"] = read_since(run["log_path"], None, 0, cap, run.get("log_context", 0), root=root, cursor=cur,
+                            carry=run.get("log_carry", 0), proc_root=root + "/proc", pid=pid, hold=hold,
+                            fp_bytes=run.get("fp_bytes", False), tail_lines=run.get("log_tail_lines", 0))
+    out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd else None
+    if rd and out["exit_code_text"] is None:
+        out["disk"] = run_dir_disk(rd, root)
+    out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd else None
     if run.get("want_launch") and rd:
-        out["launch_json"] = _read_text(root + rd + "/launch.json", 65536)
+        out["launch_json"] = _read_text(rd + "/launch.json", 65536, root)
     if pid:
-        out["proc"] = process_tree(proc_root, pid)
+        out["proc"] = process_tree(root, pid)
         if host_cgroup:
-            out["cgroup"] = cgroup_files(_read_text("%s/%d/cgroup" % (proc_root, pid)))
+            out["cgroup"] = cgroup_files(_read_text("/proc/%d/cgroup" % pid, root=root))
     if host_cgroup and not out.get("cgroup") and run.get("cgroup"):
         # the process is gone (its /proc entry with it): read the cgroup it was in
         cg = run["cgroup"]
         out["cgroup"] = cgroup_files_at(cg["version"], cg["path"])
     if rd:
-        out["metrics"] = read_since(root + rd + "/metrics.jsonl", None, run.get("metrics_offset", 0), cap)
-        wb = run.get("wandb") or {}
-        wpath = wb.get("path")
-        if not wpath:
-            # offline runs and online runs alike keep the transaction log locally; newest last
-            found = sorted(glob.glob(root + rd + "/wandb/offline-run-*/run-*.wandb") +
-                           glob.glob(root + rd + "/wandb/run-*/run-*.wandb"),
-                           key=lambda p: os.path.basename(os.path.dirname(p)).replace("offline-", ""))
-            wpath = found[-1][len(root):] if found else None
+        out["metrics"] = read_since(rd + "/metrics.jsonl", None, cur.get("metrics_offset", 0), cap, root=root)
+        wpath = run.get("wandb_path") or _newest_wandb_file(rd, root)
         if wpath:
-            out["wandb"] = read_since(root + wpath, None, wb.get("offset", 0), cap)
+            out["wandb"] = read_since(wpath, None, cur.get("wandb_offset", 0), cap, root=root)
             out["wandb"]["path"] = wpath
     return out
 
@@ -356,7 +820,7 @@ def probe_inside(req):
     runs = []
     for run in req.get("runs", []):
         try:
-            runs.append(probe_run(run, "", "/proc", cap, True))
+            runs.append(probe_run(run, "", cap, True, bool(req.get("hold"))))
         except Exception as exc:  # one bad run never hides the others
             runs.append({"run_id": run.get("run_id"), "error": "%s: %s" % (type(exc).__name__, exc)})
     return runs
@@ -378,15 +842,14 @@ def probe_container(ct, runs, req, src):
         results = []
         for run in runs:
             try:
-                results.append(probe_run(run, root, root + "/proc", cap, False))
+                results.append(probe_run(run, root, cap, False, bool(req.get("hold"))))
             except Exception as exc:
                 results.append({"run_id": run.get("run_id"), "error": "%s: %s" % (type(exc).__name__, exc)})
         return doc, results
     # Fallback: the same script inside the container (one pct start-up per tick).
     doc["via"] = "pct"
     sub = {"mode": "inside", "runs": runs, "read_cap_bytes": cap}
-    payload = ("_SRC = %r\nexec(compile(_SRC, 'dfctl-probe', 'exec'))\nmain(json.loads(%r), _SRC)\n"
-               % (src, json.dumps(sub))).encode()
+    payload = program(src, sub).encode("utf-8")
     argv = [ct.get("pct", "pct"), "exec", str(vmid), "--", ct.get("python") or "python3", "-"]
     rc, out, err = _run(argv, float(req.get("pct_timeout_s", 20)), payload)
     if rc != 0:
@@ -427,10 +890,10 @@ class _Started(object):
 def start_gpu_queries(req):
     """Start `--query-gpu` (and `--query-compute-apps` when asked) side by side."""
     smi = req.get("nvidia_smi", "nvidia-smi")
-    gpu = _Started([smi, "--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"], 10)
+    gpu = _Started([smi, "--query-gpu=" + req["gpu_query"], "--format=csv,noheader,nounits"], 10)
     apps = None
     if req.get("gpu_apps", True) and gpu.p is not None:
-        apps = _Started([smi, "--query-compute-apps=" + APPS_QUERY, "--format=csv,noheader,nounits"], 10)
+        apps = _Started([smi, "--query-compute-apps=" + req["apps_query"], "--format=csv,noheader,nounits"], 10)
     return gpu, apps
 
 
@@ -513,7 +976,8 @@ def handle(req, src=""):
             by_ct.setdefault(int(run["vmid"]), []).append(run)
         else:
             plain.append(run)
-    doc["runs"] = probe_inside({"runs": plain, "read_cap_bytes": req.get("read_cap_bytes", 1 << 20)})
+    doc["runs"] = probe_inside({"runs": plain, "read_cap_bytes": req.get("read_cap_bytes", 1 << 20),
+                                "hold": req.get("hold")})
     cts = {int(c["vmid"]): c for c in req.get("containers", [])}
     doc["containers"] = []
     for vmid, runs in sorted(by_ct.items()):
@@ -545,11 +1009,12 @@ class _GpuSampler(object):
         self.doc = None
         self.thread = None
         self.every_s, self.apps_every_s, self.smi = 1.0, 10.0, "nvidia-smi"
+        self.queries = {}
         self.apps_at = 0.0
 
     def _sample(self):
         want_apps = time.time() - self.apps_at >= self.apps_every_s
-        started = start_gpu_queries({"nvidia_smi": self.smi, "gpu_apps": want_apps})
+        started = start_gpu_queries(dict(self.queries, nvidia_smi=self.smi, gpu_apps=want_apps))
         doc = gpu_readings(started)
         doc["gpu_sampled_s"] = time.time()
         with self.lock:
@@ -572,6 +1037,7 @@ class _GpuSampler(object):
         self.every_s = max(0.2, float(req.get("gpu_every_s", 1.0)))
         self.apps_every_s = float(req.get("gpu_apps_every_s", 10.0))
         self.smi = req.get("nvidia_smi", "nvidia-smi")
+        self.queries = {"gpu_query": req["gpu_query"], "apps_query": req["apps_query"]}
         if self.doc is None:
             self._sample()
         if self.thread is None:
@@ -585,21 +1051,80 @@ class _GpuSampler(object):
 _SAMPLER = _GpuSampler()
 
 
-def serve(src=""):
-    """Agent mode: JSON request lines on stdin, one JSON document line each on stdout, until
-    stdin closes (the controller went away). Holds no state a restart would lose: every
-    cursor arrives with each request."""
-    inp = sys.stdin.buffer
+AGENT_IDLE_EXIT_S = 120.0
+"""How long an agent waits for a request before it exits, until a request says otherwise."""
+
+
+def serve(src="", pending=b""):
+    """Agent mode: JSON request lines on stdin, one JSON document line each on stdout.
+
+    Holds no state a restart would lose: every cursor arrives with each request (the
+    open descriptors of followed logs it keeps are a help, not a need). It exits when
+    stdin closes (the controller went away) OR when no request has come for
+    `idle_exit_s` (each request says how long: a few watch intervals) -- a cut link
+    brings no end-of-file (the TCP session can linger for hours), and an agent left
+    behind would hold a root python process and an sshd session on the node per flap.
+    `pending`: bytes of stdin the bootstrap already read past the script."""
+    fd = sys.stdin.fileno()
+    import select
+    buf = pending
+    idle_exit_s = AGENT_IDLE_EXIT_S
+    last = time.time()
     while True:
-        line = inp.readline()
-        if not line:
-            return
+        while b"\n" not in buf:
+            left = idle_exit_s - (time.time() - last)
+            if left <= 0:
+                return
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            block = os.read(fd, 1 << 20)
+            if not block:
+                return
+            buf += block
+        line, buf = buf.split(b"\n", 1)
         try:
-            doc = handle(json.loads(line.decode("utf-8")), src)
+            req = json.loads(line.decode("utf-8"))
+            idle_exit_s = float(req.get("idle_exit_s") or idle_exit_s)
+            req["hold"] = True
+            doc = handle(req, src)
         except Exception as exc:  # noqa: BLE001 - answer, never die mid-conversation
             doc = {"error": "probe agent: %s: %s" % (type(exc).__name__, exc)}
         sys.stdout.write(json.dumps(doc) + "\n")
         sys.stdout.flush()
+        last = time.time()
+
+
+EXEC_SRC = "exec(compile(_SRC, 'dfctl-probe', 'exec'))"
+"""How every way of starting the probe runs its text (kept as `_SRC`, so the script
+can re-send itself into a container for the pct fallback)."""
+
+
+def program(src, req):
+    """The program a one-shot `python3 -` reads: the script, executed, then main(req)."""
+    return "_SRC = %r\n%s\nmain(json.loads(%r), _SRC)\n" % (src, EXEC_SRC, json.dumps(req))
+
+
+def agent_bootstrap():
+    """The `python3 -c` text of an agent: it reads `<length>\\n<script>` from stdin
+    (os.read, so no buffered reader swallows the first request), runs it, serves."""
+    return ("import os\n"
+            "b = b''\n"
+            "while b'\\n' not in b:\n"
+            "    c = os.read(0, 65536)\n"
+            "    if not c:\n"
+            "        raise SystemExit(0)\n"
+            "    b += c\n"
+            "n, b = b.split(b'\\n', 1)\n"
+            "n = int(n)\n"
+            "while len(b) < n:\n"
+            "    c = os.read(0, 1 << 20)\n"
+            "    if not c:\n"
+            "        raise SystemExit(0)\n"
+            "    b += c\n"
+            "_SRC = b[:n].decode('utf-8')\n"
+            + EXEC_SRC + "\n"
+            "serve(_SRC, b[n:])\n")
 
 
 if __name__ == "__main__" and "_SRC" not in globals():  # `python3 remote.py < request.json`

@@ -2,7 +2,8 @@
 
 Why: a one-shot probe pays a Python start-up (and nvidia-smi) on the host every tick --
 on a loaded or slow host that is most of the tick. The agent (remote.py `serve`) starts
-once per watch over the host's existing SSH connection, samples the GPUs in a background
+once per watch over the host's existing SSH connection (and exits by itself when the
+watch goes away or stops asking: remote.serve), samples the GPUs in a background
 thread, and answers each tick's request (which carries every cursor, so the agent holds
 nothing a restart would lose) in one round trip with no process start. Any trouble --
 the channel closes (sshd restarted), a timeout, a transport we cannot stream over -- and
@@ -18,14 +19,11 @@ import subprocess
 import time
 from typing import Any
 
-from controller.probe import ProbeError, probe_source
+from controller.probe import ProbeError, probe_source, remote
 from controller.transport.base import Transport, join_argv
+from controller.transport.local import LocalTransport
 
-BOOT = ("import sys\n"
-        "n = int(sys.stdin.buffer.readline())\n"
-        "_SRC = sys.stdin.buffer.read(n).decode('utf-8')\n"
-        "exec(compile(_SRC, 'dfctl-probe', 'exec'))\n"
-        "serve(_SRC)\n")
+BOOT = remote.agent_bootstrap()
 
 
 class SessionUnsupported(Exception):
@@ -36,23 +34,23 @@ class ProbeSession:
     """The agent on one host, over a pipe (local) or an SSH channel (paramiko)."""
 
     def __init__(self, transport: Transport, python: str = "python3", *, connect_timeout_s: float = 10.0):
-        self.where = getattr(transport, "name", "host")
+        self.where = transport.name
         self._buf = b""
         self._proc: subprocess.Popen | None = None
         self._chan = None
         argv = [python, "-S", "-c", BOOT]
-        from controller.transport.local import LocalTransport
-
         if isinstance(transport, LocalTransport):
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, start_new_session=True, cwd=transport.cwd,
                                           env=transport.env)
         else:
-            connected = getattr(transport, "_connected", None)   # SshTransport's reused client
-            if connected is None:
+            from controller.transport.ssh import SshTransport  # paramiko: only for an SSH host (start-up)
+
+            if not isinstance(transport, SshTransport):
                 raise SessionUnsupported(f"{self.where}: no streaming channel")
             try:
-                chan = connected().get_transport().open_session(timeout=connect_timeout_s)
+                # the transport's own reused connection (ssh.py has no public channel call yet)
+                chan = transport._connected().get_transport().open_session(timeout=connect_timeout_s)
                 chan.exec_command(join_argv(argv))
             except Exception as exc:  # noqa: BLE001 - paramiko raises many kinds
                 raise ProbeError(f"{self.where}: cannot start the probe agent: {exc}", unreachable=False) from None

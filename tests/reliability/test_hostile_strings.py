@@ -102,10 +102,15 @@ def probe_and_stop(transport, pb, rec, run, tmp_path: Path):
     finally:
         w.close()
         store.close()
-    # `dfctl logs`' remote read (a sh script with the path as a positional argument)
-    from controller.cli.deploy_cmds import _read_log
+    # `dfctl logs`' remote read (the probe's read_since, the path inside a JSON request)
+    from controller.logstream import LogStream
 
-    inode, size, _alive, _data = _read_log(transport, rec, 0, 5)
+    stream = LogStream(rec)
+    try:
+        lr = stream.tail(5)
+    finally:
+        stream.close()
+    inode, size = lr.inode, lr.size_bytes
     assert inode is not None and size is not None
     stop_run(transport, pb.target, rec, grace_s=2)
 

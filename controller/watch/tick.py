@@ -1,0 +1,160 @@
+"""Watch: the composition of a tick -- one HostPoller per host, one RunFollower per run.
+
+A tick groups the unfinished runs by host, asks every host at once (threads, one round
+trip each, cursors in the requests), and hands each host's reading to its runs'
+followers. A host still busy with an earlier probe gets no second one: its answer is
+applied when it comes (it carries the cursors it was sent with), and meanwhile a slow
+host costs the tick at most tick_wait_s -- the other hosts are reported on time. An
+unreachable host never crashes a tick: its runs turn `unreachable` with a finding, and
+its poller retries with back-off while the others carry on.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from controller import detectors
+from controller.records import Finding, HostSample, RunState, TickObservation
+from controller.runstore import RunRecord, RunStore, target_of
+from controller.watch.follower import FindingHook, LogBytesHook, ProgressHook, RunFollower
+from controller.watch.poller import HostHealth, HostPoller, TransportFor, default_transport, host_key
+from controller.watch.settings import WatchSettings, resolve_settings
+
+
+@dataclass
+class TickReport:
+    """What one tick produced."""
+
+    time_s: float
+    states: list[RunState]
+    hosts: list[HostSample]
+    new_findings: list[Finding] = field(default_factory=list)
+    observations: list[TickObservation] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+class Watch:
+    """Watches runs from the registry; call tick() every settings.interval_s (the CLI
+    owns the loop). `settings` or the WatchSettings fields as keywords (interval_s, ...)."""
+
+    def __init__(self, records: Iterable[RunRecord], store: RunStore, *, settings: WatchSettings | None = None,
+                 transport_for: TransportFor | None = None, on_finding: FindingHook | None = None,
+                 on_progress: ProgressHook | None = None, on_log_bytes: LogBytesHook | None = None,
+                 clock: Callable[[], float] = time.time, **setting_overrides: Any):
+        self.store, self.clock = store, clock
+        self.errors: list[str] = []               # internal errors survived (detector bugs)
+        self.on_tick: Callable[[TickReport], None] | None = None   # after every tick (history)
+        self.runs = [RunFollower(rec, target_of(rec), store, on_finding=on_finding, on_progress=on_progress,
+                                 on_log_bytes=on_log_bytes, errors=self.errors) for rec in records]
+        self.settings = settings or resolve_settings([r.cfg for r in self.runs], **setting_overrides)
+        self.pollers: dict[str, HostPoller] = {}
+        for r in self.runs:
+            key = host_key(r.target)
+            if key not in self.pollers:
+                self.pollers[key] = HostPoller(key, r.target, self.settings, transport_for or default_transport, clock)
+        self._pending: dict[str, tuple[Future, list[RunFollower], float]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.pollers))))
+
+    # -- what the faces read ---------------------------------------------------------
+    @property
+    def states(self) -> list[RunState]:
+        return [r.state for r in self.runs]
+
+    @property
+    def hosts(self) -> dict[str, HostSample]:
+        return {k: p.sample for k, p in self.pollers.items() if p.sample is not None}
+
+    @property
+    def health(self) -> dict[str, HostHealth]:
+        return {k: p.health for k, p in self.pollers.items()}
+
+    @property
+    def round_trips(self) -> dict[str, int]:
+        return {k: p.round_trips for k, p in self.pollers.items()}
+
+    @property
+    def agent_hosts(self) -> list[str]:
+        """Hosts currently probed through a live agent (the rest: one-shot per tick)."""
+        return [k for k, p in self.pollers.items() if p.has_agent]
+
+    @property
+    def tick_wait_s(self) -> float:
+        return self.settings.tick_wait_s
+
+    @property
+    def all_done(self) -> bool:
+        return all(r.done for r in self.runs)
+
+    def set_log_bytes_hook(self, hook: LogBytesHook | None) -> None:
+        for r in self.runs:
+            r.on_log_bytes = hook
+
+    on_log_bytes = property(lambda self: self.runs[0].on_log_bytes if self.runs else None, set_log_bytes_hook)
+
+    # -- the tick ----------------------------------------------------------------------
+    def tick(self) -> TickReport:
+        t0 = time.monotonic()
+        for key, runs in self._unfinished_by_host().items():
+            if key not in self._pending:
+                pythons: dict[int, str] = {}
+                for r in runs:
+                    if r.vmid is not None:
+                        pythons.setdefault(r.vmid, r.target.python)
+                fut = self._pool.submit(self.pollers[key].poll, [r.request() for r in runs], pythons)
+                self._pending[key] = (fut, runs, time.monotonic())
+        report = TickReport(time_s=0.0, states=self.states, hosts=[])
+        for key in list(self._pending):
+            fut, runs, submitted = self._pending[key]
+            poller = self.pollers[key]
+            # a host never reached yet gets its whole connect/probe time (first SSH connect,
+            # ProxyJump, agent start-up) on its FIRST try only; after that a slow answer
+            # waits for the next tick, so a host dead from the start cannot stall every tick
+            wait_s = self.settings.probe_timeout_s if poller.health.first_try else self.settings.tick_wait_s
+            try:
+                reading, error = fut.result(timeout=max(0.0, t0 + wait_s - time.monotonic()))
+            except FutureTimeout:
+                poller.timed_out(time.monotonic() - submitted)
+                report.new_findings += self._down(poller, runs, poller.sample.error if poller.sample else None)
+                continue
+            del self._pending[key]
+            if reading is None:
+                report.new_findings += self._down(poller, runs, error)
+                continue
+            now = self.clock()
+            for r in runs:
+                obs, new = r.apply(reading, now)
+                report.observations.append(obs)
+                report.new_findings += new
+        report.time_s, report.hosts = self.clock(), list(self.hosts.values())
+        report.duration_s = time.monotonic() - t0
+        if self.on_tick is not None:
+            try:
+                self.on_tick(report)
+            except Exception as exc:  # noqa: BLE001 - a side record never ends the watch
+                self.errors.append(f"on_tick: {exc}")
+        return report
+
+    def _unfinished_by_host(self) -> dict[str, list[RunFollower]]:
+        by_host: dict[str, list[RunFollower]] = {}
+        for r in self.runs:
+            if not r.done:
+                by_host.setdefault(host_key(r.target), []).append(r)
+        return by_host
+
+    def _down(self, poller: HostPoller, runs: list[RunFollower], error: str | None) -> list[Finding]:
+        now = self.clock()
+        since = poller.health.down_since_s or now
+        return [f for r in runs for f in r.host_down(poller.host, poller.sample, error, since, now)]
+
+    def exit_code(self) -> int:
+        """The worst verdict over every watched run (0 healthy, 4 failure, 5 regression)."""
+        return detectors.verdict_exit_code([f for r in self.runs for f in r.state.findings if f.kind != "unreachable"])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for p in self.pollers.values():
+            p.close()

@@ -1,0 +1,177 @@
+"""dfctl's log following beside GNU `tail -F` on the same scripted writer (~370 lines/s,
+local target, the watch's agent): copytruncate, truncate-then-rewrite-longer, delete and
+recreate, and a rename under a writer that keeps its descriptor (nohup).
+
+dfctl must lose nothing the files (or a descriptor it holds) still have, deliver no
+broken line, say what happened (the log's `event`), and lose at most what tail -F loses.
+The ticks are driven here, so "unread at the moment of the event" is made to happen:
+the watch is paused for a while before each event, as a busy or slow tick would be."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.runstore import RunRecord, RunStore
+from controller.watch import Watch
+
+WRITER = textwrap.dedent("""
+    import os, sys, time
+    mode, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    held = open(path, "a", buffering=1) if mode == "hold" else None   # O_APPEND, like nohup >>
+    for i in range(n):
+        line = "seq %06d %s\\n" % (i, "x" * 40)
+        if held is not None:
+            held.write(line)
+        else:
+            with open(path, "a") as f:
+                f.write(line)
+        time.sleep(1 / 370)
+    open(path + ".done", "w").write(str(n))
+""")
+LINE = re.compile(r"^seq (\d{6}) x{40}$")
+N_LINES = 1200
+
+
+class Run:
+    def __init__(self, tmp: Path, mode: str):
+        self.dir = tmp / "run"
+        self.dir.mkdir()
+        self.log = self.dir / "train.log"
+        self.log.write_bytes(b"")
+        self.tail_out = tmp / "tail.out"
+        self.tail = subprocess.Popen(["tail", "-F", "-n", "+1", "-s", "0.1", str(self.log)],
+                                     stdout=self.tail_out.open("wb"), stderr=subprocess.DEVNULL)
+        self.writer = subprocess.Popen([sys.executable, "-c", WRITER, mode, str(self.log), str(N_LINES)])
+        self.store = RunStore(tmp / "reg.sqlite")
+        self.store.add_run(RunRecord(run_id="f", name="f", target_kind="local", target="local", run_dir=str(self.dir),
+                                     log_path=str(self.log), pid=self.writer.pid, started_s=time.time(),
+                                     playbook={"target": {"kind": "local"}, "watch": {"interval_s": 0.2}}))
+        self.watch = Watch(self.store.runs(), self.store, gpu=False)
+        self.lines: list[str] = []
+        self.events: set[str] = set()
+
+    def tick(self) -> None:
+        rep = self.watch.tick()
+        for o in rep.observations:
+            self.lines += o.new_lines
+            if o.log.event:
+                self.events.add(o.log.event)
+
+    def tick_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.tick()
+            time.sleep(0.1)
+
+    def finish(self) -> tuple[set[int], set[int], list[str]]:
+        """Run to the writer's end; (dfctl's lost seqs, tail -F's lost seqs, broken lines)."""
+        self.writer.wait(60)
+        self.tick_for(1.5)                       # caught up (a tick is ~ms; 1.5 s is many)
+        size = -1
+        while self.tail_out.stat().st_size != size:   # tail -F drained
+            size = self.tail_out.stat().st_size
+            time.sleep(0.5)
+        self.close()
+        want = set(range(N_LINES))
+        got = {int(m.group(1)) for m in map(LINE.match, self.lines) if m}
+        tail_got = {int(m.group(1)) for m in map(LINE.match, self.tail_out.read_text().splitlines()) if m}
+        broken = [ln for ln in self.lines if not LINE.match(ln) and not ln.startswith("rewrite ")]
+        print(f"\n[follow-vs-tail] dfctl lost {len(want - got)}, tail -F lost {len(want - tail_got)}, broken {len(broken)}")
+        return want - got, want - tail_got, broken
+
+    def close(self) -> None:
+        self.watch.close()
+        for p in (self.tail, self.writer):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def wait_lines(self, n: int) -> None:
+        end = time.monotonic() + 30
+        while self.log.exists() and self.log.stat().st_size < n * 52 and time.monotonic() < end:
+            time.sleep(0.02)
+
+
+@pytest.fixture
+def run_factory(tmp_path):
+    made = []
+
+    def make(mode: str) -> Run:
+        made.append(Run(tmp_path, mode))
+        return made[-1]
+    yield make
+    for r in made:
+        r.close()
+
+
+def in_files(*paths: Path) -> set[int]:
+    out = set()
+    for p in paths:
+        if p.exists():
+            out |= {int(m.group(1)) for m in map(LINE.match, p.read_text(errors="replace").splitlines()) if m}
+    return out
+
+
+def test_copytruncate(run_factory):
+    r = run_factory("hold")
+    r.tick_for(0.8)
+    time.sleep(0.5)                                   # the watch busy: ~180 lines unread
+    shutil.copyfile(r.log, r.log.with_name("train.log.1"))
+    os.truncate(r.log, 0)                            # logrotate's copytruncate
+    lost, tail_lost, broken = r.finish()
+    kept = in_files(r.log, r.log.with_name("train.log.1"))
+    assert not (kept & lost), sorted(kept & lost)[:10]          # nothing the files still hold
+    assert len(lost) <= len(tail_lost), (sorted(lost), sorted(tail_lost))
+    assert not broken and "copytruncate" in r.events
+
+
+def test_truncate_then_rewrite_longer_before_the_next_read(run_factory):
+    r = run_factory("hold")
+    r.tick_for(0.8)
+    os.kill(r.writer.pid, signal.SIGSTOP)            # hold the writer: everyone catches up
+    try:
+        time.sleep(0.4)
+        r.tick()
+        size = r.log.stat().st_size
+        with open(r.log, "r+b") as f:                 # truncated, rewritten past the old offset
+            f.truncate(0)
+            f.write(b"".join(b"rewrite %06d\n" % i for i in range(size // 14 + 50)))
+    finally:
+        os.kill(r.writer.pid, signal.SIGCONT)
+    lost, tail_lost, broken = r.finish()
+    assert not lost and not broken, (sorted(lost)[:10], broken[:3])
+    assert "truncated" in r.events
+    assert sum(ln.startswith("rewrite ") for ln in r.lines) == size // 14 + 50   # the new file from its start
+    assert len(lost) <= len(tail_lost)
+
+
+def test_delete_and_recreate(run_factory):
+    r = run_factory("reopen")                        # the writer opens per line: a new file appears
+    r.tick_for(0.8)
+    time.sleep(0.5)
+    r.log.unlink()
+    lost, tail_lost, broken = r.finish()
+    assert not lost and not broken, sorted(lost)[:10]   # the deleted file's tail read through the held fd
+    assert {"deleted"} <= r.events
+    assert len(lost) <= len(tail_lost)
+
+
+def test_rename_under_a_nohup_writer(run_factory):
+    r = run_factory("hold")                          # keeps writing into the renamed file
+    r.tick_for(0.8)
+    time.sleep(0.3)
+    r.log.rename(r.log.with_name("train.log.1"))
+    lost, tail_lost, broken = r.finish()
+    assert not lost and not broken, sorted(lost)[:10]
+    assert "renamed" in r.events
+    assert len(lost) <= len(tail_lost)

@@ -462,7 +462,8 @@ class Bench:
         if not self.data_dir.exists():
             t0 = time.time()
             write_dataset(self.data_dir, args.samples if cuda else 400, min_len=cfg.synth_min_len,
-                          max_len=cfg.synth_max_len, vocab=cfg.synth_vocab or cfg.target.vocab_size)
+                          max_len=cfg.synth_max_len, vocab=cfg.synth_vocab or cfg.target.vocab_size,
+                          cycle=cfg.synth_cycle)
             setup["synth_write_s"] = time.time() - t0
         self.results["setup"] = setup
         self.record("setup", setup)

@@ -229,7 +229,7 @@ def _data(args: argparse.Namespace, cfg: RunConfig, out) -> tuple[ArrowDataset, 
             raise DataError(f"dataset {data_path} does not exist (pass --synthetic-samples N to create one)")
         out(f"Writing {args.synthetic_samples} synthetic samples to {data_path}...")
         write_dataset(data_path, args.synthetic_samples, min_len=cfg.synth_min_len, max_len=cfg.synth_max_len,
-                      vocab=cfg.synth_vocab or cfg.target.vocab_size, seed=args.seed)
+                      vocab=cfg.synth_vocab or cfg.target.vocab_size, seed=args.seed, cycle=cfg.synth_cycle)
     out(f"Loading dataset from {data_path}...")
     dataset = ArrowDataset(data_path)
     train_rows, eval_rows = split_eval_rows(len(dataset), args.eval_fraction, args.seed)

@@ -149,6 +149,18 @@ def test_host_batch_anchors_labels_and_block(tiny_data):
     assert hb.num_tokens == int(hb.lengths.sum())
 
 
+def test_cycle_data_repeats_a_few_ids_of_each_sample(tmp_path):
+    ds = ArrowDataset(write_dataset(tmp_path / "c", 50, min_len=200, max_len=300, vocab=256, seed=1, cycle=3))
+    seen_sets = set()
+    for row in range(len(ds)):
+        ids, mask = ds.sample(row)
+        done = np.asarray(ids)[np.asarray(mask) == 1]
+        assert len(set(done.tolist())) <= 3 and np.array_equal(done[3:], done[:-3])   # period 3
+        assert done.min() >= 1 and done.max() <= 254
+        seen_sets.add(tuple(sorted(set(done.tolist()))))
+    assert len(seen_sets) > 40                                  # each sample its own ids
+
+
 def test_anchors_skip_the_last_prompt_token_of_each_turn(tmp_path):
     """Two turns: prompt, answer, prompt, answer. The anchors are exactly the positions p
     with loss_mask[p] and loss_mask[p+1] (SpecForge's rule); the prompt's last token before

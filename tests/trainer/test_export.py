@@ -5,8 +5,9 @@ load the export and give the same logits as our drafter on the same target featu
 The clients live in their own venv (.venv-clients, made by scripts/setup.sh): speculators
 0.9.0 needs transformers 5, whose pins would replace this venv's torch. It imports without
 torchvision/torchaudio (checked), so only torch 2.13.0 CPU + transformers + speculators go in.
-SpecForge's wheel (`specforge` 0.2.0) pins torch 2.11 and sglang; its DFlash modeling module
-imports sglang at module level, so it is not used here (the note in BENCHMARKS.md says so).
+SpecForge's wheel (`specforge` 0.2.0) pins torch 2.11 and sglang, but its DFlash modeling
+module (specforge/modeling/draft/dflash.py) imports only torch and transformers: it goes into
+the same venv with --no-deps and loads the export directly (no converter).
 """
 
 import json
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 from tests.trainer.conftest import ROOT
-from trainer import checkpoint, train
+from trainer import checkpoint, dflash_mask, train
 from trainer.config import FULL, SLIDING, get_preset
 from trainer.export import export, load_export
 from trainer.export import main as export_main
@@ -175,3 +176,52 @@ def test_sliding_window_export_gives_speculators_the_same_logits(hf_target, tmp_
 def test_export_of_nothing_exits_2_naming_the_path(tmp_path, capsys):
     assert export_main([str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def _specforge_hidden(export_dir, drafter, feats, ids, anchors, tmp_path):
+    """SpecForge's forward on the same inputs: block embeddings, [context ; block] positions
+    and our masks per layer type as additive float masks (its eager attention adds them)."""
+    bk = drafter.cfg.block_size
+    block_ids = torch.full((1, len(anchors), bk), drafter.cfg.mask_token_id)
+    block_ids[0, :, 0] = ids[0, anchors]
+    length = feats.shape[1]
+    positions = torch.cat([torch.arange(length), (anchors[:, None] + torch.arange(bk)).reshape(-1)])[None]
+    masks = {}
+    for kind in set(drafter.cfg.layer_types):
+        allowed = dflash_mask.dense_mask(anchors[None], length, bk,
+                                         window=drafter.cfg.sliding_window if kind == SLIDING else None)
+        masks[kind] = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
+    torch.save({"position_ids": positions, "masks": masks, "features": feats,
+                "noise_embedding": drafter.embed_tokens(block_ids.view(1, -1))}, tmp_path / "sf-io.pt")
+    _clients("specforge", str(export_dir), str(tmp_path / "sf-io.pt"), str(tmp_path / "sf-out.pt"))
+    return torch.load(tmp_path / "sf-out.pt")
+
+
+@pytest.mark.parametrize("layer_types", [(FULL, FULL), (SLIDING, FULL)])
+def test_specforge_loads_the_export_and_gives_our_hidden_states(hf_target, tmp_path, layer_types):
+    from dataclasses import replace
+
+    cfg = get_preset("tiny")
+    target_cfg = hf_config_to_target(json.loads((hf_target / "config.json").read_text()))
+    dc = replace(cfg.drafter, layer_types=layer_types, sliding_window=16, rope_theta=THETA, target_layers=(0, 1, 2))
+    drafter = Drafter(target_cfg, dc)
+    drafter.init_weights(5)
+    opt = torch.optim.AdamW([p for _, p in drafter.trainable_parameters()])
+    ck = checkpoint.save(tmp_path / "run", step=1, next_pos=1, drafter_state=drafter.trainable_state_dict(),
+                         optimizer=opt, scheduler=torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0),
+                         config=replace(cfg, target=target_cfg, drafter=drafter.cfg).to_dict(), layout={})
+    export_dir = export(ck, tmp_path / "export", dtype="float32")
+    ids, target_model, feats = _io(hf_target, (0, 1, 2), seed=3)
+    mine = load_export(export_dir, target_model.cfg).float().eval()
+    mine.share_target_weights(target_model.embed_weight, target_model.lm_head_weight)
+    anchors = torch.tensor([21, 30, 44, 58, 70, 85])
+    theirs = _specforge_hidden(export_dir, mine, feats, ids, anchors, tmp_path)
+    assert theirs["layer_types"] == list(layer_types) and theirs["mask_token_id"] == 255
+    assert theirs["target_layer_ids"] == [0, 1, 2]
+    assert theirs["sliding_window"] == (16 if SLIDING in layer_types else None)
+    bk = mine.cfg.block_size
+    block_ids = torch.full((1, len(anchors), bk), mine.cfg.mask_token_id)
+    block_ids[0, :, 0] = ids[0, anchors]
+    with torch.no_grad():
+        ours = mine(feats, block_ids, anchors[None], use_flex=False).reshape(1, -1, target_model.cfg.hidden_size)
+    assert (ours - theirs["hidden"]).abs().max().item() < 1e-5

@@ -7,6 +7,8 @@ own torch), driven by tests/trainer/test_export.py through subprocess. Real clie
         speculators' DFlashConverter turns our export into its format (base model DIR),
         DFlashDraftModel loads it (eager attention), and its forward on our target
         features gives the logits and the anchors it drew.
+    specforge EXPORT IO.pt OUT.pt
+        SpecForge's DFlashDraftModel loads the export itself and runs on given inputs.
 
 No code of either library is copied here: only their public classes are called.
 """
@@ -60,6 +62,21 @@ def draft(target_dir: str, export_dir: str, io_path: str, out_path: str) -> None
                 "mask_token_id": model.mask_token_id, "rope_theta": model.rotary_emb.inv_freq[1].item()}, out_path)
 
 
+def specforge(export_dir: str, io_path: str, out_path: str) -> None:
+    """SpecForge's DFlashDraftModel (the `specforge` wheel, installed without its serving
+    dependencies: its DFlash module imports only torch and transformers) loads the export;
+    its forward on the given block embeddings, features and masks gives the hidden states."""
+    from specforge.modeling.draft.dflash import DFlashDraftModel
+
+    io = torch.load(io_path)
+    model = DFlashDraftModel.from_pretrained(export_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        hidden = model(position_ids=io["position_ids"], attention_mask=io["masks"],
+                       noise_embedding=io["noise_embedding"], target_hidden=io["features"])
+    torch.save({"hidden": hidden, "layer_types": list(model.layer_types), "sliding_window": model.sliding_window,
+                "mask_token_id": model.mask_token_id, "target_layer_ids": list(model.target_layer_ids)}, out_path)
+
+
 if __name__ == "__main__":
     cmd, *rest = sys.argv[1:]
     if cmd == "make-target":
@@ -68,5 +85,7 @@ if __name__ == "__main__":
         hidden(*rest)
     elif cmd == "draft":
         draft(*rest)
+    elif cmd == "specforge":
+        specforge(*rest)
     else:
         raise SystemExit(f"unknown command {cmd!r}")

@@ -215,9 +215,42 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     if cfg.needs_target_model and not args.target_model:
         raise ConfigError(f"--config {cfg.name} needs --target-model (a random {cfg.target.num_layers}-layer "
                           "target is no use for this drafter)")
+    mask_token_id = args.mask_token_id
+    if mask_token_id is None and args.target_model:
+        mask_token_id = tokenizer_mask_id(Path(args.target_model))
     return with_overrides(cfg, token_budget=args.token_budget or None, target=target,
                           target_layers=args.target_layers, draft_layers=args.draft_layers,
-                          mask_token_id=args.mask_token_id)
+                          mask_token_id=mask_token_id)
+
+
+MASK_TOKEN = "<|MASK|>"   # the token the reference adds for DFlash (SpecForge / z-lab)
+
+
+def tokenizer_mask_id(model_dir: Path) -> int | None:
+    """The MASK id the target's tokenizer defines, if any: its `mask_token`, else a
+    `<|MASK|>` added token, read from tokenizer_config.json's `added_tokens_decoder` or
+    tokenizer.json's `added_tokens` (the files transformers writes). None when neither says."""
+    added: dict[str, int] = {}
+    mask_name = None
+    tc_file, tj_file = model_dir / "tokenizer_config.json", model_dir / "tokenizer.json"
+    try:
+        if tc_file.is_file():
+            tc = json.loads(tc_file.read_text())
+            mask = tc.get("mask_token")
+            mask_name = mask.get("content") if isinstance(mask, dict) else mask
+            for idx, tok in (tc.get("added_tokens_decoder") or {}).items():
+                if isinstance(tok, dict) and "content" in tok:
+                    added[tok["content"]] = int(idx)
+        if tj_file.is_file():
+            for tok in json.loads(tj_file.read_text()).get("added_tokens") or []:
+                if isinstance(tok, dict) and "content" in tok and "id" in tok:
+                    added.setdefault(tok["content"], int(tok["id"]))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{model_dir}: unreadable tokenizer files ({exc})") from None
+    for name in (mask_name, MASK_TOKEN):
+        if name and name in added:
+            return added[name]
+    return None
 
 
 def _data(args: argparse.Namespace, cfg: RunConfig, out) -> tuple[ArrowDataset, BucketPlan, BucketPlan | None]:

@@ -272,3 +272,17 @@ def test_target_layers_follow_a_deeper_target_and_are_validated(tmp_path):
     assert cfg.drafter.target_layers == (1, 9, 17, 25, 33) and cfg.drafter.rope_theta == 1e6
     with pytest.raises(ConfigError, match="target_layers"):
         with_overrides(PRESETS["bench-1b"], target=hf_config_to_target(qwen3_8b), target_layers=(1, 36))
+
+
+def test_mask_token_id_comes_from_the_flag_else_the_tokenizer(tmp_path):
+    """tokenizer_config.json as transformers writes it: <|MASK|> added at 151669 (Qwen3's
+    first unused id). No tokenizer says nothing (the preset's or vocab-1 then)."""
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": {
+        "151643": {"content": "<|endoftext|>", "special": True}, "151669": {"content": "<|MASK|>", "special": True}}}))
+    assert train.tokenizer_mask_id(tmp_path) == 151669
+    other = tmp_path / "o"
+    other.mkdir()
+    (other / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 7, "content": "[M]"}]}))
+    (other / "tokenizer_config.json").write_text(json.dumps({"mask_token": "[M]"}))
+    assert train.tokenizer_mask_id(other) == 7
+    assert train.tokenizer_mask_id(tmp_path / "nothing") is None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import secrets as _secrets
 import socket
 import time

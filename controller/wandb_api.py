@@ -210,7 +210,7 @@ class ApiPoller:
         reason = f"HTTP {status}" if status else self._scrub(first)[:200]
         return _Retryable(f"{self._where()}: {reason}")
 
-    def _make_api(self):
+    def _make_api(self) -> Any:                   # a wandb.Api
         import wandb
         from wandb.sdk import wandb_setup
 

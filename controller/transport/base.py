@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol, Self, Sequence
 
 
 class ReadableBytes(Protocol):
@@ -76,10 +76,10 @@ class Transport(ABC):
     def close(self) -> None:  # noqa: B027 (not abstract: a no-op is the right default)
         """Release connections. Safe to call twice."""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

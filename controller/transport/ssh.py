@@ -192,7 +192,7 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         self.via = via
         """The ProxyJump hop this connection is tunnelled through (direct-tcpip), if any."""
 
-    def missing_host_key(self, client, hostname, key):  # noqa: D401 (paramiko's API)
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:  # noqa: D401 (paramiko's API)
         fp = fingerprint_sha256(key)
         if not self.ep.accept_new_host_key:
             raise HostKeyError(
@@ -249,7 +249,7 @@ class SshTransport(Transport):
             self._client = self._connect()
             return self._client
 
-    def _open_sock(self):
+    def _open_sock(self) -> paramiko.Channel | paramiko.ProxyCommand | None:
         ep = self.ep
         if ep.proxy_jump:
             hops = [h.strip() for h in ep.proxy_jump.split(",") if h.strip()]

@@ -46,13 +46,20 @@ def hf_target(tmp_path_factory) -> Path:
     return path
 
 
-def test_hf_config_to_target_reads_configs_written_by_transformers(hf_target):
+def test_hf_config_to_target_reads_configs_written_by_transformers(hf_target, tmp_path):
     raw = json.loads((hf_target / "config.json").read_text())
     assert "rope_theta" not in raw                                   # transformers 5: rope_parameters only
     t = hf_config_to_target(raw)
     assert (t.rope_theta, t.num_layers, t.num_heads, t.num_kv_heads, t.head_dim) == (THETA, 4, 4, 2, 32)
     assert t.tie_word_embeddings and t.vocab_size == 256
-    # a Qwen3.5/3.6-style wrapper: the decoder under text_config, its RoPE nested in rope_parameters
+    # a Qwen3.5/3.6-style wrapper written by transformers' Qwen3_5Config
+    _clients("qwen35-config", str(tmp_path / "q35"))
+    written = json.loads((tmp_path / "q35" / "config.json").read_text())
+    assert "text_config" in written and "rope_theta" not in written
+    q = hf_config_to_target(written)
+    assert (q.rope_theta, q.num_layers, q.num_heads, q.num_kv_heads, q.hidden_size, q.head_dim, q.vocab_size) == \
+        (1e7, 64, 24, 4, 5120, 256, 248320)
+    # the same shape by hand: the decoder under text_config, its RoPE nested in rope_parameters
     wrapped = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
                "vision_config": {"hidden_size": 1152},
                "text_config": {"model_type": "qwen3_5_text", "vocab_size": 248320, "hidden_size": 5120,

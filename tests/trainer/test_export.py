@@ -232,3 +232,29 @@ def test_specforge_loads_the_export_and_gives_our_hidden_states(hf_target, tmp_p
     with torch.no_grad():
         ours = mine(feats, block_ids, anchors[None], use_flex=False).reshape(1, -1, target_model.cfg.hidden_size)
     assert (ours - theirs["hidden"]).abs().max().item() < 1e-5
+
+
+def test_init_drafter_fine_tunes_from_an_export(tiny_data, tmp_path):
+    """--init-drafter: a new run starts from the exported weights (every replica), and an
+    export of another shape is refused naming the path."""
+    first = tmp_path / "a"
+    assert train.run(train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(first),
+                                       "--steps", "3", "--log-every", "3", "--device", "cpu", "--sequential"])
+                     ).exit_code == 0
+    exported = export(first, tmp_path / "exp", dtype="float32")
+    args = train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "b"),
+                             "--device", "cpu", "--init-drafter", str(exported), "--drafter-devices", "0,1"])
+    s = train.build(args)
+    try:
+        from safetensors.torch import load_file
+
+        saved = load_file(str(exported / "model.safetensors"))
+        for d in s.replicas.drafters:
+            for name, p in d.trainable_parameters():
+                assert torch.equal(p, saved[name]), name
+    finally:
+        s.replicas.close()
+    bad = train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "c"),
+                            "--device", "cpu", "--init-drafter", str(exported), "--draft-layers", "3"])
+    with pytest.raises(train.ConfigError, match="does not fit"):
+        train.build(bad)

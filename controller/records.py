@@ -79,6 +79,7 @@ class ProcessState:
     state: Literal["running", "zombie", "exited", "not_started", "unknown"] = "unknown"
     pid: int | None = None
     exit_code: int | None = None         # from the wrapper's exit_code file
+    exit_code_known: bool = True         # False: an attached run (no wrapper of ours records one)
     stopped_by: str | None = None        # "dfctl stop", "dfctl deploy --replace": the run dir's stop_request
     stop_requested_s: float | None = None
     replaced_by: str | None = None       # the run deploy --replace started in its place
@@ -164,13 +165,15 @@ class RunCursor:
     progress_step: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {name: getattr(self, name) for name in _CURSOR_FIELDS}   # flat: no asdict deep copy per tick
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> RunCursor:
         """The JSON form back; unknown keys (a newer writer) are ignored, missing ones default."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (doc or {}).items() if k in names})
+        return cls(**{k: v for k, v in (doc or {}).items() if k in _CURSOR_FIELDS})
+
+
+_CURSOR_FIELDS = tuple(f.name for f in dataclasses.fields(RunCursor))
 
 
 @dataclass
@@ -219,7 +222,7 @@ class RunState:
     release_id: str | None = None
     run_dir: str | None = None
     started_s: float | None = None
-    state: Literal["starting", "running", "finished", "failed", "stopped", "unreachable", "unknown"] = "unknown"
+    state: Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"] = "unknown"
     process: ProcessState = field(default_factory=ProcessState)
     wandb: WandbInfo | None = None
     log: LogStatus = field(default_factory=LogStatus)
@@ -232,6 +235,7 @@ class RunState:
     milestones: dict[str, float] = field(default_factory=dict)     # name -> unix time seen
     findings: list[Finding] = field(default_factory=list)
     baseline_tok_per_s: float | None = None
+    total_steps: int | None = None         # the run's `--steps N` (playbook args), for "220/300" and an ETA
     oom_kill_at_launch: int | None = None  # the CT cgroup's oom_kill counter when launched
     gpus_seen_since_s: float | None = None  # first tick that brought this run's GPU readings
     gpu_busy_seen_s: dict[int, float] = field(default_factory=dict)

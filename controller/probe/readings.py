@@ -166,7 +166,8 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             state = "exited"       # the wrapper wrote the exit code: it is over
         disk = doc.get("disk") if isinstance(doc.get("disk"), dict) else {}
         r.process = ProcessState(state=state, pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
-                                 replaced_by=nxt, disk_free_bytes=_opt_int(disk.get("free_bytes")),
+                                 replaced_by=nxt, exit_code_known=not doc.get("attached"),
+                                 disk_free_bytes=_opt_int(disk.get("free_bytes")),
                                  exit_code_tmp_bytes=_opt_int(disk.get("exit_code_tmp_bytes")),
                                  rss_bytes=totals.rss_bytes if totals else None,
                                  threads=totals.threads if totals else None)

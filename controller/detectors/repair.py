@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from controller.logparse import clean_text
 
@@ -125,7 +126,11 @@ class LazyRepair(Sequence[Line]):
     def __len__(self) -> int:
         return len(self._lines)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> Line: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Line]: ...
+    def __getitem__(self, i: int | slice) -> Line | list[Line]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:

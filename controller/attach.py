@@ -20,7 +20,7 @@ from typing import Any
 from controller.errors import BadInputError
 from controller.playbook import SECRET_NAME_RE, Playbook, TargetConfig
 from controller.runstore import RunRecord, RunStore
-from controller.scan import ScanReport, TrainingProcess, log_sample_text, scan_target
+from controller.scan import OpenFile, ScanReport, TrainingProcess, log_sample_text, scan_target
 
 WANDB_URL_RE = re.compile(r"View run at (https?://\S+/runs/([A-Za-z0-9]+))")
 WANDB_OFFLINE_RE = re.compile(r"offline-run-\d{8}_\d{6}-([A-Za-z0-9]+)")
@@ -100,7 +100,7 @@ def _others(procs: list[TrainingProcess], pre: str, post: str) -> str:
     return pre + "; ".join(top) + post if top else ""
 
 
-def log_of(chosen: TrainingProcess, report: ScanReport, sel: Selector):
+def log_of(chosen: TrainingProcess, report: ScanReport, sel: Selector) -> tuple[TrainingProcess, OpenFile | None]:
     """The log to follow: the one named, else the process's (or a worker's) own."""
     family = [chosen] + [p for p in report.processes if p.where == chosen.where and p.pid in chosen.descendants]
     if sel.log is not None:
@@ -115,7 +115,7 @@ def log_of(chosen: TrainingProcess, report: ScanReport, sel: Selector):
     return chosen, None
 
 
-def _fd_of(p: TrainingProcess, log) -> int | None:
+def _fd_of(p: TrainingProcess, log: OpenFile) -> int | None:
     if log is p.stdout:
         return 1
     if log is p.stderr:
@@ -149,7 +149,7 @@ class Attached:
     attachment: dict[str, Any]
 
 
-def _confirm(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProcess, log, fd: int | None
+def _confirm(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProcess, log: OpenFile | None, fd: int | None
              ) -> tuple[TrainingProcess, str]:
     """Second round trip: the same process (pid + start time) still runs and still writes the
     log; returns it fresh with the log's sampled head and tail."""
@@ -161,7 +161,7 @@ def _confirm(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProc
         what = "exited" if now is None else "was replaced by another process with the same pid"
         raise BadInputError(f"attach: {chosen.where} pid {chosen.pid} {what} during attach; nothing registered")
     text = ""
-    if samples:
+    if samples and log is not None:            # (samples is empty without a log)
         sample = again.samples.get((writer.where, writer.pid, int(fd or 0)))
         if not sample or sample.get("error") or sample.get("inode") != log.inode:
             raise BadInputError(f"attach: {chosen.where} pid {writer.pid} no longer writes {log.path}; "
@@ -210,7 +210,7 @@ def find_run(target: TargetConfig, vmids: tuple[int, ...] | str | None, sel: Sel
                        logs=(os.path.normpath(sel.log),) if sel.log else ())
 
 
-def _progress_dir(chosen: TrainingProcess, log, sources: dict[str, Any]) -> str:
+def _progress_dir(chosen: TrainingProcess, log: OpenFile | None, sources: dict[str, Any]) -> str:
     """Where the watch looks for metrics.jsonl and wandb/: the directory of the metrics file
     the run holds open, else of its wandb dir, else its cwd."""
     if sources["metrics_jsonl"]:
@@ -234,7 +234,7 @@ def _refuse_twice(store: RunStore, target: TargetConfig, chosen: TrainingProcess
                                 "nothing registered", hint=f"dfctl watch {rec.run_id}")
 
 
-def _register(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProcess, log, fd: int | None,
+def _register(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProcess, log: OpenFile | None, fd: int | None,
               sources: dict[str, Any], *, name: str | None, playbook: Playbook | None,
               store: RunStore | None) -> Attached:
     from controller.launch import make_run_id

@@ -24,7 +24,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +32,11 @@ import pyarrow.compute as pc
 from controller import history
 from controller.errors import BadInputError
 from controller.records import Finding, ProgressSample, finite_or_none
+
+if TYPE_CHECKING:
+    from controller.records import RunState
+    from controller.runstore import RunRecord, RunStore
+    from controller.wandb_batch import WandbRunData
 
 WANDB_PATH_RE = re.compile(
     r"^(?:https?://[^/\s]+/)?(?P<entity>[\w.-]+)/(?P<project>[\w.-]+)/(?:runs/)?(?P<run_id>[\w-]+)/?$")
@@ -292,7 +297,7 @@ def read_wandb_path(path: str, *, label: str | None = None) -> LoadedRun:
     return _from_wandb_data(data, label=label, kind="wandb-api", source=path)
 
 
-def _from_wandb_data(data, *, label: str | None, kind: str, source: str) -> LoadedRun:
+def _from_wandb_data(data: WandbRunData, *, label: str | None, kind: str, source: str) -> LoadedRun:
     name = label or data.run_id or Path(source).name
     samples = data.progress
     start = None
@@ -405,11 +410,11 @@ IMPORTED_KIND = "import"
 end state fixed by what the import found."""
 
 
-def is_imported(record) -> bool:
+def is_imported(record: RunRecord) -> bool:
     return record.target_kind == IMPORTED_KIND
 
 
-def imported_end_state(record) -> tuple[str, str]:
+def imported_end_state(record: RunRecord) -> tuple[str, str]:
     """(end state, detail) the import found: 'oom', 'crash', 'finished', … -- not 'unknown'."""
     info = (record.playbook or {}).get("imported") or {}
     meta = {} if info.get("end_state") else history.read_meta(record.run_id)
@@ -417,11 +422,11 @@ def imported_end_state(record) -> tuple[str, str]:
             str(info.get("end_detail") or meta.get("end_detail") or ""))
 
 
-def imported_source(record) -> str:
+def imported_source(record: RunRecord) -> str:
     return str(((record.playbook or {}).get("imported") or {}).get("source") or "?")
 
 
-def imported_state(record, findings) -> Any:
+def imported_state(record: RunRecord, findings: Iterable[Finding]) -> RunState:
     """The RunState an imported run shows in `dfctl watch`: its end state, exit code,
     findings and progress as the import recorded them (nothing to probe)."""
     from controller.records import ProcessState, RunState
@@ -433,7 +438,7 @@ def imported_state(record, findings) -> Any:
                     progress=samples_from_table(history.read_progress(record.run_id)))
 
 
-def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, LoadedRun]:
+def import_run(spec: str, *, name: str | None = None, store: RunStore | None = None) -> tuple[RunRecord, LoadedRun]:
     """Read SOURCE (path or wandb path) and record it: a registry row (target "imported"),
     its progress and wandb rows in the Parquet history, its findings, and meta.json with
     the config and end state. Returns (RunRecord, LoadedRun)."""
@@ -486,7 +491,7 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
     return record, loaded
 
 
-def _exists(store, run_id: str) -> bool:
+def _exists(store: RunStore, run_id: str) -> bool:
     from controller.errors import UnknownRunError
 
     try:
@@ -504,7 +509,7 @@ LOCAL_METRICS_MAX_BYTES = 256 << 20
 than the history (a run the watch saw only in part)."""
 
 
-def load_registry_run(record, store) -> LoadedRun:
+def load_registry_run(record: RunRecord, store: RunStore) -> LoadedRun:
     """A registry run: its Parquet history (+ meta.json of an import), else its local run dir
     (the one way compare-runs and the other readers load a run the registry holds)."""
 

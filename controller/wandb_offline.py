@@ -25,7 +25,7 @@ import re
 import struct
 import zlib
 from pathlib import Path, PurePath
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from controller.errors import BadInputError
 from controller.wandb_batch import (
@@ -148,19 +148,19 @@ def _json_value(text: str) -> Any:
         return text
 
 
-def _item_key(item) -> str:
+def _item_key(item: Any) -> str:
     nested = item.nested_key
     return ".".join(nested) if nested else item.key
 
 
-def _item_path(item) -> tuple[str, ...]:
+def _item_path(item: Any) -> tuple[str, ...]:
     return tuple(item.nested_key) or (item.key,)
 
 
 _KEY_JSON: dict[str, str] = {}
 
 
-def _history_row(items) -> dict[str, Any]:
+def _history_row(items: Sequence[Any]) -> dict[str, Any]:   # the slow path reads them again
     """A history record's items -> {key: value}, decoded with one json.loads per row.
 
     wandb 0.31 writes each value as `value_json` (valid JSON, NaN/Infinity included), so
@@ -187,11 +187,11 @@ def _history_row(items) -> dict[str, Any]:
     return row
 
 
-def _history_row_slow(items) -> dict[str, Any]:
+def _history_row_slow(items: Iterable[Any]) -> dict[str, Any]:
     return {_item_key(it): _history_value(it) for it in items}
 
 
-def _history_value(item) -> Any:
+def _history_value(item: Any) -> Any:
     kind = item.WhichOneof("value")
     if kind is None:
         return _json_value(item.value_json) if item.value_json else None
@@ -233,7 +233,7 @@ class _RunAccumulator:
         return _build_nested(self._summary_raw)
 
     @staticmethod
-    def _apply_updates(raw: dict[tuple[str, ...], str], rec) -> None:
+    def _apply_updates(raw: dict[tuple[str, ...], str], rec: Any) -> None:
         internal = WANDB_INTERNAL_KEYS
         for item in rec.update:
             path = tuple(item.nested_key) or (item.key,)
@@ -245,10 +245,10 @@ class _RunAccumulator:
             for k in [k for k in raw if k[:len(path)] == path]:
                 del raw[k]
 
-    def _apply_config(self, rec) -> None:
+    def _apply_config(self, rec: Any) -> None:
         self._apply_updates(self._config_raw, rec)
 
-    def _apply_summary(self, rec) -> None:
+    def _apply_summary(self, rec: Any) -> None:
         self._apply_updates(self._summary_raw, rec)
 
     def apply(self, payloads: Iterable[bytes], batch: WandbBatch, *, emit: bool = True) -> None:

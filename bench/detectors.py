@@ -7,8 +7,15 @@ Side by side in one run:
      wall time, MB/s and peak RSS -- memory must not grow with the file (target ratio ~1);
      beside it `grep -c -E` for the same failure words, the floor any text scan pays;
   3. one watch tick's text work: `scan_lines` + `LineParser` on 1,000 new lines (the
-     per-tick cost the watch loop adds per run).
-Figures go to bench/results/detectors.md. Run: `python -m bench detectors`.
+     per-tick cost the watch loop adds per run);
+  4. the detectors before this rewrite (controller/detectors.py at BASE_COMMIT, imported
+     from `git show` into a temporary module) and now, over the same 100 MB log in the
+     same process, one after the other: MB/s side by side;
+  5. recall and false alarms on the corpus (tests/corpus/), per label and per framework,
+     on the whole corpus and on its held-out part, for the logs as printed and for their
+     capture variants -- for the old detectors and the new.
+Figures go to bench/results/detectors.md. Run: `python -m bench detectors` (add
+`--corpus-only` to skip the 100 MB part).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from controller.detectors import scan_lines  # noqa: E402
 from controller.logparse import LineParser, flush_carry, split_lines  # noqa: E402
 
 SEED = ROOT / "tests" / "data" / "logs" / "seed_dflash_oom.log"
+BASE_COMMIT = "42fd17d"
+"""The last commit with the single-module detectors (before issue 14's rewrite)."""
 RESULTS = ROOT / "bench" / "results" / "detectors.md"
 
 
@@ -115,8 +124,93 @@ def bench_tick() -> float:
     return (time.perf_counter() - t0) / reps
 
 
+def old_detectors():
+    """controller/detectors.py as it was at BASE_COMMIT, as a module of its own."""
+    import importlib.util
+
+    src = subprocess.run(["git", "show", f"{BASE_COMMIT}:controller/detectors.py"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    tmp = Path(tempfile.mkdtemp()) / "old_detectors.py"
+    tmp.write_text(src)
+    spec = importlib.util.spec_from_file_location("old_detectors", tmp)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["old_detectors"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def scan_file(mod, path: Path) -> tuple[float, int]:
+    """(seconds, findings): check-log's read loop with `mod`'s TextScanner."""
+    t0 = time.perf_counter()
+    sc = mod.TextScanner(now_s=0.0)
+    carry = b""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            lines, carry = split_lines(chunk, carry)
+            sc.feed(lines)
+    sc.feed(flush_carry(carry))
+    sc.finish()
+    return time.perf_counter() - t0, len(sc.all_findings())
+
+
+def corpus_table(mods: dict) -> list[str]:
+    """Recall per label and false alarms on healthy logs, per reader, per slice."""
+    from collections import defaultdict
+
+    from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes
+
+    rows: dict = defaultdict(lambda: [0, 0])      # (reader, slice, group) -> [hits, total]
+    fa: dict = defaultdict(lambda: [0, 0])        # (reader, slice) -> [false alarms, healthy total]
+    misses: dict = defaultdict(list)
+    ents = list(entries())
+    for e in ents:
+        raw = e.path.read_bytes()
+        for vname, fn in [("orig", None), *VARIANTS.items()]:
+            data = raw if fn is None else fn(raw.decode("utf-8", "replace")).encode()
+            for rname, mod in mods.items():
+                v = judge(e, scan_bytes(data, scanner=mod.TextScanner(now_s=0.0)))
+                for sl in (("all",) + (("held-out",) if e.heldout else ())):
+                    sv = f"{sl}/{'printed' if vname == 'orig' else 'variants'}"
+                    for k in e.expect:
+                        for group in (f"label {k}", f"fw {e.framework}"):
+                            rows[(rname, sv, group)][1] += 1
+                            rows[(rname, sv, group)][0] += k not in v.missing
+                    if e.healthy:
+                        fa[(rname, sv)][1] += 1
+                        fa[(rname, sv)][0] += bool(v.false_alarm)
+                if rname == "new" and not v.ok:
+                    misses[e.name].append(f"{vname}: {v}")
+    slices = ["all/printed", "all/variants", "held-out/printed", "held-out/variants"]
+    groups = sorted({g for (_, _, g) in rows})
+    out = [f"Corpus: {len(ents)} logs ({sum(e.heldout for e in ents)} held out, "
+           f"{sum(e.healthy for e in ents)} healthy, {len({e.framework for e in ents})} frameworks/launchers), "
+           f"each also in {len(VARIANTS)} capture variants ({', '.join(VARIANTS)}).", "",
+           "| recall (found / expected) | " + " | ".join(f"old {s}" for s in slices) + " | "
+           + " | ".join(f"new {s}" for s in slices) + " |", "|---|" + "---|" * (2 * len(slices))]
+
+    def cell(key, table):
+        hit, tot = table[key]
+        return f"{hit}/{tot} ({100 * hit / tot:.0f}%)" if tot else "–"
+    for g in groups:
+        out.append(f"| {g} | " + " | ".join(cell(("old", s, g), rows) for s in slices) + " | "
+                   + " | ".join(cell(("new", s, g), rows) for s in slices) + " |")
+    out.append("| **false alarms on healthy logs** | " + " | ".join(cell(("old", s), fa) for s in slices) + " | "
+               + " | ".join(cell(("new", s), fa) for s in slices) + " |")
+    out += ["", "Misses of the new detectors (every one, log: variant: verdict):", ""]
+    out += [f"- {name}: " + "; ".join(m[:3]) + (f" (+{len(m) - 3} more)" if len(m) > 3 else "")
+            for name, m in sorted(misses.items())] or ["- none"]
+    return out
+
+
 def main() -> int:
+    import controller.detectors as new
+
     out = []
+    old = old_detectors()
+    corpus = corpus_table({"old": old, "new": new})
+    if "--corpus-only" in sys.argv:
+        print("\n".join(corpus))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         small, big = Path(tmp) / "small.log", Path(tmp) / "big.log"
         make_log(small, 10 << 20)
@@ -127,6 +221,8 @@ def main() -> int:
         w_small, rss_small, rc_small = run_check_log(small)
         w_big, rss_big, rc_big = run_check_log(big)
         g_big = run_grep(big)
+        t_old, n_old = scan_file(old, big)
+        t_new, n_new = scan_file(new, big)
     tick = bench_tick()
     mb = 1 << 20
     out.append("# Log-text path: split_lines, detectors, check-log")
@@ -149,11 +245,17 @@ def main() -> int:
     out.append(f"| `grep -c -E` for failure words, {s_big / mb:.0f} MB | {g_big:.2f} s "
                f"(check-log / grep = {w_big / g_big:.0f}x) |")
     out.append(f"| one tick's text work, 1,000 new progress lines (parse + scan_lines) | {tick * 1000:.1f} ms |")
+    out.append(f"| check-log read loop, {s_big / mb:.0f} MB, detectors at {BASE_COMMIT} (old) | {t_old:.1f} s "
+               f"({s_big / mb / t_old:.1f} MB/s), {n_old} findings |")
+    out.append(f"| same loop, same file, same process, detectors now (new) | {t_new:.1f} s "
+               f"({s_big / mb / t_new:.1f} MB/s), {n_new} findings; new/old throughput "
+               f"{t_old / t_new:.2f} |")
     out.append("")
     out.append("check-log parses every line (progress, milestones, wandb) and runs the detectors; grep only "
                "counts matches, so the ratio is the price of typed results. Memory stays flat because the "
                "file is streamed in 1 MiB reads, lines are capped at 64 KiB and only the last 50,000 progress "
                "samples are kept.")
+    out += [""] + corpus
     RESULTS.write_text("\n".join(out) + "\n")
     print("\n".join(out))
     return 0 if rc_small == 4 and rc_big == 4 else 1

@@ -115,5 +115,18 @@ def test_real_entry_point_subprocess():
     proc = subprocess.run([sys.executable, "-m", "controller", "check-log", str(DATA / "torchrun_nccl_timeout.log"),
                            "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4, proc.stderr
+    hang, death = json.loads(proc.stdout)["findings"]
+    assert hang["kind"] == "hang" and hang["line"] == 6
+    assert death["kind"] == "crash" and "local rank 0" in death["summary"] and "SIGABRT" in death["summary"]
+
+
+def test_dash_reads_standard_input():
+    """`dfctl check-log -`: a log pasted from an issue or a chat, through the real entry point."""
+    pasted = ("> step=10 loss=2.31\n> [rank1]: Traceback (most recent call last):\n"
+              '> [rank1]:   File "/w/train.py", line 9, in <module>\n> [rank1]:     main()\n'
+              "> [rank1]: ValueError: batch has 0 tokens\n")
+    proc = subprocess.run([sys.executable, "-m", "controller", "check-log", "-", "--json"], input=pasted,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stderr
     (f,) = json.loads(proc.stdout)["findings"]
-    assert f["kind"] == "hang" and f["line"] == 6
+    assert f["kind"] == "crash" and f["summary"].startswith("ValueError: batch has 0 tokens") and f["line"] == 5

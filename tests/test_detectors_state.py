@@ -301,3 +301,48 @@ def test_gpu_idle_waits_for_a_full_window_of_readings():
     s.gpus_seen_since_s = T0 + 100                               # first GPU reading
     assert "gpu_idle" not in kinds(evaluate(s, cfg, T0 + 120))
     assert by_kind(evaluate(s, cfg, T0 + 131), "gpu_idle").summary == "all 2 GPUs idle while the process lives"
+
+
+# ---------------------------------------------------------------------------------------
+# issue 12.6/12.7: GPUs that cannot be read; issue 13.3: an exit quotes the log's cause
+# ---------------------------------------------------------------------------------------
+
+def test_one_unreadable_utilization_is_not_an_idle_or_missing_gpu():
+    cfg = dataclasses.replace(CFG, gpus_expected=8)
+    g = gpus(99, 98, 97, 99, 96, 91, 90, 92)
+    g[3] = GpuSample(index=3, util_pct=None)  # "[N/A]" this tick
+    s = state(progress=samples(3, 1.0), gpus=g)
+    assert "gpu_idle" not in kinds(evaluate(s, cfg, T0 + 200))
+    # and when one GPU really is idle, the count of visible GPUs stays right
+    g[5] = GpuSample(index=5, util_pct=0.0)
+    f = by_kind(evaluate(s, cfg, T0 + 200), "gpu_idle")
+    assert "visible" not in f.summary and "GPU 5" in f.summary
+    assert any("unreadable on GPU 3" in e for e in f.evidence)
+
+
+DRIVER_GONE = ("nvidia-smi exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+               "Make sure that the latest NVIDIA driver is installed and running.")
+
+
+def test_nvidia_smi_failing_is_a_warning_naming_host_and_text():
+    s = state(host="pve1", progress=samples(3, 1.0), gpus_seen_since_s=T0,
+              host_sample=HostSample(host="pve1", gpu_error=DRIVER_GONE))
+    f = by_kind(evaluate(s, CFG, T0 + 200), "gpu_unreadable")
+    assert f.severity == "warning" and f.summary.startswith("pve1: GPUs unreadable: nvidia-smi exit 9: NVIDIA-SMI has")
+    # the same text on a later tick is the same finding (registry de-duplicates on kind+summary)
+    assert by_kind(evaluate(s, CFG, T0 + 260), "gpu_unreadable").summary == f.summary
+
+
+def test_no_gpu_finding_for_a_cpu_run():
+    s = state(progress=samples(3, 1.0), host_sample=HostSample(host="box", gpu_error="nvidia-smi not found on the host"))
+    assert "gpu_unreadable" not in kinds(evaluate(s, CFG, T0 + 200))
+
+
+def test_a_process_exit_quotes_the_logs_error_line():
+    s = state(process=ProcessState(state="exited", pid=4242, exit_code=2),
+              log_tail=["loading config", "usage: python -m trainer [-h] [--steps STEPS]",
+                        "python -m trainer: error: unrecognized arguments: --stepz 300"])
+    f = by_kind(evaluate(s, CFG, T0 + 50), "crash")
+    assert f.summary == ("process exited with code 2: python -m trainer: error: unrecognized arguments: "
+                         "--stepz 300")
+    assert f.evidence[-1].endswith("--stepz 300")

@@ -66,17 +66,18 @@ POSITIVE = [
     # the shell's report of a SIGKILLed child (equinor/ert#7797; bash job status)
     ("Killed", "oom", "critical", "shell printed 'Killed'"),
     ("/root/run.sh: line 3: 123456 Killed                  python train.py --config x", "oom", "critical",
-     "process 123456 killed by SIGKILL"),
+     "process 123456 (python train.py --config x) killed by SIGKILL"),
     # torchrun (hpcaitech/ColossalAI#3514, lzhxmu/CPPO#6)
     ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of "
-     "binary: /data/envs/bin/python", "oom", "critical", "torchrun exitcode -9"),
-    ("  exitcode  : -9 (pid: 14750)", "oom", "critical", "torchrun exitcode -9"),
+     "binary: /data/envs/bin/python", "oom", "critical", "torchrun: local rank 3 (pid 812917) died: SIGKILL"),
+    ("  exitcode  : -9 (pid: 14750)", "oom", "critical", "killed by SIGKILL (exitcode -9)"),
     ("  traceback : Signal 9 (SIGKILL) received by PID 14750", "oom", "critical", "SIGKILL"),
     # DeepSpeed launcher (deepspeed/launcher/launch.py sigkill_handler) and accelerate launch
     ("[2024-01-01 10:00:00,000] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
-     "'--local_rank=3'] exits with return code = -9", "oom", "critical", "launcher saw -9"),
+     "'--local_rank=3'] exits with return code = -9", "oom", "critical",
+     "local rank 3 exited with return code = -9: SIGKILL"),
     ("subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>.",
-     "oom", "critical", "launcher saw -9"),
+     "oom", "critical", "died with SIGKILL"),
     # dmesg (equinor/ert#7797, 0jc1/py-autovod#7, openbmc/openbmc#1887 older kernels)
     ("2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (perl) total-vm:87033376kB, "
      "anon-rss:60356340kB, file-rss:0kB", "oom", "critical", "kernel OOM killer killed pid 1440763 (perl)"),
@@ -326,8 +327,11 @@ def test_child_failed_after_an_oom_adds_nothing():
 def test_torchrun_nccl_fixture_reports_the_timeout_once():
     lines = (DATA / "torchrun_nccl_timeout.log").read_text().splitlines()
     found = scan_lines(lines)
-    assert [(f.kind, f.summary) for f in found] == [
+    assert [(f.kind, f.summary) for f in found if f.kind == "hang"] == [
         ("hang", "NCCL collective timed out: ALLREDUCE (SeqNum 1580) ran 600 s, timeout 600 s")]
+    # the watchdog then aborts the rank: the launcher's report of that names rank and signal
+    assert [f.summary for f in found if f.kind != "hang"] == [
+        "torchrun: local rank 0 (pid 80746) died: SIGABRT (aborted), exitcode -6"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,15 +343,15 @@ def test_overflow_cascade_until_scale_collapses():
     lines = [f"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {2.0 ** (4 - i)}" for i in range(12)]
     f = one(lines)
     assert f.kind == "nan" and f.severity == "critical" and "collapsed" in f.summary
-    assert "12 overflow" in f.evidence[1] and "0.0078125" in f.evidence[1]
+    assert "12 skipped-step" in f.evidence[1] and "0.0078125" in f.evidence[1]
 
 
-def test_overflow_cascade_above_one_is_a_warning():
-    # DeepSpeed ZeRO (zai-org/CogVideo#233)
+def test_loss_scale_search_from_2_32_is_healthy():
+    # DeepSpeed ZeRO (zai-org/CogVideo#233): its start-up search halves from 2**32 a dozen
+    # times; the scale stays far above 1, so it is the normal search, not a collapse
     lines = [f"[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
              f"Skipping step. Attempted loss scale: {2 ** (32 - i)}, reducing to {2 ** (31 - i)}" for i in range(11)]
-    f = one(lines)
-    assert (f.kind, f.severity) == ("nan", "warning")
+    assert scan_lines(lines) == []
 
 
 def test_many_ranks_same_oom_is_one_finding_and_evidence_is_bounded():

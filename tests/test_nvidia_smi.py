@@ -40,7 +40,33 @@ def test_unreadable_fields_are_none_for_that_field_only():
     assert a.mem_used_mib == 1024 and a.mem_total_mib == 143771
     assert b.util_pct == 97 and b.mem_used_mib is None and b.power_w is None and b.temp_c == 60
     assert b.clocks_event_reasons is None
-    assert c.uuid is None and c.name is None and c.util_pct == 5 and c.mem_total_mib is None
+    # a row of 4 columns for a 9-field query: which ones went missing is unknowable, so
+    # the GPU stays (visible, index 2) with no readings rather than with shifted ones
+    assert c.index == 2 and c.uuid is None and c.name is None and c.util_pct is None and c.mem_total_mib is None
+
+
+def test_a_row_with_more_columns_than_the_query_is_not_read_shifted():
+    # issue 12.7: an unquoted "12,34" in memory.used made GPU 2 read 143771 degC
+    text = (BUSY + "\n"
+            "2, GPU-cc00aa11-2222-3333-4444-555566667777, NVIDIA H200, 100, 12,34, 143771, 53, 689.46, 0x0\n")
+    busy, shifted = parse_gpu_csv(text)
+    assert busy.temp_c == 53
+    assert shifted.index == 2 and shifted.uuid.startswith("GPU-cc00")
+    assert (shifted.util_pct, shifted.mem_used_mib, shifted.mem_total_mib, shifted.temp_c, shifted.power_w) == \
+        (None, None, None, None, None)
+
+
+def test_compute_app_rows_with_shifted_columns_are_dropped():
+    procs = parse_compute_apps_csv("421, GPU-a, 1002 MiB\n422, GPU-b, 1,002 MiB\n")
+    assert [p.pid for p in procs] == [421]
+
+
+def test_driver_failure_text_is_kept_for_the_finding():
+    # nvidia-smi prints this on stdout and exits 9 when the driver is gone (issue 12.6)
+    msg = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+           "latest NVIDIA driver is installed and running.")
+    err = gpu_error_from(9, msg + "\n", "")
+    assert err.startswith("nvidia-smi exit 9: NVIDIA-SMI has failed because it couldn't communicate")
 
 
 def test_non_gpu_lines_are_skipped_and_units_tolerated():

@@ -1,4 +1,6 @@
 """CLI command `dfctl check-log PATH`: the detectors over a log file, post-mortem.
+`dfctl check-log -` reads standard input, so a log pasted from an issue or a chat can be
+checked (`pbpaste | dfctl check-log -`, `kubectl logs … | dfctl check-log -`).
 
 Wiring only: stream the file in 1 MiB chunks through logparse.split_lines (so a 2 GB log
 or a 100 MB line without newline costs bounded memory), feed detectors.TextScanner, add
@@ -32,6 +34,9 @@ def check_log_file(path: Path, baseline_tok_per_s: float | None = None,
     if baseline_tok_per_s is None:
         baseline_tok_per_s = cfg.baseline_tok_per_s
     scanner = TextScanner(progress_pattern=progress_pattern or cfg.progress_pattern, now_s=None)
+    if str(path) == "-":
+        _feed(scanner, sys.stdin.buffer, "standard input")
+        return _report(scanner, "<stdin>", cfg, baseline_tok_per_s)
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
@@ -40,19 +45,28 @@ def check_log_file(path: Path, baseline_tok_per_s: float | None = None,
         raise BadInputError(f"{path}: is a directory, not a log file") from None
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    carry = b""
     with fh:
-        while True:
-            try:
-                chunk = fh.read(CHUNK_BYTES)
-            except OSError as exc:
-                raise BadInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-            if not chunk:
-                break
-            lines, carry = split_lines(chunk, carry)
-            scanner.feed(lines)
+        _feed(scanner, fh, str(path))
+    return _report(scanner, str(path), cfg, baseline_tok_per_s)
+
+
+def _feed(scanner: TextScanner, fh, where: str) -> None:
+    """Stream `fh` through split_lines into the scanner, 1 MiB at a time."""
+    carry = b""
+    while True:
+        try:
+            chunk = fh.read(CHUNK_BYTES)
+        except OSError as exc:
+            raise BadInputError(f"{where}: cannot read: {exc.strerror or exc}") from None
+        if not chunk:
+            break
+        lines, carry = split_lines(chunk, carry)
+        scanner.feed(lines)
     scanner.feed(flush_carry(carry))
     scanner.finish()
+
+
+def _report(scanner: TextScanner, path: str, cfg: WatchConfig, baseline_tok_per_s: float | None) -> dict[str, Any]:
     findings = scanner.all_findings()
     progress = list(scanner.progress)
     # A truncated history (very long log) is long past warm-up.
@@ -66,7 +80,7 @@ def check_log_file(path: Path, baseline_tok_per_s: float | None = None,
         wandb = {"run_id": scanner.wandb.run_id, "url": scanner.wandb.url, "mode": scanner.wandb.mode,
                  "offline_dir": scanner.wandb.offline_dir}
     return {
-        "path": str(path),
+        "path": path,
         "lines": scanner.lines_seen,
         "findings": findings,
         "milestones": scanner.milestones,
@@ -126,7 +140,8 @@ def _render_human(report: dict[str, Any], code: int) -> None:
 
 @app.command("check-log")
 def check_log(
-    path: Path = typer.Argument(..., help="Log file to check (read post-mortem, in bounded memory)."),
+    path: Path = typer.Argument(..., help="Log file to check (read post-mortem, in bounded memory); - reads "
+                                          "standard input (a pasted log)."),
     baseline_tok_s: Optional[float] = typer.Option(
         None, "--baseline-tok-s", help="Reference throughput (target tok/s) for the regression check."),
     progress_pattern: Optional[str] = typer.Option(
@@ -138,6 +153,8 @@ def check_log(
 
     Exit 0 healthy, 4 a failure found (OOM, crash, hang, NaN), 5 a throughput regression
     only, 2 when the file cannot be read.
+
+    Examples: dfctl check-log runs/train.log · pbpaste | dfctl check-log - --json
     """
     report = check_log_file(path, baseline_tok_s, progress_pattern)
     code = verdict_exit_code(report["findings"])

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, DfctlError
+from controller.errors import BadInputError, DeployError, DfctlError, UnreachableError, one_line
 from controller.playbook import Playbook, RunConfig, TargetConfig, check_run_name, load_playbook
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
@@ -48,8 +48,8 @@ class _LazyProgress:
 
     def __init__(self, label: str, after_s: float = 0.5):
         self.label, self.after_s, self.t0 = label, after_s, time.monotonic()
-        self.progress = None
-        self.task = None
+        self.progress: Any = None       # rich.progress.Progress, imported only when shown
+        self.task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None:
@@ -223,7 +223,10 @@ def runs(
                                                                  "redrawn each --interval until Ctrl-C."),
     interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between redraws of --watch."),
 ) -> None:
-    """List known runs with their live state (one round trip per target)."""
+    """List known runs with their live state (one round trip per target).
+
+    A target that cannot be read: its runs are listed as `unknown` (with `read_error`
+    in --json), the target is named on stderr, and the exit code is 3 (a partial list)."""
     if watch_table:
         if json_out:
             raise BadInputError("dfctl runs: --watch draws a table; --json prints one document: choose one")
@@ -231,35 +234,32 @@ def runs(
 
         raise typer.Exit(live_table(interval))
     from controller.importers import is_imported
-    from controller.launch import record_statuses, runs_status, target_identity
+    from controller.launch import refresh_states
 
     store = RunStore()
     try:
         records = store.runs()
-        groups: dict[tuple, list[RunRecord]] = {}
-        for rec in records:
-            if is_imported(rec):
-                continue   # no process to ask about: its end state is what the import found
-            groups.setdefault(target_identity(target_of(rec)), []).append(rec)
-        for recs in groups.values():
-            try:
-                target, transport = _open_for(recs[0])
-                statuses = runs_status(transport, target, recs)
-            except DfctlError as exc:
-                for rec in recs:
-                    rec.state = "unknown"
-                print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
-                continue
-            record_statuses(store, recs, statuses)
+        # an imported run has no process to ask about: its end state is what the import found
+        unreadable = refresh_states(store, [r for r in records if not is_imported(r)], _open_for)
     finally:
         store.close()
-    rows = [_run_row(r) for r in records]
+    errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
+    for label, message, _ in unreadable:
+        print(f"dfctl: {label}: {message}", file=sys.stderr)
+    rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
     if json_out:
         _emit_json(rows)
-        return
-    if not rows:
+    elif not rows:
         typer.echo("no runs yet (dfctl deploy PLAYBOOK starts one)", err=True)
-        return
+    else:
+        _print_runs_table(rows)
+    if unreadable:
+        _fail_after_result(UnreachableError(
+            f"runs: could not read {', '.join(label for label, _, _ in unreadable)}; the state of its runs "
+            f"is unknown (the rest of the list is current)"), json_out)
+
+
+def _print_runs_table(rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -404,4 +404,14 @@ def doctor(
             typer.echo(f"{mark}  {c.check:<15} {c.detail}")
     error = failure(checks, str(playbook))
     if error is not None:
+        _fail_after_result(error, json_out)
+
+
+def _fail_after_result(error: DfctlError, json_out: bool) -> None:
+    """A failure found after the result was printed (doctor's failed checks, runs' partial
+    list): with --json that result stays the ONE document on stdout (it says what failed),
+    so only the stderr line and the exit code follow; without --json, the usual error."""
+    if not json_out:
         raise error
+    print(f"dfctl: error: {one_line(error.message)}", file=sys.stderr)
+    raise typer.Exit(error.exit_code)

@@ -42,7 +42,7 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
     if playbook is not None:
         from controller.playbook import load_playbook
 
-        pb = load_playbook(playbook)
+        pb = load_playbook(playbook, require_target=False)   # only its run.name is used
         try:
             records.append(store.get_run(pb.run.name))
         except UnknownRunError:
@@ -196,6 +196,10 @@ def status_line(state: RunState) -> str:
             bits.append(f"loss={p.loss:.4g}")
     if state.log.size_bytes is not None:
         bits.append(f"log={state.log.size_bytes}B")
+    if state.log.event:                      # a rotation/truncation/deletion is an event, said once per tick
+        bits.append(f"log_{state.log.event}" + (f"({state.log.followed})" if state.log.followed else ""))
+    elif state.log.error:
+        bits.append(f"log_unreadable({state.log.error[:80]})")
     if state.last_log_growth_s is not None and state.updated_s is not None:
         bits.append(f"log_age={state.updated_s - state.last_log_growth_s:.0f}s")
     busy = [g for g in state.gpus if g.util_pct is not None]
@@ -225,7 +229,7 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
             how += f" by {st.process.stopped_by}"
             if st.process.stop_requested_s:
                 how += time.strftime(" at %H:%M:%S", time.localtime(st.process.stop_requested_s))
-        how += f", exit {code}" if code is not None else ""
+        how += f", exit {code}" if code is not None else (", exit code unknown" if st.state == "ended" else "")
         bits = [f"{st.run_id}: {how}"]
         prog = [p for p in st.progress if p.step is not None]
         if prog:

@@ -5,6 +5,12 @@ names on driver 580, FIELD-NOTES). A value that cannot be read -- `[N/A]`,
 `[Not Supported]`, `N/A`, garbage, a missing column -- becomes None for that field of
 that GPU only; a line that is not a GPU row at all (no integer index) is skipped, so a
 warning printed among the rows never crashes the table (nvitop's rule).
+
+A row whose column count differs from the query (a value holding an unquoted comma,
+`12,34`; a driver that printed one field more or less) cannot be mapped by position:
+every value after the break would be read as the wrong field (a memory reading taken for
+a temperature). Such a row keeps its GPU -- index, and uuid where it still looks like one --
+with every reading None, so the GPU is still counted as visible and shown as n/a.
 """
 
 from __future__ import annotations
@@ -63,6 +69,10 @@ def parse_gpu_csv(text: str) -> list[GpuSample]:
         index = _number(cols[0])
         if index is None or index != int(index) or index < 0:
             continue  # not a GPU row (a warning line, a header)
+        if len(row) != len(GPU_QUERY_FIELDS):
+            uuid = _text(cols[1])
+            gpus.append(GpuSample(index=int(index), uuid=uuid if uuid and uuid.startswith("GPU-") else None))
+            continue
         reasons = _text(cols[8])
         if reasons is not None and not re.fullmatch(r"0x[0-9a-fA-F]+", reasons):
             reasons = None
@@ -77,7 +87,9 @@ def parse_compute_apps_csv(text: str) -> list[GpuProcess]:
     """Rows of --query-compute-apps=pid,gpu_uuid,used_memory -> GpuProcess (vmid unset)."""
     procs = []
     for row in _rows(text):
-        cols = list(row) + [None] * (len(APPS_QUERY_FIELDS) - len(row))
+        if len(row) != len(APPS_QUERY_FIELDS):
+            continue  # columns shifted: the memory figure would be another field's
+        cols = list(row)
         pid = _number(cols[0])
         if pid is None or pid != int(pid) or pid <= 0:
             continue

@@ -34,7 +34,7 @@ class ProbeSession:
     """The agent on one host, over a pipe (local) or an SSH channel (paramiko)."""
 
     def __init__(self, transport: Transport, python: str = "python3", *, connect_timeout_s: float = 10.0):
-        self.where = getattr(transport, "name", "host")
+        self.where = transport.name
         self._buf = b""
         self._proc: subprocess.Popen | None = None
         self._chan = None
@@ -44,11 +44,13 @@ class ProbeSession:
                                           stderr=subprocess.DEVNULL, start_new_session=True, cwd=transport.cwd,
                                           env=transport.env)
         else:
-            connected = getattr(transport, "_connected", None)   # SshTransport's reused client
-            if connected is None:
+            from controller.transport.ssh import SshTransport  # paramiko: only for an SSH host (start-up)
+
+            if not isinstance(transport, SshTransport):
                 raise SessionUnsupported(f"{self.where}: no streaming channel")
             try:
-                chan = connected().get_transport().open_session(timeout=connect_timeout_s)
+                # the transport's own reused connection (ssh.py has no public channel call yet)
+                chan = transport._connected().get_transport().open_session(timeout=connect_timeout_s)
                 chan.exec_command(join_argv(argv))
             except Exception as exc:  # noqa: BLE001 - paramiko raises many kinds
                 raise ProbeError(f"{self.where}: cannot start the probe agent: {exc}", unreachable=False) from None

@@ -1,0 +1,53 @@
+"""The metric-record reader: loss and gradient-norm values wherever a trainer prints
+them, so NaN/Inf is judged on the value, never on the word "nan". (Lightning's tqdm postfix
+prints a NaN as `train_loss=nan.0`: its float formatting, seen in the corpus.)
+
+Training code prints its numbers in a handful of shapes: Python dicts (transformers'
+Trainer: `{'loss': 'nan', 'grad_norm': 'nan', ...}`, older versions without the quotes),
+key=value (`loss=nan`, tqdm postfixes `[..., loss=nan]`), colon pairs (Lightning's rich
+bar and Keras `loss: nan`), pipe tables (Megatron `| lm loss: NaN | grad norm: nan |`),
+bracketed values (`loss [nan]`), bare pairs (`Loss nan Main Loss nan`), and wandb's
+closing summary (`wandb:     loss nan`). One pattern reads them all: a key that names a
+loss or a gradient norm, a separator, a value. Words that merely mention NaN --
+`number of nan iterations: 0`, `logging_nan_inf_filter=True`, `skip_nan_steps` -- have no
+loss/norm key in front of a non-finite value, so they never count. Keys such as
+`best_loss` / `min_val_loss` start at +inf by convention and are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_RECORD = re.compile(
+    r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|grad[ _]?norm|gradient[ _]norm"
+    r"|total[ _]norm))(?P<sfx>_\w+)?['\"]?\s*(?:[:=]\s*|\s+|\s*\|\s*)\[?['\"]?(?:tensor\()?"
+    r"(?P<val>[-+]?(?:nan|inf(?:inity)?))(?:\.0*)?(?![\w.])",
+    re.I)
+_IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]", re.I)
+_INF_WORD = re.compile(r"\binf\b", re.I)
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    key: str       # the metric's name as printed ("loss", "grad_norm", "lm loss")
+    value: str     # "nan", "inf", "-inf"
+    is_loss: bool
+
+
+def maybe_non_finite(low: str) -> bool:
+    """Cheap test before the reader runs: the lower-cased line holds nan or the word inf."""
+    return "nan" in low or ("inf" in low and _INF_WORD.search(low) is not None)
+
+
+def non_finite_values(line: str) -> list[NonFinite]:
+    """Every loss / gradient-norm value in the line that is NaN or Inf."""
+    out = []
+    for m in _RECORD.finditer(line):
+        key = m.group("key")
+        if _IGNORED_KEY.match(key) or (m.group("sfx") or "").lower() in ("_scale", "_count", "_filter", "_steps"):
+            continue
+        low = key.lower()
+        out.append(NonFinite(key=key + (m.group("sfx") or ""), value=m.group("val").lower(),
+                             is_loss="loss" in low and "norm" not in low))
+    return out

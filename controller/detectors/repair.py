@@ -1,0 +1,123 @@
+"""Line repair: give every rule the line a person would read, whatever was wrapped
+around it.
+
+Logs reach dfctl as people capture them: through launchers that prefix every line
+(torchrun `[rank3]:` / `[default0]:`, Ray `(task, pid=3369) `, mpirun `[1,0]<stderr>:`,
+srun `0: `), loggers that put a timestamp and a level first (`[2026-12-01 15:44:52,260]
+[WARNING] [file.py:213:func]`, glog `W1201 15:45:39.195000 18174 path:1028]`), pastes
+quoted with markdown `> ` or numbered `12 | `, ANSI colour, and terminal copies
+hard-wrapped at the terminal's width (a token cut in two). `repair` peels those layers
+off so the rules and structure readers see the bare text, and keeps the launcher part
+as the line's *key* -- interleaved ranks are read apart, never mixed.
+
+Nothing is lost: each repaired line remembers which input line it started at, so
+evidence keeps the original line numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from controller.logparse import clean_text
+
+_KEY_PREFIX = re.compile(
+    r"\[(?:rank|default)?\d+\]:\s?"                         # torchrun / elastic --tee
+    r"|\[\d+,\d+\]<std(?:out|err)>:\s?"                     # mpirun --tag-output
+    r"|\((?:[\w.-]+,?\s)?pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray workers
+    r"|\d{1,4}: (?=\S)"                                      # srun --label
+)
+_NOISE_PREFIX = re.compile(
+    r">+ ?"                                                             # markdown quote
+    r"|\d{1,7} ?\| "                                                    # numbered paste
+    r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ,:|-]*"
+    r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[^\]\s]+\]\s?"         # glog (torch's C++/py warnings)
+    r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"                           # a bare time of day
+    r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )\s*"  # log level
+    r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
+)
+_PREFIX_START = frozenset("[(>0123456789IWEFDNC")
+"""A line that starts with none of these has no prefix to peel (the common fast path)."""
+MAX_LAYERS = 6
+WRAP_MIN_WIDTH = 60
+WRAP_MAX_WIDTH = 400
+WRAP_MIN_FULL_LINES = 3
+TERMINAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
+"""Widths terminals are commonly set to: two cut lines at one of them suffice."""
+
+
+_LINE_START = re.compile(r"Traceback \(|\s+File \"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::|$)"
+                         r"|\[(?:rank|default)\d+\]:|\[?\d{4}-\d{2}-\d{2}[T ]")
+"""A line that starts a new line of its own: a line of exactly the width before it is a
+line that happened to be that long, not a cut one."""
+
+
+@dataclass(slots=True)
+class Line:
+    text: str       # the bare text rules read
+    key: str        # the launcher prefix (which rank/worker printed it); "" for none
+    src: int        # index of the input line it starts at
+    raw: str        # the line as it came (evidence shows this)
+
+
+def peel(line: str) -> tuple[str, str]:
+    """(key, body): launcher prefixes kept as the key, other decoration dropped."""
+    if not line or line[0] not in _PREFIX_START:
+        return "", line
+    key = ""
+    body = line
+    for _ in range(MAX_LAYERS):
+        if not body or body[0] not in _PREFIX_START:
+            break
+        m = _KEY_PREFIX.match(body)
+        if m:
+            key += m.group(0).strip()
+            body = body[m.end():]
+            continue
+        m = _NOISE_PREFIX.match(body)
+        if m and m.end() > 0:
+            body = body[m.end():]
+            continue
+        break
+    return key, body
+
+
+def wrap_width(lines: Sequence[str]) -> int | None:
+    """The terminal width a hard-wrapped copy was cut at, or None when it does not look
+    wrapped: many lines of exactly the longest length, which real logs seldom have."""
+    if len(lines) < 8:
+        return None
+    lens = list(map(len, lines))
+    width = max(lens)
+    if not WRAP_MIN_WIDTH <= width <= WRAP_MAX_WIDTH:
+        return None
+    full = lens.count(width)
+    if full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
+        return None
+    # Padded screens (every line space-filled to the width) are not wraps.
+    padded = sum(1 for s in lines if len(s) == width and s.endswith(" "))
+    return None if padded * 2 > full else width
+
+
+def repair(lines: Sequence[str], width: int | None = None) -> list[Line]:
+    """Repaired lines; a line cut at `width` is joined with its continuation."""
+    out: list[Line] = []
+    i, n = 0, len(lines)
+    while i < n:
+        raw = lines[i]
+        text = raw
+        start = i
+        if width is not None:
+            while (len(text) >= width and i + 1 < n and lines[i + 1] and text.strip(text[0])
+                   and not _LINE_START.match(lines[i + 1])):
+                i += 1
+                text += lines[i]
+                if len(lines[i]) < width:
+                    break
+        if "\x1b" in text or "\x00" in text:
+            text = clean_text(text)
+        key, body = peel(text)
+        out.append(Line(body, key, start, raw if start == i else text))
+        i += 1
+    return out

@@ -1,0 +1,346 @@
+"""`scan_lines`: log text -> findings, by rules plus structure.
+
+The pass over a batch of lines: repair every line (repair.py), then
+1. the rule table on each line that holds a trigger word (rules.py);
+2. the metric-record reader on each line that holds "nan"/"inf" (metrics.py);
+3. the loss-scale trajectory (loss_scale.py);
+4. the traceback reader (tracebacks.py) and usage errors (usage_errors.py);
+then the findings that only explain a failure when nothing better does (secondary).
+State that must outlive a batch -- the loss-scale trajectory, how many gradient-norm
+records were non-finite, whether compile trouble was seen -- lives in a ScanState the
+caller may keep (TextScanner does), so a log fed in any chunking gives the same findings.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from controller.detectors import hints as H
+from controller.detectors.evidence import EVIDENCE_LINES, bounded, signal_suffix
+from controller.detectors.loss_scale import LossScaleTrajectory
+from controller.detectors.metrics import maybe_non_finite, non_finite_values
+from controller.detectors.repair import Line, repair, wrap_width
+from controller.detectors.rules import Hit, classify, recoverable, triggered
+from controller.detectors.tracebacks import Traceback, frame_location, read_tracebacks, user_frame
+from controller.detectors.usage_errors import usage_errors
+from controller.logparse import LineParser
+from controller.records import Finding
+
+MATCH_CHARS = 8192
+MAX_FINDINGS_PER_SCAN = 100
+HANDLED_LOOKAHEAD_LINES = 5
+PROGRESS_LOOKAHEAD_LINES = 60
+PROGRESS_LOOKBACK_LINES = 300
+NONFINITE_NORM_RECORDS = 3
+"""Gradient-norm records that must read NaN/Inf before it is a finding: one or two are a
+skipped fp16 step during the loss-scale search (healthy); a NaN *loss* counts at once."""
+
+_HANDLED = re.compile(
+    r"\b(?:retry(?:ing)?|will retry|retried|re-?trying|attempt(?:ing)? to recover|recover(?:ed|ing)|"
+    r"continuing|skipping (?:this )?(?:batch|sample|step|example)|ignor(?:ed|ing) (?:this|the) (?:error|exception)|"
+    r"falling back)\b", re.I)
+_RECOMPILE_FUNC = re.compile(r"function: '([^']+)' \(([^)]+)\)")
+_LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "ProcessRaisedException", "ProcessExitedException")
+"""A launcher's own exception only says a child failed: secondary to the child's error."""
+_COMPILE_WORDS = ("flex_attention", "torch._dynamo", "recompile", "torch.compile", "inductor")
+
+
+@dataclass
+class ScanState:
+    """What outlives one batch (see module doc)."""
+
+    loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
+    nonfinite_norms: int = 0
+    norm_evidence: list[tuple[int, str]] = field(default_factory=list)
+    norm_reported: bool = False
+    compile_trouble: bool = False
+    primary_seen: bool = False
+
+
+def _now(now_s: float | None) -> float:
+    return time.time() if now_s is None else now_s
+
+
+class _Batch:
+    """One call's lines, their repair, and the findings made from them."""
+
+    def __init__(self, raw: list[str], base: int, end: int, line_no0: int, t: float, run_id: str | None):
+        self.raw = raw
+        self.rep = repair(raw, wrap_width(raw))
+        self.base, self.end = base, end
+        self.line_no0 = line_no0
+        self.t = t
+        self.run_id = run_id
+        self.found: dict[tuple[str, str], Finding] = {}
+        self.secondary: list[Finding] = []
+        self.hit_at: dict[int, tuple[str, str]] = {}
+
+    def reported(self, i: int) -> bool:
+        return self.base <= self.rep[i].src < self.end
+
+    def make(self, hit: Hit, i: int, evidence: list[str]) -> Finding:
+        return Finding(kind=hit.kind, severity=hit.severity, summary=hit.summary,  # type: ignore[arg-type]
+                       evidence=bounded(evidence), hint=hit.hint, first_seen_s=self.t,
+                       line=self.line_no0 + self.rep[i].src, run_id=self.run_id)
+
+    def add(self, f: Finding, i: int, secondary: bool = False) -> None:
+        if secondary:
+            self.secondary.append(f)
+            return
+        if f.key not in self.found and len(self.found) < MAX_FINDINGS_PER_SCAN:
+            self.found[f.key] = f
+        self.hit_at[i] = f.key
+
+    def handled_after(self, i: int, progress_key: str | None = None, since: int | None = None) -> bool:
+        """A retry/recovery message soon after; or (with progress_key) training progress
+        resumed on the same launcher prefix -- another rank's progress proves nothing, and
+        neither does a progress bar redrawn at the step it stopped at (tqdm closing)."""
+        rep = self.rep
+        for j in range(i + 1, min(len(rep), i + 1 + HANDLED_LOOKAHEAD_LINES)):
+            if "Traceback" in rep[j].text:
+                break
+            if _HANDLED.search(rep[j].text[:MATCH_CHARS]):
+                return True
+        if progress_key is None:
+            return False
+        probe = LineParser()
+        before = self._last_step(since if since is not None else i, progress_key, probe)
+        bar_step: int | None = None
+        for j in range(i + 1, min(len(rep), i + 1 + PROGRESS_LOOKAHEAD_LINES)):
+            ln = rep[j]
+            low = ln.text.lower()
+            if ln.key != progress_key or not ("step" in low or "%|" in ln.text or "iter" in low):
+                continue
+            p = probe.parse(ln.text).progress
+            if p is None or (before is not None and p.step <= before):
+                continue
+            if "%|" not in ln.text:
+                return True
+            # a bar: its closing redraw follows any exception; only a bar that moves on
+            # twice says the loop went on
+            if bar_step is not None and p.step > bar_step:
+                return True
+            bar_step = p.step
+        return False
+
+    def _last_step(self, i: int, key: str, probe: LineParser) -> int | None:
+        """The step of the last progress line (same prefix) before index i, if near."""
+        for j in range(i - 1, max(-1, i - 1 - PROGRESS_LOOKBACK_LINES), -1):
+            ln = self.rep[j]
+            if ln.key != key:
+                continue
+            p = probe.parse(ln.text).progress
+            if p is not None:
+                return p.step
+        return None
+
+
+def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None = None,
+               run_id: str | None = None, *, context_before: Sequence[str] = (),
+               context_after: Sequence[str] = (), state: ScanState | None = None,
+               deferred: list[Finding] | None = None) -> list[Finding]:
+    """Findings in `lines` (clean text, as split_lines returns; lines[0] is line
+    `first_line_no` of the log).
+
+    `context_before`: lines just before `lines` (the end of the previous batch), used
+    only to complete a traceback that started there; `context_after`: lines that follow
+    (held back for the next batch), used only to see whether an error was handled. No
+    finding is reported for a context line. An error followed within a few lines by a
+    retry/recovery message, or by more training progress on the same launcher prefix, was
+    handled and is not reported. One finding per (kind, summary); evidence is bounded.
+
+    Secondary findings (a launcher's "a child failed") are reported only when no primary
+    failure was seen; a caller that scans in batches passes `deferred` to collect them and
+    decides at the end (TextScanner.finish), so the answer does not depend on where the
+    batches were cut.
+    """
+    st = state if state is not None else ScanState()
+    ctx = list(context_before)
+    raw = ctx + list(lines) + list(context_after)
+    b = _Batch(raw, len(ctx), len(ctx) + len(lines), first_line_no - len(ctx), _now(now_s), run_id)
+    _line_rules(b, st)
+    _traceback_findings(b)
+    _usage_findings(b)
+    _loss_scale_finding(b, st)
+    found = b.found
+    if any(f.kind in ("oom", "crash", "hang") and f.severity == "critical" for f in found.values()):
+        st.primary_seen = True
+    if deferred is not None:
+        deferred.extend(b.secondary)
+    elif not st.primary_seen:
+        for f in b.secondary:
+            if f.key not in found:
+                found[f.key] = f
+    if st.compile_trouble:
+        for k, f in list(found.items()):
+            if f.kind == "oom" and f.hint == H.HINT_CUDA_OOM:
+                found[k] = replace(f, hint=f.hint + H.HINT_OOM_AFTER_COMPILE)
+    return sorted(found.values(), key=lambda f: (f.line or 0))
+
+
+def _line_rules(b: _Batch, st: ScanState) -> None:
+    rep = b.rep
+    for i, ln in enumerate(rep):
+        if not b.reported(i):
+            continue
+        line = ln.text if len(ln.text) <= MATCH_CHARS else ln.text[:MATCH_CHARS]
+        low = line.lower()
+        st.loss_scale.feed(line, low, b.line_no0 + ln.src)
+        if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
+            st.compile_trouble = True
+        if maybe_non_finite(low):
+            _metric_record(b, st, i, line)
+        if not triggered(low):
+            continue
+        hit = classify(line, low)
+        if hit is None:
+            continue
+        evidence = [ln.raw]
+        if hit.rule == "recompile-limit":
+            hit, evidence = _recompile_detail(b, i, hit, evidence)
+        elif hit.rule == "child-failed":
+            hit, evidence = _child_failed_detail(b, i, hit, evidence)
+        if hit.kind == "oom" and recoverable(hit) and b.handled_after(i):
+            hit = Hit("oom", "warning", hit.summary + " (recovered: the trainer skipped or retried)",
+                      "the trainer caught it; if it repeats, lower the batch/token budget", rule=hit.rule)
+        b.add(b.make(hit, i, evidence), i, hit.secondary)
+
+
+def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> None:
+    values = non_finite_values(line)
+    if not values:
+        return
+    loss = next((v for v in values if v.is_loss), None)
+    if loss is not None:
+        b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({loss.key} = {loss.value})", H.HINT_NAN), i,
+                     [b.rep[i].raw]), i)
+        return
+    st.nonfinite_norms += 1
+    if len(st.norm_evidence) < EVIDENCE_LINES:
+        st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
+    if st.nonfinite_norms >= NONFINITE_NORM_RECORDS and not st.norm_reported:
+        st.norm_reported = True
+        v = values[0]
+        f = b.make(Hit("nan", "critical", f"gradient norm is NaN/Inf ({v.key} = {v.value}) in "
+                       f"{NONFINITE_NORM_RECORDS}+ records", H.HINT_NAN), i, [e for _, e in st.norm_evidence])
+        b.add(replace(f, line=st.norm_evidence[0][0]), i)
+
+
+def _recompile_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:
+    """dynamo prints the function and the last guard failure on the next lines."""
+    import os
+
+    for j in range(i + 1, min(len(b.rep), i + 4)):
+        text = b.rep[j].text
+        fm = _RECOMPILE_FUNC.search(text)
+        if fm:
+            hit = replace(hit, summary=f"{hit.summary.split(':')[0]} for '{fm.group(1)}' "
+                                       f"({os.path.basename(fm.group(2))}): that code now runs eager")
+        if "function:" in text or "last reason" in text:
+            evidence.append(b.rep[j].raw)
+    return hit, evidence
+
+
+_BLOCK_FIELD = re.compile(r"^\s*(rank|exitcode|traceback|host|error_file)\s*:")
+_EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+
+
+def _child_failed_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:
+    """torchrun's block: rank / exitcode / traceback lines follow."""
+    for j in range(i + 1, min(len(b.rep), i + 24)):
+        text = b.rep[j].text
+        if _BLOCK_FIELD.search(text):
+            evidence.append(b.rep[j].raw)
+            em = _EXITCODE.search(text)
+            if em and em.group(1) != "-9":
+                code = int(em.group(1))
+                hit = replace(hit, summary=f"torchrun: a worker failed (exitcode {code}"
+                                           f"{signal_suffix(-code) if code < 0 else ''})")
+    return hit, evidence
+
+
+def _traceback_findings(b: _Batch) -> None:
+    rep = b.rep
+    for tb in read_tracebacks(rep):
+        i = tb.exc
+        if i is None or not b.reported(i) or tb.superseded or tb.ignored:
+            continue
+        if i in b.hit_at:
+            # The exception line itself is an OOM/hang/... line: give that finding the frames.
+            f = b.found.get(b.hit_at[i])
+            if f is not None and len(f.evidence) == 1:
+                b.found[b.hit_at[i]] = replace(f, evidence=bounded(_tb_evidence(rep, tb)))
+            continue
+        if tb.short_name == "MemoryError":
+            hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
+            continue
+        if b.handled_after(i, None if tb.thread else rep[i].key, since=tb.start):
+            continue
+        text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
+        if len(text) > 160:
+            text = text[:157] + "..."
+        loc = _loc(rep, tb)
+        if tb.short_name == "KeyboardInterrupt":
+            hit = Hit("crash", "warning", f"stopped by KeyboardInterrupt{loc}", "someone pressed Ctrl-C or sent SIGINT")
+        elif tb.thread:
+            hit = Hit("crash", "warning", f"thread {tb.thread} died: {text}{loc}",
+                      "the process lives on without that thread: throughput or a queue may stall; " + H.HINT_CRASH)
+        elif tb.short_name in _LAUNCHER_EXCEPTIONS:
+            hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_LAUNCHER, secondary=True)
+        else:
+            hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
+        b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+def _loc(rep: Sequence[Line], tb: Traceback) -> str:
+    idx = user_frame(rep, tb)
+    if idx is None and tb.frames:
+        idx = tb.frames[-1]
+    return frame_location(rep[idx].text) if idx is not None else ""
+
+
+def _tb_evidence(rep: Sequence[Line], tb: Traceback) -> list[str]:
+    """Header, the user's own innermost frame (where their code called in), the last
+    frame and its code line, the exception: the user's frame is what they can change."""
+    ev = [rep[tb.start].raw]
+    shown: list[int] = []
+    mine = user_frame(rep, tb)
+    if mine is not None and tb.frames and mine != tb.frames[-1]:
+        shown.append(mine)
+    if tb.frames:
+        shown.append(tb.frames[-1])
+    skipped = len(tb.frames) - len(shown) - (1 if tb.frames and tb.start == tb.frames[0] else 0)
+    if skipped > 0:
+        ev.append(f"  … {skipped} more frame(s)")
+    for idx in shown:
+        ev.append(rep[idx].raw)
+        if idx + 1 < (tb.exc or 0) and idx + 1 not in tb.frames and rep[idx + 1].text.strip():
+            ev.append(rep[idx + 1].raw)
+    ev.append(rep[tb.exc].raw)  # type: ignore[index]
+    return ev
+
+
+def _usage_findings(b: _Batch) -> None:
+    for usage, err, text in usage_errors(b.rep):
+        if not b.reported(err):
+            continue
+        hit = Hit("crash", "critical", f"command line refused: {text[:200]}", H.HINT_USAGE)
+        b.add(b.make(hit, err, [b.rep[usage].raw, b.rep[err].raw]), err)
+
+
+def _loss_scale_finding(b: _Batch, st: ScanState) -> None:
+    ls = st.loss_scale
+    if not ls.collapsed or ls.reported:
+        return
+    ls.reported = True
+    ev = list(ls.evidence[:1]) + [f"… {ls.skips} skipped-step line(s); loss scale from {ls.highest:g} down to "
+                                  f"{ls.last:g}"] + list(ls.evidence[1:2])
+    hit = Hit("nan", "critical", "fp16 loss scale collapsed: gradients overflow every step", H.HINT_NAN +
+              "; with fp16 prefer bf16")
+    f = Finding(kind=hit.kind, severity=hit.severity, summary=hit.summary, evidence=bounded(ev),  # type: ignore
+                hint=hit.hint, first_seen_s=b.t, line=ls.collapse_line, run_id=b.run_id)
+    b.add(f, -1)

@@ -1,0 +1,146 @@
+"""The traceback reader: the final exception of a Python traceback, with or without its
+header, in CPython's and IPython's shapes, read per launcher prefix so interleaved ranks
+never mix.
+
+Shapes it reads (lines already repaired, see repair.py):
+- CPython: `Traceback (most recent call last):`, frames `  File "p.py", line 3, in f`
+  with code and caret lines, then `ExcName: message`; chains joined by "During handling
+  of the above exception..." / "The above exception was the direct cause..." (the last
+  exception of a chain is the one reported).
+- Headerless: an excerpt that starts mid-traceback (a paste, a log that rotated): the
+  first `File "...", line N, in f` frame opens it. The exception must follow within a
+  few lines of the last frame, or it is not a traceback at all.
+- IPython/Colab: `RuntimeError      Traceback (most recent call last)` on one line,
+  `File /p.py:6` / `Cell In[3], line 5` frames, `----> 6 code` markers, `12 frames`.
+- A header glued onto a progress bar (`38%|███▊ | 9/24 [...]Traceback (most recent ...`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from controller.detectors.repair import Line
+
+TB_START = "Traceback (most recent call last)"
+TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+_IPY_HEADER = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
+_IPY_FRAME = re.compile(r"^(?:File (?P<file>\S.*?):(?P<line>\d+)(?:, in (?P<func>\S+))?|Cell In\[\d+\], line "
+                        r"(?P<cline>\d+))\s*$")
+_IPY_CODE = re.compile(r"^\s*(?:-*>\s*)?\d+\s")
+_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_THREAD = re.compile(r"^Exception in thread (?P<name>.+?):?\s*$")
+_COLAB_FRAMES = re.compile(r"^\s*\d+ frames?\s*$|^\s*\[\.\.\. skipping")
+MAX_GAP_HEADED = 20
+"""Lines of other text (same prefix) a headed traceback may hold between frames before
+it is given up (a progress line printed in between, a logger's line)."""
+MAX_GAP_HEADERLESS = 3
+
+
+@dataclass
+class Traceback:
+    start: int                          # index (into the repaired lines) of the header or first frame
+    frames: list[int] = field(default_factory=list)
+    headed: bool = False
+    ipython_name: str | None = None
+    thread: str | None = None
+    ignored: bool = False               # "Exception ignored in": Python printed it and went on
+    exc: int | None = None              # index of the exception line
+    name: str = ""
+    message: str = ""
+    superseded: bool = False            # a chained exception follows: that one is reported
+    gap: int = 0
+
+    @property
+    def short_name(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+
+def _is_code(text: str) -> bool:
+    return not text.strip() or text.startswith((" ", "\t")) or text.lstrip().startswith(("^", "~", "|", "+"))
+
+
+def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
+    """Every completed traceback in `lines`, in order of its exception line."""
+    done: list[Traceback] = []
+    open_tb: dict[str, Traceback] = {}
+    pending_thread: dict[str, str] = {}
+    pending_ignored: dict[str, bool] = {}
+    last_done: dict[str, Traceback] = {}
+    for i, ln in enumerate(lines):
+        text = ln.text
+        key = ln.key
+        tb = open_tb.get(key)
+        if tb is None and "Traceback" not in text and "File" not in text and "Exception" not in text \
+                and "Cell In" not in text and not text.startswith(TB_CHAIN):
+            continue
+        if text.startswith(TB_CHAIN):
+            prev = last_done.get(key)
+            if prev is not None:
+                prev.superseded = True
+            continue
+        m = _THREAD.match(text)
+        if m:
+            pending_thread[key] = m.group("name")
+            continue
+        if text.startswith("Exception ignored in"):
+            pending_ignored[key] = True
+            continue
+        if TB_START in text:
+            ipy = _IPY_HEADER.match(text)
+            keep = tb is not None and not tb.frames
+            open_tb[key] = Traceback(start=tb.start if keep else i, headed=True,
+                                     ipython_name=ipy.group("name") if ipy else None,
+                                     thread=pending_thread.pop(key, None) or (tb.thread if keep else None),
+                                     ignored=pending_ignored.pop(key, False))
+            continue
+        fm = _FRAME.match(text)
+        if fm is None and (tb is not None and tb.ipython_name):
+            fm = _IPY_FRAME.match(text)
+        if fm is not None:
+            if tb is None:
+                tb = open_tb[key] = Traceback(start=i, thread=pending_thread.pop(key, None))
+            tb.frames.append(i)
+            tb.gap = 0
+            continue
+        if tb is None:
+            continue
+        if _is_code(text) or _COLAB_FRAMES.match(text) or (tb.ipython_name and _IPY_CODE.match(text)):
+            continue
+        em = _EXC_LINE.match(text.strip())
+        if em and (tb.frames or tb.ipython_name):
+            tb.exc, tb.name, tb.message = i, em.group("name"), (em.group("msg") or "").strip()
+            del open_tb[key]
+            done.append(tb)
+            last_done[key] = tb
+            continue
+        tb.gap += 1
+        if tb.gap > (MAX_GAP_HEADED if tb.headed else MAX_GAP_HEADERLESS):
+            del open_tb[key]
+    return done
+
+
+_SITE = ("site-packages", "dist-packages", "/lib/python", "<frozen ", "/torch/", "\\lib\\")
+
+
+def user_frame(lines: Sequence[Line], tb: Traceback) -> int | None:
+    """The innermost frame in the user's own code (not a library's), if any."""
+    for idx in reversed(tb.frames):
+        if not any(s in lines[idx].text for s in _SITE):
+            return idx
+    return None
+
+
+def frame_location(text: str) -> str:
+    """' at file.py:12 in func' for a frame line, or ''."""
+    import os
+
+    m = _FRAME.match(text) or _IPY_FRAME.match(text)
+    if not m:
+        return ""
+    if m.group("file"):
+        func = m.groupdict().get("func")
+        return f" at {os.path.basename(m.group('file'))}:{m.group('line')}" + (f" in {func}" if func else "")
+    return f" at cell line {m.group('cline')}"

@@ -1,0 +1,74 @@
+"""Fixtures for wordings only hardware or services we lack can print (ROCm, XLA/TPU,
+vLLM on a GPU, fairseq/Megatron at scale). Each is a real healthy preamble from the
+corpus (logs/plain-healthy-kv.log, made here) followed by the wording as the project's
+source prints it; index.json says where each wording is in that source. Run:
+`.venv/bin/python tests/corpus/cited/make_cited.py` (writes *.log and index.json)."""
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PRE = (HERE.parent / "logs" / "plain-healthy-kv.log").read_text().splitlines()[:12]
+
+CITED = {
+    "rocm-hip-oom": dict(framework="rocm", expect=["oom"], must=["HIP OOM on GPU 0"],
+        source="PyTorch c10/cuda/CUDACachingAllocator.cpp OOM message ('out of memory. Tried to allocate ... GPU "
+               "{device} has a total capacity of ...'), which hipify turns into 'HIP out of memory' on ROCm builds "
+               "(torch/utils/hipify/cuda_to_hip_mappings.py maps CUDA->HIP)",
+        lines=["torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+               "191.98 GiB of which 1.12 GiB is free. Of the allocated memory 180.1 GiB is allocated by PyTorch"]),
+    "xla-resource-exhausted": dict(framework="xla", expect=["oom"], must=["RESOURCE_EXHAUSTED"],
+        source="XLA/TSL: the BFC allocator's status 'Out of memory while trying to allocate N bytes.' returned as "
+               "absl::ResourceExhaustedError, printed by jaxlib as 'XlaRuntimeError: RESOURCE_EXHAUSTED: ...'",
+        lines=["jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+               "17179869184 bytes."]),
+    "vllm-kv-cache": dict(framework="vllm", expect=["oom"], must=["KV cache"],
+        source="vLLM KV-cache sizing: raise ValueError(\"No available memory for the cache blocks. Try increasing "
+               "`gpu_memory_utilization` when initializing the engine.\") (code index id 37028035780, near the end "
+               "of the file, char 20471 of 21078)",
+        lines=["(VllmWorker rank=0 pid=4242) ValueError: No available memory for the cache blocks. Try increasing "
+               "`gpu_memory_utilization` when initializing the engine."]),
+    "fairseq-min-scale": dict(framework="fairseq", expect=["nan"], must=["minimum"],
+        source="fairseq fp16 optimizer (fairseq/optim/fp16_optimizer.py, clip_grad_norm): raise FloatingPointError("
+               "'Minimum loss scale reached ({}). Your loss is probably exploding. ...') (code index id 43391932638, "
+               "char 3899)",
+        lines=[f"| WARNING | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, setting loss scale "
+               f"to: {2.0 ** (7 - i)}" for i in range(12)] +
+              ["FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. Try "
+               "lowering the learning rate, using gradient clipping or increasing the batch size."]),
+    "fairseq-scale-search-healthy": dict(framework="fairseq", expect=[],
+        source="fairseq/optim/dynamic_loss_scaler.py: the scale halves on overflow and grows every scale_window "
+               "updates; a few halvings at start-up are its normal search",
+        lines=[f"| WARNING | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, setting loss scale "
+               f"to: {2.0 ** (7 - i)}" for i in range(3)] + [f"epoch 001:  {i * 10} / 500 loss=7.1{i} "
+                                                            f"loss_scale=16 wps=41234" for i in range(1, 10)]),
+    "megatron-nan-iterations": dict(framework="megatron", expect=["nan"], must=["NaN iterations"],
+        source="Megatron-LM megatron/training/training.py training_log: ' number of skipped iterations: {:3d} |' "
+               "and ' number of nan iterations: {:3d} |'",
+        lines=[f" iteration      {i}0/   50000 | consumed samples: {i * 5120} | lm loss: NaN | loss scale: 1.0 | "
+               f"number of skipped iterations:   1 | number of nan iterations:   1 |" for i in range(1, 4)]),
+    "megatron-healthy": dict(framework="megatron", expect=[],
+        source="Megatron-LM megatron/training/training.py training_log (same format, healthy counts)",
+        lines=[f" iteration      {i}0/   50000 | consumed samples: {i * 5120} | lm loss: 3.21{i}E+00 | loss scale: "
+               f"65536.0 | grad norm: 0.91{i} | number of skipped iterations:   0 | number of nan iterations:   0 |"
+               for i in range(1, 9)]),
+    "mpirun-signal": dict(framework="mpirun", expect=["crash"], must=["rank 1", "signal 11"],
+        source="Open MPI orte/mca/errmgr help text help-errmgr-base.txt [normal-termination-but]/[signal]: "
+               "'%s noticed that process rank %s with PID %s on node %s exited on signal %d (%s).'",
+        lines=["[1,0]<stdout>:step=30 loss=2.13", "----------------------------------------------------------------",
+               "mpirun noticed that process rank 1 with PID 0 on node gpu07 exited on signal 11 (Segmentation "
+               "fault).", "----------------------------------------------------------------"]),
+}
+
+
+def main() -> None:
+    index = {}
+    for name, spec in CITED.items():
+        (HERE / f"{name}.log").write_text("\n".join(PRE + spec["lines"]) + "\n")
+        index[name] = {k: v for k, v in spec.items() if k != "lines"}
+        index[name]["heldout"] = False
+    (HERE / "index.json").write_text(json.dumps(index, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Every corpus log is a test case: the expected kinds are found (and the words the label
+requires are in a summary), a healthy log yields no failure kind -- for the log as the
+framework printed it and for each capture variant (tests/corpus/corpus.py). The stream
+path (lines in arbitrary chunks through TextScanner, small batches) finds what one
+check-log read of the whole file finds. One scenario is also produced live, here.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.detectors import TextScanner
+from controller.logparse import flush_carry, split_lines
+from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes
+
+ENTRIES = sorted(entries(), key=lambda e: e.name)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_corpus_is_the_size_the_issue_asks_for():
+    frameworks = {e.framework for e in ENTRIES}
+    healthy = [e for e in ENTRIES if e.healthy]
+    assert len(ENTRIES) * (1 + len(VARIANTS)) > 200
+    assert len(frameworks) >= 10, frameworks
+    assert len(healthy) * 3 >= len(ENTRIES)
+    assert any(e.heldout for e in ENTRIES) and any(not e.heldout for e in ENTRIES)
+
+
+@pytest.mark.parametrize("variant", ["orig", *VARIANTS])
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_corpus_log(entry, variant):
+    data = entry.path.read_bytes()
+    if variant != "orig":
+        data = VARIANTS[variant](data.decode("utf-8", "replace")).encode()
+    findings = scan_bytes(data)
+    v = judge(entry, findings)
+    if entry.heldout and not v.ok:
+        # The held-out part is measured, never tuned on (tests/corpus/generate.py): its
+        # misses are reported in BENCHMARKS.md, not fixed by looking at them.
+        pytest.xfail(f"held-out miss: {v}")
+    assert not v.missing, (v, [f.summary for f in findings])
+    assert not v.false_alarm, [(f.kind, f.summary, f.evidence[:2]) for f in findings]
+    assert not v.must_missing, [f.summary for f in findings]
+    for f in findings:
+        assert f.line is not None and f.line >= 1 and f.evidence, f
+
+
+def _stream(data: bytes, seed: int) -> list:
+    """Bytes in random chunk sizes, lines fed in random groups, small batches."""
+    rng = random.Random(seed)
+    sc = TextScanner(now_s=0.0, batch_lines=64, overlap_lines=16)
+    carry, i = b"", 0
+    while i < len(data):
+        n = rng.choice((1, 7, 100, 4096, 65536))
+        lines, carry = split_lines(data[i:i + n], carry)
+        i += n
+        while lines:
+            k = rng.randint(1, 40)
+            sc.feed(lines[:k])
+            lines = lines[k:]
+    sc.feed(flush_carry(carry))
+    sc.finish()
+    return sc.all_findings()
+
+
+STREAM_CASES = [e for e in ENTRIES if not e.healthy or "tempting" in e.name][::3]
+
+
+@pytest.mark.parametrize("entry", STREAM_CASES, ids=[e.name for e in STREAM_CASES])
+def test_stream_path_finds_what_check_log_finds(entry):
+    data = entry.path.read_bytes()
+    whole = [(f.kind, f.summary, f.line) for f in scan_bytes(data)]
+    assert [(f.kind, f.summary, f.line) for f in _stream(data, seed=len(data))] == whole
+
+
+def test_crash_names_the_exception_and_launcher_death_names_rank_and_signal():
+    by = {e.name: e for e in ENTRIES}
+    f = scan_bytes(by["plain-backward-twice"].path.read_bytes())
+    assert any(x.summary.startswith("RuntimeError: Trying to backward through the graph a second time")
+               for x in f), [x.summary for x in f]
+    f = scan_bytes(by["torchrun-segv"].path.read_bytes())
+    assert any("local rank 1" in x.summary and "SIGSEGV" in x.summary for x in f), [x.summary for x in f]
+
+
+def test_argparse_refusal_is_quoted():
+    e = next(e for e in ENTRIES if e.name == "plain-argparse")
+    (f,) = [x for x in scan_bytes(e.path.read_bytes()) if x.kind == "crash"]
+    assert "error: unrecognized arguments: --stepz 300" in f.summary and f.evidence[0].startswith("usage:")
+
+
+def test_live_bash_segfault_is_read_as_it_happens(tmp_path):
+    """One scenario made here and now: a real segfault of a real torch script under bash."""
+    prog = ROOT / "tests" / "corpus" / "programs" / "plain.py"
+    out = subprocess.run(["bash", "-c", f"{sys.executable} {prog} segv --steps 25; echo exit=$?"],
+                         capture_output=True, timeout=240, env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    data = out.stdout + out.stderr
+    assert b"exit=139" in data
+    findings = scan_bytes(data)
+    assert [f.kind for f in findings if f.kind == "crash"], data[-2000:]
+    assert any("SIGSEGV" in f.summary for f in findings)

@@ -1,0 +1,126 @@
+"""Structure readers (line repair, tracebacks, metric records, loss-scale trajectory)
+as units, with hypothesis: a failure still classifies the same when wrapped, prefixed or
+coloured; healthy text stays quiet however it is decorated."""
+
+from __future__ import annotations
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from controller.detectors import scan_lines
+from controller.detectors.metrics import non_finite_values
+from controller.detectors.repair import peel, repair, wrap_width
+from controller.detectors.tracebacks import read_tracebacks
+from controller.logparse import clean_text
+
+TB = ["Traceback (most recent call last):",
+      '  File "/work/train.py", line 88, in <module>',
+      "    main()",
+      '  File "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1736, in _call_impl',
+      "    return forward_call(*args, **kwargs)",
+      "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+      "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x5 and 8x4)"]
+HEALTHY = ["step=10 loss=2.3100 grad_norm=0.91 lr=1e-3", "number of nan iterations: 0 | number of skipped "
+           "iterations: 0 |", "args: logging_nan_inf_filter=True skip_nan_steps=False",
+           "{'loss': '2.31', 'grad_norm': '0.912', 'learning_rate': '0.0009'}",
+           "step=4 loss_scale=32768 skipped=2", "best_val_loss=inf (no eval yet)",
+           "INFO: retrying download (attempt 1/3)", "Epoch 1: 100%|██| 16/16 [00:00, train_loss=2.31]"]
+PREFIXES = st.sampled_from(["", "[rank3]: ", "[default0]:", "(RayTrainWorker pid=3369) [rank7]: ",
+                            "[1,0]<stderr>:", "[2026-12-01 10:00:00,123] [INFO] ", "> ", "12 | ",
+                            "2026-12-01T10:00:00.123Z ", "W1201 15:45:39.195000 18174 api.py:1002] "])
+
+
+def _crash_summaries(lines):
+    return sorted(f.summary for f in scan_lines(lines, now_s=0.0) if f.kind == "crash")
+
+
+def _colour(line: str, on: bool) -> str:
+    return "\x1b[31m" + line + "\x1b[0m" if on and line else line
+
+
+@given(prefix=PREFIXES, colour=st.booleans(), headerless=st.booleans())
+@example(prefix="[rank3]: ", colour=True, headerless=True)
+def test_traceback_reads_the_same_under_any_decoration(prefix, colour, headerless):
+    body = TB[1:] if headerless else TB
+    lines = [clean_text(_colour(prefix + x, colour)) for x in ["step=1 loss=2.0"] + body]
+    (s,) = _crash_summaries(lines)
+    assert s.startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied") and "train.py:88" in s
+
+
+@given(width=st.integers(60, 120), prefix=PREFIXES)
+def test_hard_wrapped_traceback_reads_the_same(width, prefix):
+    text = "\n".join(prefix + x for x in ["x" * (width + 5)] * 3 + TB)
+    cut = []
+    for line in text.split("\n"):
+        while len(line) > width:
+            cut.append(line[:width])
+            line = line[width:]
+        cut.append(line)
+    (s,) = _crash_summaries(cut)
+    assert s.startswith("RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+
+
+def test_ipython_shape():
+    lines = ["---------------------------------------------------------------------------",
+             "ModuleNotFoundError                       Traceback (most recent call last)",
+             "File /work/cell.py:6", "      4 import sys", "----> 6 import torch", "",
+             "ModuleNotFoundError: No module named 'torch'"]
+    (tb,) = read_tracebacks(repair(lines))
+    assert tb.name == "ModuleNotFoundError" and tb.message == "No module named 'torch'"
+
+
+def test_chained_exception_reports_the_last_one():
+    lines = TB[:3] + ["FileNotFoundError: [Errno 2] No such file", "",
+                      "The above exception was the direct cause of the following exception:", ""] + TB
+    assert len(_crash_summaries(lines)) == 1
+
+
+def test_the_user_frame_is_in_the_evidence():
+    (f,) = scan_lines(TB, now_s=0.0)
+    assert any("/work/train.py" in e for e in f.evidence) and any("module.py" in e for e in f.evidence)
+
+
+@given(prefix=PREFIXES, colour=st.booleans(), line=st.sampled_from(HEALTHY))
+def test_healthy_lines_stay_quiet(prefix, colour, line):
+    assert scan_lines([clean_text(_colour(prefix + line, colour))] * 3, now_s=0.0) == []
+
+
+@given(key=st.sampled_from(["loss", "train_loss", "lm loss", "Main Loss", "val/loss"]),
+       sep=st.sampled_from(["=", ": ", " ", "': '", " [", ": '"]), value=st.sampled_from(["nan", "inf", "NaN", "-inf"]))
+def test_metric_reader_finds_a_non_finite_loss_in_any_format(key, sep, value):
+    (v,) = non_finite_values(f"step 7 | {key}{sep}{value} | lr 1e-3")
+    assert v.is_loss and v.value == value.lower()
+
+
+@given(line=st.sampled_from(HEALTHY))
+def test_metric_reader_ignores_words_about_nan(line):
+    assert non_finite_values(line) == []
+
+
+def test_peel_keeps_rank_prefix_as_key():
+    assert peel("(task, pid=3369) [rank7]: RuntimeError: x") == ("(task, pid=3369)[rank7]:", "RuntimeError: x")
+    assert peel("[1,0]<stderr>:Killed") == ("[1,0]<stderr>:", "Killed")
+
+
+def test_wrap_width_ignores_padded_screens():
+    padded = ["Trainable params: 161".ljust(80)] * 10 + ["short"] * 5
+    assert wrap_width(padded) is None
+
+
+def test_loss_scale_collapse_versus_search():
+    search = [f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** (32 - i)}, reducing to "
+              f"{2 ** (31 - i)}" for i in range(16)]
+    assert scan_lines(search, now_s=0.0) == []
+    collapse = [f"overflow detected, setting loss scale to: {2.0 ** (6 - i)}" for i in range(8)]
+    (f,) = scan_lines(collapse, now_s=0.0)
+    assert f.kind == "nan" and "collapsed" in f.summary and f.line == 7
+
+
+def test_oom_hint_names_flex_attention_only_when_compile_trouble_is_in_the_log():
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.10 GiB. GPU 0 has a total capacity of "
+           "79.1 GiB of which 0.3 GiB is free.")
+    (plain,) = scan_lines([oom], now_s=0.0)
+    assert "flex_attention" not in plain.hint
+    limit = "W1201 torch._dynamo hit config.recompile_limit (8)"
+    found = scan_lines([limit, oom], now_s=0.0)
+    assert "flex_attention" in next(f for f in found if f.kind == "oom").hint

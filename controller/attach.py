@@ -220,6 +220,20 @@ def _progress_dir(chosen: TrainingProcess, log, sources: dict[str, Any]) -> str:
     return chosen.cwd or (os.path.dirname(log.path) if log else "")
 
 
+def _refuse_twice(store: RunStore, target: TargetConfig, chosen: TrainingProcess) -> None:
+    """One process, one attached run: the same pid + start time on the same target again
+    is refused, naming the run that already has it."""
+    from controller.launch import target_identity
+    from controller.records import ENDED_STATES
+    from controller.runstore import target_of
+
+    for rec in store.runs():
+        if rec.origin == "attached" and rec.pid == chosen.pid and rec.pid_start_ticks == chosen.start_ticks \
+                and rec.state not in ENDED_STATES and target_identity(target_of(rec)) == target_identity(target):
+            raise BadInputError(f"attach: {chosen.where} pid {chosen.pid} is already attached as {rec.run_id}; "
+                                "nothing registered", hint=f"dfctl watch {rec.run_id}")
+
+
 def _register(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProcess, log, fd: int | None,
               sources: dict[str, Any], *, name: str | None, playbook: Playbook | None,
               store: RunStore | None) -> Attached:
@@ -236,6 +250,7 @@ def _register(target: TargetConfig, chosen: TrainingProcess, writer: TrainingPro
     own = store is None
     store = store or RunStore()
     try:
+        _refuse_twice(store, target, chosen)
         run_id, n = make_run_id(run_name), 1
         base = run_id
         while store.has_run(run_id):

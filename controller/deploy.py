@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import secrets as _secrets
 import socket
 import time
@@ -197,7 +198,7 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
                 on_progress(sent[0], size)
 
         stream = ProgressReader(tar, count)
-    r = transport.run(argv, stdin=stream, timeout_s=timeout_s)
+    r = transport.run(argv, stdin=stream, timeout_s=timeout_s)  # type: ignore[arg-type]  # a RawIOBase reads like BinaryIO
     result.transferred_bytes = sent[0]
     if r.exited == LOCKED_EXIT:
         raise LockedError(f"deploy to {transport.name}: {r.stderr_text.strip()}",
@@ -217,3 +218,66 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
     result.switched = True
     result.duration_s = time.monotonic() - t0
     return result
+
+
+# Positional args: $1 workdir, $2 how many newest releases to keep, $3 "delete" or "list",
+# then the release ids live runs use. Holds the deploy lock, so no deploy switches `current`
+# to a release while it is being removed. Prints `current=<id>`, then one `keep <id> <why>`
+# or `remove <id>` line per release, newest first.
+PRUNE_SCRIPT = r"""set -u
+W=${R:-}$1; KEEP=$2; MODE=$3; shift 3
+[ -d "$W/releases" ] || { echo "current="; exit 0; }
+exec 9>>"$W/.deploy.lock" || exit 70
+flock -w 10 9 || { echo "the deploy lock $W/.deploy.lock is held: a deploy is running" >&2; exit 75; }
+CUR=$(readlink "$W/current" 2>/dev/null); CUR=${CUR#releases/}
+echo "current=$CUR"
+cd "$W/releases" || exit 70
+i=0
+for n in $(ls -1t); do
+  case "$n" in .*|*[!A-Za-z0-9._-]*) continue;; esac
+  [ -d "$n" ] && [ ! -L "$n" ] || continue
+  i=$((i+1))
+  if [ "$n" = "$CUR" ]; then echo "keep $n current"; continue; fi
+  live=""; for p in "$@"; do [ "$p" = "$n" ] && live=1; done
+  if [ -n "$live" ]; then echo "keep $n live-run"; continue; fi
+  if [ "$i" -le "$KEEP" ]; then echo "keep $n newest"; continue; fi
+  if [ "$MODE" = delete ]; then rm -rf -- "$n" || exit 74; fi
+  echo "remove $n"
+done
+"""
+
+
+@dataclass
+class PruneResult:
+    """What `prune_releases` kept (with why: current, live-run, newest) and removed."""
+
+    current: str | None
+    kept: dict[str, str]
+    removed: list[str]
+    dry_run: bool
+
+
+def prune_releases(transport: Transport, workdir: str, *, keep: int, live_release_ids: list[str],
+                   dry_run: bool = False) -> PruneResult:
+    """Remove releases/<id> that are neither `current`, nor used by a live run, nor among the
+    `keep` newest -- under the deploy lock, in one round trip."""
+    if keep < 0:
+        raise BadInputError(f"--keep {keep}: must be 0 or more")
+    safe = [r for r in live_release_ids if r and re.fullmatch(r"[A-Za-z0-9._-]+", r)]
+    argv = ["sh", "-c", PRUNE_SCRIPT, "sh", workdir, str(keep), "list" if dry_run else "delete", *safe]
+    r = transport.run(argv, timeout_s=300)
+    if r.exited == LOCKED_EXIT:
+        raise LockedError(f"prune {transport.name}:{workdir}: {r.stderr_text.strip()}",
+                          hint="wait for the deploy to finish, then prune again")
+    if not r.ok:
+        raise DeployError(f"prune {transport.name}:{workdir}: the prune script failed: {r.summary()}")
+    current, kept, removed = None, {}, []
+    for line in r.stdout_text.splitlines():
+        if line.startswith("current="):
+            current = line.split("=", 1)[1] or None
+        elif line.startswith("keep "):
+            _, rid, why = (line.split(" ", 2) + [""])[:3]
+            kept[rid] = why
+        elif line.startswith("remove "):
+            removed.append(line.split(" ", 1)[1])
+    return PruneResult(current=current, kept=kept, removed=removed, dry_run=dry_run)

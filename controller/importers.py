@@ -448,8 +448,9 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
         raise BadInputError(f"{spec}: no such file or directory, and not a wandb path entity/project/run_id")
     store = store or RunStore()
     run_name = name or loaded.label
-    if not re.fullmatch(r"[\w.@+-]+", run_name):
-        raise BadInputError(f"--name {run_name!r}: use letters, digits and . _ - + @ only")
+    from controller.playbook import check_run_name
+
+    check_run_name(run_name, "--name" if name else f"{spec}: its run name (give --name)")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{run_name}-{stamp}"
     n = 2

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from controller.errors import PlaybookError
+from controller.errors import BadInputError, PlaybookError
 
 SECRET_NAME_RE = re.compile(
     r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SIGNATURE|BEARER)"   # anywhere in the name
@@ -39,6 +39,30 @@ def doc(text: str, *, required: str = "", **kw: Any) -> Any:
     `required`: the key must be written in the playbook (its default only types it), and
     the text says what to write."""
     return field(metadata={"doc": text, "required": required}, **kw)
+
+
+RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RUN_NAME_RULE = "expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit)"
+"""One rule for a run name wherever it is given (playbook run.name, deploy --name, import
+--name): it becomes part of the run id and of the run directory's name."""
+
+
+def total_steps_of(args) -> int | None:
+    """The `--steps N` / `--steps=N` of a run's args (the bundled trainer's flag), if given."""
+    args = [str(a) for a in args or ()]
+    for i, a in enumerate(args):
+        value = a.split("=", 1)[1] if a.startswith("--steps=") else (
+            args[i + 1] if a == "--steps" and i + 1 < len(args) else None)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def check_run_name(name: str, where: str = "--name") -> str:
+    """`name` if it follows RUN_NAME_RE, else BadInputError in the one wording."""
+    if not RUN_NAME_RE.fullmatch(name):
+        raise BadInputError(f"{where}: {RUN_NAME_RULE}, got {_describe(name)}")
+    return name
 
 
 @dataclass(frozen=True)
@@ -175,7 +199,7 @@ def _convert(tp: Any, value: Any, where: str, src: str) -> Any:
         if not isinstance(value, dict):
             raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
         return {str(k): _convert(args[1], v, f"{where}.{k}", src) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
         return _build(tp, value, where, src)
@@ -233,8 +257,8 @@ def _check(pb: Playbook) -> None:
     if ":" in t.workdir:
         # the release dir goes into the run's PYTHONPATH, where ':' separates entries
         raise PlaybookError(f"{src}: target.workdir: ':' is not allowed (it would split the run's PYTHONPATH), got {_describe(t.workdir)}")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", pb.run.name):
-        raise PlaybookError(f"{src}: run.name: expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit), got {_describe(pb.run.name)}")
+    if not RUN_NAME_RE.fullmatch(pb.run.name):
+        raise PlaybookError(f"{src}: run.name: {RUN_NAME_RULE}, got {_describe(pb.run.name)}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", pb.run.module):
         raise PlaybookError(f"{src}: run.module: expected a Python module name, got {_describe(pb.run.module)}")
     for k in list(pb.run.env) + list(pb.run.secret_env):
@@ -334,7 +358,7 @@ def _check_required(cls: type, table: dict[str, Any], prefix: str, src: str) -> 
             raise PlaybookError(f"{src}: {where}: required: {f.metadata['required']} (an empty or truncated "
                                 f"playbook never launches on this machine by default)")
         sub = typing.get_type_hints(cls)[f.name]
-        if dataclasses.is_dataclass(sub) and isinstance(table.get(f.name), dict):
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub) and isinstance(table.get(f.name), dict):
             _check_required(sub, table[f.name], where, src)
 
 

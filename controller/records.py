@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["info", "warning", "critical"]
-RunStatus = Literal["starting", "running", "finished", "failed", "stopped", "unreachable", "unknown"]
+RunStatus = Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
 FindingKind = Literal[
@@ -80,6 +80,7 @@ class ProcessState:
     state: Literal["running", "zombie", "exited", "not_started", "unknown"] = "unknown"
     pid: int | None = None
     exit_code: int | None = None         # from the wrapper's exit_code file
+    exit_code_known: bool = True         # False: an attached run (no wrapper of ours records one)
     stopped_by: str | None = None        # "dfctl stop", "dfctl deploy --replace": the run dir's stop_request
     stop_requested_s: float | None = None
     replaced_by: str | None = None       # the run deploy --replace started in its place
@@ -235,6 +236,7 @@ class RunState:
     milestones: dict[str, float] = field(default_factory=dict)     # name -> unix time seen
     findings: list[Finding] = field(default_factory=list)
     baseline_tok_per_s: float | None = None
+    total_steps: int | None = None         # the run's `--steps N` (playbook args), for "220/300" and an ETA
     oom_kill_at_launch: int | None = None  # the CT cgroup's oom_kill counter when launched
     gpus_seen_since_s: float | None = None  # first tick that brought this run's GPU readings
     gpu_busy_seen_s: dict[int, float] = field(default_factory=dict)

@@ -16,9 +16,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from controller.errors import UnknownRunError
+from controller.errors import BadInputError, UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
+
+LIVE_STATES = ("launched", "running")
+"""Registry states of a run whose process may still be alive."""
 
 
 def data_dir() -> Path:
@@ -108,8 +111,7 @@ class RunStore:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else data_dir() / "registry.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db = self._open(self.path, from_env=path is None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
@@ -120,6 +122,25 @@ class RunStore:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
+
+    @staticmethod
+    def _open(path: Path, *, from_env: bool) -> sqlite3.Connection:
+        """The registry's connection; a data directory that cannot hold it (a file, an
+        unwritable or impossible path) is bad input named by its source, not a traceback."""
+        where = f"DFCTL_HOME={os.environ['DFCTL_HOME']}" if from_env and os.environ.get("DFCTL_HOME") \
+            else str(path.parent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.parent.is_dir():
+                raise NotADirectoryError(f"{path.parent} is not a directory")
+            return sqlite3.connect(path, timeout=30, isolation_level=None)
+        except FileExistsError:
+            problem = f"{path.parent} exists and is not a directory"
+        except (OSError, sqlite3.Error) as exc:
+            problem = getattr(exc, "strerror", None) or str(exc)
+            problem = f"{path.parent}: {problem}" if str(path.parent) not in problem else problem
+        raise BadInputError(f"{where}: cannot hold the dfctl registry: {problem}",
+                            hint="point DFCTL_HOME at a writable directory (or unset it: ~/.local/share/dfctl)")
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         """A registry written by an older dfctl lacks the newer columns: add them (NULL)."""
@@ -175,6 +196,20 @@ class RunStore:
         """All runs, newest first."""
         rows = self._db.execute("SELECT * FROM runs ORDER BY started_s DESC, run_id DESC").fetchall()
         return [self._record(r) for r in rows]
+
+    def default_run(self, command: str) -> RunRecord:
+        """The run a command means when none is named -- where that is unambiguous: the one
+        live run (launched/running), else with none live the newest run; several live runs
+        are bad input naming them (a RUN argument picks one)."""
+        runs = self.runs()
+        if not runs:
+            raise UnknownRunError(f"dfctl {command}: no runs in the registry ({self.path})",
+                                  hint="dfctl deploy PLAYBOOK starts one; dfctl import SOURCE brings one in")
+        live = [r for r in runs if r.state in LIVE_STATES and r.target_kind != "import"]
+        if len(live) > 1:
+            raise UnknownRunError(f"dfctl {command}: {len(live)} runs are live ({', '.join(r.run_id for r in live[:5])}); "
+                                  f"name one", hint=f"dfctl {command} RUN (`dfctl runs` lists them)")
+        return live[0] if live else runs[0]
 
     def has_run(self, run_id: str) -> bool:
         """Is this exact run id registered?"""

@@ -196,7 +196,7 @@ def parse_target_spec(text: str, *, ssh_config: str | None = None, python: str |
         return TargetConfig(kind="ssh", host=m.group("ssh"), **extra), None
     vm = m.group("vmids")
     vmids: tuple[int, ...] | str = "all" if vm == "all" else tuple(int(v) for v in vm.split(","))
-    first = None if vmids == "all" else vmids[0]
+    first = vmids[0] if isinstance(vmids, tuple) else None
     return TargetConfig(kind="pct", host=m.group("host"), vmid=first, **extra), vmids
 
 
@@ -318,10 +318,10 @@ def parse_scan(doc: dict[str, Any], host_label: str) -> ScanReport:
 
 
 def scan_target(target: TargetConfig, vmids: tuple[int, ...] | str | None = None, *, match: str | None = None,
-                pids: tuple[int, ...] = (), samples: list[dict] | None = None, logs: tuple[str, ...] = ()
-                ) -> ScanReport:
+                pids: tuple[int, ...] = (), samples: list[dict] | None = None, logs: tuple[str, ...] = (),
+                force_pct: bool = False) -> ScanReport:
     """One round trip to the target's host (a second, through `pct exec`, only for a
-    container whose procfs the node cannot see)."""
+    container whose procfs the node cannot see; `force_pct`: always, to test that path)."""
     from controller.transport.factory import open_host_transport, open_transport, target_label
 
     if match is not None:
@@ -333,6 +333,7 @@ def scan_target(target: TargetConfig, vmids: tuple[int, ...] | str | None = None
     host = open_host_transport(target)
     lxcpath = os.environ.get("DFCTL_LXCPATH")      # a test rig keeps one lxcpath per fake host
     req = scope.request(match=match, pids=pids, samples=samples, lxcpath=lxcpath, logs=logs)
+    req["force_pct"] = force_pct
     t0 = time.monotonic()
     try:
         doc = run_scan(host, host_python(target), req)

@@ -69,6 +69,20 @@ env = {env}
     return pb
 
 
+def only_error_doc(out: str, code: int) -> bool:
+    """stdout of a command that failed: nothing, or (with --json) exactly one
+    `{"error": {"code": N, ...}}` document with its exit code -- no half result."""
+    if out == "":
+        return True
+    import json
+
+    lines = out.splitlines()
+    if len(lines) != 1:
+        return False
+    doc = json.loads(lines[0])
+    return set(doc) == {"error"} and doc["error"]["code"] == code
+
+
 def wait_for(cond: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.05, what: str = "condition") -> T:
     """Poll cond() until it returns something truthy; fail with `what` after timeout_s."""
     end = time.monotonic() + timeout_s

@@ -297,3 +297,29 @@ def test_logs_of_an_attached_run(tmp_path, capsys):
         assert code == 0 and out.count("\n") == 2 and out.startswith("[progress] step="), err
     finally:
         _end(proc)
+
+
+def test_untrusted_command_lines_print_as_text_and_one_process_attaches_once(tmp_path, capsys):
+    """A command line holding an escape sequence and rich markup is shown as text (the
+    terminal gets no control character, rich no markup); a second attach is refused."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    weird = "\x1b[2J[bold red]x.py"            # the script's own name, as a CT user may choose it
+    (run_dir / weird).write_text(PROGRAM)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(run_dir / "train.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, weird, str(run_dir)], cwd=run_dir, stdout=log,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        wait_for(lambda: (run_dir / "metrics.jsonl").exists(), what="the program's first step")
+        code, out, err = dfctl(capsys, "scan", "--target", "local")
+        row = next(line for line in out.splitlines() if f" {proc.pid} " in line)
+        assert code == 0 and "\x1b" not in out and "\\x1b[2J[bold red]x.py" in row, row
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(proc.pid), "--name", "once")
+        assert code == 0, err
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(proc.pid))
+        assert code == 2 and "is already attached as once-" in err and "nothing registered" in err
+        code, out, _ = dfctl(capsys, "runs", "--json")
+        assert len(json.loads(out)) == 1
+    finally:
+        _end(proc)

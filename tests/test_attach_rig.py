@@ -44,7 +44,7 @@ def target_args(rig, host, vmid: int) -> list[str]:
     return ["--target", f"pct:{host.name}:{vmid}", "--ssh-config", str(rig.ssh_config_path)]
 
 
-def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys):
+def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp_path):
     vmid = rig_host.vmid_running
     base = f"/workspace/attach-{os.getpid()}"
     first, second = f"{base}/first", f"{base}/second-run"
@@ -77,14 +77,28 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys):
     assert every["round_trips"] == 1 and {p["pid"] for p in every["processes"] if p["where"] == f"ct {vmid}"} >= \
         {p["pid"] for p in ours.values()}
 
+    # the fallback for a CT whose procfs the node cannot see: the same scan inside it (pct exec)
+    from controller.playbook import TargetConfig
+    from controller.scan import scan_target
+    from controller.transport.factory import close_all
+
+    inside = scan_target(TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path)),
+                         force_pct=True)
+    close_all()
+    seen = {p.pid: p for p in inside.processes}
+    assert inside.round_trips == 2 and not inside.errors, inside.errors
+    assert seen[p1["pid"]].log.path == f"{first}/train.log" and seen[p1["pid"]].block_buffered is True
+
     # ambiguity: both runs match -> exit 2 naming both, nothing registered
     code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--match", "-m trainer")
     assert code == 2 and str(p1["pid"]) in err and str(ours[f"{second}/train.log"]["pid"]) in err, err
     code, out, _ = dfctl(capsys, "runs", "--json")
     assert json.loads(out) == []
 
-    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--log", f"{first}/train.log",
-                           "--name", "seeds", "--json")
+    pb = tmp_path / "ct.toml"       # the PLAYBOOK form: its [watch] applies to the attached run
+    pb.write_text(f'[target]\nkind = "pct"\nhost = "{rig_host.name}"\nvmid = {vmid}\nworkdir = "/var/tmp/dfctl"\n'
+                  f'python = "{CT_PYTHON}"\nssh_config = "{rig.ssh_config_path}"\n[watch]\nstale_log_s = 10\n')
+    code, out, err = dfctl(capsys, "attach", str(pb), "--log", f"{first}/train.log", "--name", "seeds", "--json")
     assert code == 0, err
     att = json.loads(out)
     run1 = att["run"]["run_id"]
@@ -101,6 +115,32 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys):
     code, out, _ = dfctl(capsys, "runs", "--json")
     assert {r["run_id"]: r["state"] for r in json.loads(out)} == {run1: "running", run2: "running"}
 
+    # the seeds' case: the watch says stale_log with what attach saw, and its automatic
+    # dump puts the trainer's threads into the evidence
+    from controller.runstore import RunStore
+    from controller.watch import Watch
+
+    store = RunStore()
+    w = Watch([store.get_run(run1)], store, gpu=False, interval_s=1.0)
+    try:
+        st = w.states[0]
+
+        def explained():
+            w.tick()
+            f = next((f for f in st.findings if f.kind == "stale_log"), None)
+            return f if f is not None and any(e.startswith("stacks: ") for e in f.evidence) else None
+
+        f = wait_for(explained, timeout_s=180, interval_s=0.5, what="stale_log with the automatic dump's frames")
+        assert st.state == "running" and f.summary.startswith("log block-buffered: ")
+        assert f.evidence[0].startswith("stdout is a regular file, PYTHONUNBUFFERED unset, no python -u, log "
+                                        "unchanged "), f.evidence
+        assert " while metrics advanced " in f.evidence[0] and "dfctl deploy PLAYBOOK --replace" in f.hint
+        assert any("thread MainThread: " in e for e in f.evidence)
+        assert store.stacks(run1) and store.findings(run1)[0].evidence == f.evidence
+    finally:
+        w.close()
+        store.close()
+
     # stacks: real py-spy, shipped into the CT (its PATH has none), run there
     code, out, err = dfctl(capsys, "stacks", run1, "--json")
     assert code == 0, err
@@ -108,11 +148,10 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys):
     names = {t["name"] for t in dump["threads"]}
     assert "MainThread" in names and any(n and n.startswith("target-") for n in names), names
     assert "shipped by dfctl" in dump["py_spy"] and " in " in dump["summary"]
-    code, out, err = dfctl(capsys, "stacks", run1)   # second time: the copy already there is reused
+    code, out, err = dfctl(capsys, "stacks", run1)   # the copy the watch's dump shipped is reused
     assert code == 0 and "pushed now" not in out and "Thread" not in err
-    from controller.playbook import TargetConfig
     from controller.stacks import py_spy_check
-    from controller.transport.factory import close_all, open_transport
+    from controller.transport.factory import open_transport
 
     tgt = TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path),
                        workdir="/var/tmp/dfctl")
@@ -127,6 +166,9 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys):
     assert ct_pid_alive(rig_host, vmid, ours[f"{second}/train.log"]["pid"])
     code, out, err = dfctl(capsys, "stop", run2, "--grace-s", "20", "--json")
     assert code == 0 and json.loads(out)["left"] == []
+    code, out, err = dfctl(capsys, "watch", run1, "--once", "--json")    # stopped, not crashed
+    w1 = json.loads(out)["runs"][0]
+    assert w1["state"] == "stopped" and not [f for f in w1["findings"] if f["kind"] == "crash"], w1
     code, out, _ = dfctl(capsys, "runs", "--json")
     assert {r["run_id"]: (r["state"], r["exit_code"]) for r in json.loads(out)} == \
         {run1: ("stopped", None), run2: ("stopped", None)}

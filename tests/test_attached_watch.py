@@ -4,6 +4,7 @@ process: off the tick (never waits), once per finding, bounded in time."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -134,3 +135,81 @@ def test_auto_stack_dump_is_bounded_and_reports_a_refusal_once():
         assert auto.consider(rec, stale) is False                  # not retried for this finding
     finally:
         auto.close()
+
+
+HANGING = r'''
+import json, queue, sys, threading, time
+q = queue.Queue()
+def drafter_loop():
+    q.get()
+workers = [threading.Thread(target=drafter_loop, name="drafter-%d" % i) for i in range(2)]
+m = open(sys.argv[1] + "/metrics.jsonl", "a", buffering=1)
+for step in range(1, 4):
+    print("[progress] step=%d loss=1.0" % step, flush=True)
+    m.write(json.dumps({"step": step, "time_s": time.time(), "loss": 1.0}) + "\n")
+    time.sleep(0.3)
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
+'''
+
+
+def test_watch_of_an_attached_run_hang_with_frames_then_ended_exit_code_unknown(tmp_path):
+    """Through the real watch: a hand-started run stops making progress (its threads wait in
+    queue.get) -> hang, whose evidence gains the automatic dump's frames; then the process
+    is killed -> `ended`, 'exit code unknown', no invented code, no 'process vanished'."""
+    from controller.attach import Selector, attach_run
+    from controller.playbook import load_playbook
+    from controller.watch import Watch
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "hang.py").write_text(HANGING)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(run_dir / "train.log", "wb") as log:
+        p = subprocess.Popen([sys.executable, str(run_dir / "hang.py"), str(run_dir)], cwd=run_dir, stdout=log,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    pb = tmp_path / "pb.toml"
+    pb.write_text('[target]\nkind = "local"\n[watch]\nhang_min_s = 2\nhang_factor = 1\nstale_log_s = 1000\n')
+    store = RunStore()
+    w = None
+    try:
+        wait_for(lambda: (run_dir / "metrics.jsonl").exists(), what="the run's first step")
+        att = attach_run(load_playbook(pb).target, Selector(pid=p.pid), playbook=load_playbook(pb), store=store,
+                         name="hangs")
+        w = Watch([att.record], store, gpu=False, interval_s=0.5)
+        st = w.states[0]
+
+        def hang_with_frames():
+            w.tick()
+            f = next((f for f in st.findings if f.kind == "hang"), None)
+            return f if f is not None and any(e.startswith("stacks: ") for e in f.evidence) else None
+
+        f = wait_for(hang_with_frames, timeout_s=60, interval_s=0.3, what="a hang finding with frames")
+        summary = next(e for e in f.evidence if e.startswith("stacks: "))
+        assert "2 threads in Queue.get (queue.py:" in summary and "from drafter_loop (hang.py:5)" in summary, summary
+        assert any("thread drafter-1: Condition.wait (threading.py:" in e for e in f.evidence)
+        assert store.stacks(att.record.run_id)[0][1]["summary"] == summary[len("stacks: "):]
+        assert sum(1 for x in st.findings if x.kind == "hang") == 1
+        p.kill()
+        p.wait()
+
+        def ended():
+            w.tick()
+            return st.state == "ended" and any("exit code unknown" in x.summary for x in st.findings)
+
+        wait_for(ended, timeout_s=30, interval_s=0.3, what="the run seen ended")
+        assert st.process.exit_code is None
+        assert not any("vanished" in x.summary for x in st.findings)
+        assert w.exit_code() == 4                     # the hang stays the run's verdict
+        wait_for(lambda: (w.tick(), w.all_done)[1], timeout_s=30, interval_s=0.3, what="the watch done")
+        rec = store.get_run(att.record.run_id)
+        assert (rec.state, rec.exit_code) == ("ended", None)
+    finally:
+        if w is not None:
+            w.close()
+        store.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()

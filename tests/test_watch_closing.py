@@ -22,3 +22,16 @@ def test_failed_run_names_the_worst_finding_and_its_hint():
     lines = closing_lines([st])
     assert lines[0] == "r-1: failed, exit 1; 2 finding(s), worst: oom: CUDA OOM on GPU 5"
     assert lines[1] == "  next: lower --token-budget"
+
+
+def test_lines_left_after_the_dashboard_quits_fit_the_terminal():
+    from controller.cli.watch_cmds import after_quit_lines
+
+    long = Finding("oom", "critical", "CUDA OOM on GPU 5: tried to allocate 4.50 GiB " * 4,
+                   hint="lower the batch/token budget or sequence length " * 3)
+    st = RunState(run_id="r-20261201T000000Z", name="a-rather-long-run-name", state="failed", findings=[long],
+                  process=ProcessState(state="exited", exit_code=1))
+    for width in (40, 80, 120):
+        lines = after_quit_lines([st], width)
+        assert len(lines) == 2 and all(len(line) <= width for line in lines)
+        assert lines[1].endswith("…") and lines[1].startswith("[")

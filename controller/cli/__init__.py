@@ -56,12 +56,22 @@ def _usage_hint(exc: typer.TyperException) -> str | None:
     return f"`{path} --help` shows the usage, examples and exit codes"
 
 
+def command():
+    """The Click command tree of `app`, with the shared conventions applied (conventions.py)."""
+    from controller.cli import conventions
+
+    return conventions.apply(typer.main.get_command(app))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turn our errors into messages + exit codes."""
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args)
     try:
-        rv = app(args=args, prog_name="dfctl", standalone_mode=False)
+        from controller.userconfig import default_map, load_user_config
+
+        rv = command().main(args=args, prog_name="dfctl", standalone_mode=False,
+                            default_map=default_map(load_user_config()))
     except DfctlError as exc:
         fail(exc.exit_code, exc.message, exc.hint, json_doc=as_json)
     except typer.TyperException as exc:   # Click's usage errors (vendored by Typer) and the like

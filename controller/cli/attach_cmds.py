@@ -17,6 +17,7 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
+from controller.errors import one_line
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.runstore import RunStore, target_of
 
@@ -94,6 +95,11 @@ def scan(
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    def shown(value: str) -> Text:
+        # container-made text (argv, paths, user names): control characters escaped, no markup
+        return Text(one_line(value))
 
     table = Table("where", "pid", "user", "started (UTC)", "CPU", "RSS", "GPUs")
     table.add_column("stdout", no_wrap=True)
@@ -105,9 +111,9 @@ def scan(
         # "buffered": a file without PYTHONUNBUFFERED / -u -- the log lags the run
         stdout = "buffered" if p.block_buffered else (p.stdout.kind or "-") if p.stdout else "-"
         gpus = ",".join(str(g.index if g.index is not None else g.uuid) for g in p.gpus) or "-"
-        table.add_row(p.where, ("└ " if p.nested_in else "") + str(p.pid), p.user or str(p.uid), started,
-                      f"{p.cpu_pct:.0f}%" if p.cpu_pct is not None else "-", _mib(p.rss_bytes), gpus, stdout, log,
-                      " ".join(p.argv)[:160])
+        table.add_row(p.where, ("└ " if p.nested_in else "") + str(p.pid), shown(p.user or str(p.uid)), started,
+                      f"{p.cpu_pct:.0f}%" if p.cpu_pct is not None else "-", _mib(p.rss_bytes), gpus, stdout,
+                      shown(log), shown(" ".join(p.argv)[:160]))
     import os
 
     Console(width=max(120, os.get_terminal_size(1).columns if sys.stdout.isatty() else 200)).print(table)
@@ -160,7 +166,7 @@ def attach(
         _emit_json({"run": dataclasses.asdict(att.record), "attachment": att.attachment})
         return
     for line in attach_sentence(att):
-        typer.echo(line)
+        typer.echo(one_line(line))
     typer.echo(f"watch it: dfctl watch {att.record.run_id}", err=True)
 
 
@@ -191,4 +197,4 @@ def stacks(
     if json_out:
         _emit_json(doc)
     else:
-        typer.echo(render_text(dump))
+        typer.echo("\n".join(one_line(line) for line in render_text(dump).splitlines()))

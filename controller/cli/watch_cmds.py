@@ -17,6 +17,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -50,6 +51,8 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
                                   hint=f"dfctl deploy {playbook} launches one") from None
     for ref in runs:
         records.append(store.get_run(ref))
+    if not records:   # nothing named: the one live run, else the newest
+        records.append(store.default_run("watch"))
     seen, out = set(), []
     for r in records:
         if r.run_id not in seen:
@@ -62,9 +65,16 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
 
 
 def _notifier(command: str):
-    argv = shlex.split(command)
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:   # an unbalanced quote
+        raise BadInputError(f"--notify {command!r}: {exc}") from None
     if not argv:
         raise BadInputError("--notify: empty command")
+    if shutil.which(argv[0]) is None:   # refused now, not silently at the first finding
+        where = "not an executable file" if os.sep in argv[0] else "not found on PATH"
+        raise BadInputError(f"--notify {argv[0]}: {where}",
+                            hint="give a command that exists, e.g. --notify 'notify-send dfctl'")
 
     def notify(state: RunState, finding: Finding) -> None:
         doc = dict(to_jsonable(finding), run_name=state.name, target=state.target)
@@ -194,7 +204,7 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
             how += f" by {st.process.stopped_by}"
             if st.process.stop_requested_s:
                 how += time.strftime(" at %H:%M:%S", time.localtime(st.process.stop_requested_s))
-        how += f", exit {code}" if code is not None else ""
+        how += f", exit {code}" if code is not None else (", exit code unknown" if st.state == "ended" else "")
         bits = [f"{st.run_id}: {how}"]
         prog = [p for p in st.progress if p.step is not None]
         if prog:
@@ -264,7 +274,8 @@ def _check_reachable_once(w) -> None:
 
 @app.command()
 def watch(
-    runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name)."),
+    runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name); default: the one "
+                                                "live run, else the newest."),
     playbook: Optional[Path] = typer.Option(None, "--playbook", help="Watch this playbook's latest run."),
     interval: Optional[float] = typer.Option(None, "--interval", min=0.05, help="Seconds between ticks (default: the playbook's watch.interval_s)."),
     once: bool = typer.Option(False, "--once", help="One tick, print, exit with the verdict."),
@@ -276,8 +287,8 @@ def watch(
     from controller.watch import Watch
 
     store = RunStore()
+    notify_hook = _notifier(notify) if notify else None   # a bad one is refused before anything else
     records = _resolve_records(store, list(runs or []), playbook)
-    notify_hook = _notifier(notify) if notify else None
     records, imported_code = _show_imported(store, records, json_out, once)
     if not records:   # only imported runs: nothing to probe, their verdict is known
         store.close()
@@ -318,7 +329,8 @@ def watch(
         if tty_mode:
             code = _live_loop(w, interval_s)
         else:
-            code = _plain_loop(w, interval_s, json_out)
+            code = _plain_loop(w, interval_s, json_out,
+                               status_every_s=interval_s if interval is not None else max(STATUS_EVERY_S, interval_s))
         if w.all_done:
             for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}):
                 print(line, file=sys.stderr if json_out else sys.stdout, flush=True)
@@ -383,9 +395,15 @@ def _report_errors(w, shown: set) -> None:
             print(f"dfctl: watch: {msg}", file=sys.stderr, flush=True)
 
 
-def _plain_loop(w, interval_s: float, json_out: bool) -> int:
-    last_status = 0.0
+def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = STATUS_EVERY_S) -> int:
+    """Not a terminal: JSON lines, or a status line per run every `status_every_s` (the
+    --interval the user gave, else STATUS_EVERY_S) -- an ended run's line once, not again
+    at every later status round nor at the end."""
+    from controller.records import ENDED_STATES
+
+    last_status = float("-inf")
     shown: set = set()
+    ended_shown: set[str] = set()
     while True:
         t0 = time.monotonic()
         rep = w.tick()
@@ -394,10 +412,14 @@ def _plain_loop(w, interval_s: float, json_out: bool) -> int:
             seen = {o.run_id: o for o in rep.observations}
             for s in rep.states:
                 print(json.dumps(tick_document(s, seen.get(s.run_id)), ensure_ascii=False), flush=True)
-        elif time.monotonic() - last_status >= max(STATUS_EVERY_S, interval_s) or w.all_done:
+        elif time.monotonic() - last_status >= status_every_s or w.all_done:
             last_status = time.monotonic()
             for s in rep.states:
+                if s.run_id in ended_shown:
+                    continue
                 print(status_line(s), flush=True)
+                if s.state in ENDED_STATES:
+                    ended_shown.add(s.run_id)
         if w.all_done:
             return w.exit_code()
         _sleep_until(t0 + interval_s)
@@ -444,10 +466,18 @@ def _live_loop(w, interval_s: float) -> int:
             elif key in ("k", "\x1b[A", "p"):
                 selected = (selected - 1) % len(w.runs)
                 dirty = True
-    for s in w.states:
-        print(status_line(s))
-    for r in w.runs:
-        for f in r.state.findings:
-            print(finding_line(r.state, f))
+    for line in after_quit_lines(w.states, shutil.get_terminal_size((80, 24)).columns):
+        print(line)
     _report_errors(w, set())
     return w.exit_code()
+
+
+def after_quit_lines(states: list[RunState], width: int) -> list[str]:
+    """What stays on the terminal after the dashboard quits: each run's status and findings,
+    every line cut to the terminal's width (`…`), so none wraps into the next."""
+    def fit(line: str) -> str:
+        return line if len(line) <= width else line[:max(1, width - 1)] + "…"
+
+    out = [fit(status_line(s)) for s in states]
+    out += [fit(finding_line(s, f)) for s in states for f in s.findings]
+    return out

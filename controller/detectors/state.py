@@ -228,6 +228,8 @@ def _process_end(state: RunState, cfg, now_s: float) -> Finding | None:
     code = ps.exit_code
     tail = tuple(clip(x) for x in state.log_tail[-EVIDENCE_LINES:])
     text_kinds = {f.kind for f in state.findings if f.kind in FAILURE_KINDS}
+    if code is None and not ps.exit_code_known:
+        return None   # an attached run: no wrapper of ours records a code (controller.attached judges its end)
     if code is None:
         if ps.state != "exited":
             return None  # a zombie whose wrapper has not written the exit code yet

@@ -47,13 +47,16 @@ class RunProbeRequest:
     log_context_bytes: int = 0         # also this many bytes before the cursor (a restarted watch's tail)
     log_tail_lines: int = 0            # with no cursor: read from where the last N lines begin (`dfctl logs`)
     cgroup: dict[str, Any] | None = None  # {"version", "path"} last seen: read it once the process is gone
+    attached: bool = False             # a run dfctl did not launch: no pid/exit_code/stop files of ours
+    start_ticks: int | None = None     # attached: the pid is the run's only while its start time is this
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "log_path": self.log_path, "run_dir": self.run_dir,
                 "pid": self.pid, "vmid": self.vmid, "cursor": self.cursor.to_json(),
                 "log_carry": self.log_carry_bytes, "log_context": self.log_context_bytes,
                 "fp_bytes": self.want_fingerprint_bytes, "wandb_path": self.wandb_path,
-                "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines}
+                "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines,
+                "attached": self.attached, "start_ticks": self.start_ticks}
 
 
 @dataclass

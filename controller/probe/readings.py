@@ -168,7 +168,8 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
         disk: dict[str, Any] = disk_doc if isinstance(disk_doc, dict) else {}
         r.process = ProcessState(state=state,  # type: ignore[arg-type]  # leader_state's words are ProcessState's
                                  pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
-                                 replaced_by=nxt, disk_free_bytes=_opt_int(disk.get("free_bytes")),
+                                 replaced_by=nxt, exit_code_known=not doc.get("attached"),
+                                 disk_free_bytes=_opt_int(disk.get("free_bytes")),
                                  exit_code_tmp_bytes=_opt_int(disk.get("exit_code_tmp_bytes")),
                                  rss_bytes=totals.rss_bytes if totals else None,
                                  threads=totals.threads if totals else None)

@@ -638,6 +638,41 @@ def process_tree(root, leader):
 _PROC_SCANS = {}  # type: dict  # root -> [(fields, stat text)], one scan per probe however many runs
 
 
+def attached_tree(root, pid, start_ticks):
+    """A run dfctl attached to: the process (only while its start time is the recorded one:
+    a pid reused by another process is not the run) and its descendants."""
+    out = {"leader_stat": _read_text("/proc/%d/stat" % pid, root=root), "tree": []}
+    text = out["leader_stat"] or ""
+    try:
+        ticks = int(text[text.rfind(")") + 2:].split()[19])
+    except (IndexError, ValueError):
+        ticks = None
+    if ticks is None or (start_ticks is not None and ticks != int(start_ticks)):
+        out["leader_stat"] = None
+        out["pid_reused"] = ticks is not None
+        return out
+    table = _PROC_SCANS.get(root)
+    if table is None:
+        table = _PROC_SCANS[root] = _scan_stats(root)
+    if isinstance(table, str):
+        out["error"] = table
+        return out
+    kids = {}
+    for f, t in table:
+        if len(f) > 1:
+            kids.setdefault(f[1], []).append((t[:t.find(" ")], t))
+    todo, seen = [str(pid)], set()
+    while todo:
+        p = todo.pop()
+        for child, t in kids.get(p, []):
+            if child not in seen:
+                seen.add(child)
+                out["tree"].append(t)
+                todo.append(child)
+    out["tree"].append(text)
+    return out
+
+
 def _listdir(path, root=""):
     if not root:
         return os.listdir(path)
@@ -784,21 +819,24 @@ def probe_run(run, root, cap, host_cgroup, hold=False):
     rd = run.get("run_dir") or ""
     out = {"run_id": run["run_id"]}
     cur = run.get("cursor") or {}
-    pid = _int_file(rd + "/pid", root) if rd else None
+    attached = bool(run.get("attached"))   # not dfctl's run dir: its pid/exit_code/stop files are not ours
+    pid = _int_file(rd + "/pid", root) if rd and not attached else None
     if pid is None:
         pid = run.get("pid")
+    if attached:
+        out["attached"] = True
     out["pid"] = pid
     out["log"] = read_since(run["log_path"], None, 0, cap, run.get("log_context", 0), root=root, cursor=cur,
                             carry=run.get("log_carry", 0), proc_root=root + "/proc", pid=pid, hold=hold,
                             fp_bytes=run.get("fp_bytes", False), tail_lines=run.get("log_tail_lines", 0))
-    out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd else None
-    if rd and out["exit_code_text"] is None:
+    out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd and not attached else None
+    if rd and not attached and out["exit_code_text"] is None:
         out["disk"] = run_dir_disk(rd, root)
-    out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd else None
-    if run.get("want_launch") and rd:
+    out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd and not attached else None
+    if run.get("want_launch") and rd and not attached:
         out["launch_json"] = _read_text(rd + "/launch.json", 65536, root)
     if pid:
-        out["proc"] = process_tree(root, pid)
+        out["proc"] = attached_tree(root, pid, run.get("start_ticks")) if attached else process_tree(root, pid)
         if host_cgroup:
             out["cgroup"] = cgroup_files(_read_text("/proc/%d/cgroup" % pid, root=root))
     if host_cgroup and not out.get("cgroup") and run.get("cgroup"):

@@ -332,7 +332,7 @@ def scan_container(vmid, init, how, req):
         return doc
     root = "/proc/%d/root" % init
     proc_root = root + "/proc"
-    if os.path.islink(proc_root) or not os.path.isdir(proc_root + "/1"):
+    if req.get("force_pct") or os.path.islink(proc_root) or not os.path.isdir(proc_root + "/1"):
         doc["error"] = "CT %d: its /proc cannot be read from the host" % vmid
         doc["need_pct"] = True
         return doc

@@ -132,8 +132,11 @@ def resolve_endpoint(host: str, *, user: str | None = None, port: int | None = N
                      identity_file: str | None = None, known_hosts: str | None = None,
                      ssh_config: str | None = None, connect_timeout_s: float = 10.0,
                      keepalive_s: int = 15, accept_new_host_key: bool = False) -> SshEndpoint:
-    """Merge an alias's ssh_config entry with explicit values (explicit wins)."""
-    spec_user, spec_host, spec_port = _split_jump_spec(host)
+    """Merge an alias's ssh_config entry with explicit values (explicit wins); a [hosts]
+    alias of the user's dfctl config (controller.userconfig) is expanded first."""
+    from controller.userconfig import host_alias
+
+    spec_user, spec_host, spec_port = _split_jump_spec(host_alias(host))
     cfg = _load_ssh_config(ssh_config).lookup(spec_host)
     ids = tuple(os.path.expanduser(p) for p in ([identity_file] if identity_file else cfg.get("identityfile", [])))
     kh = known_hosts or (cfg.get("userknownhostsfile") or "").split(" ")[0] or "~/.ssh/known_hosts"

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 
@@ -224,7 +224,7 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
     for st in states:
         name = st.name or st.run_id
         code = st.process.exit_code
-        how = st.state
+        how: str = st.state
         if st.state == "stopped" and st.process.stopped_by:
             how += f" by {st.process.stopped_by}"
             if st.process.stop_requested_s:
@@ -264,7 +264,7 @@ def _duration(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def _cbreak_keys() -> Iterator[callable]:
+def _cbreak_keys() -> Iterator[Callable[[float], str | None]]:
     """Yield a `wait_key(timeout_s) -> str | None`; the terminal is restored on exit."""
     fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
     if fd is None:

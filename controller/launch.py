@@ -203,7 +203,7 @@ def launch_registered(store: RunStore, transport: Transport, playbook: Playbook,
     if playbook.run.exclusive:
         mine = [r for r in store.runs() if r.run_id != rec.run_id and r.state not in ENDED_STATES
                 and target_identity(target_of(r)) == target_identity(playbook.target)]
-        spec["exclusive"] = {"runs": [{"run_dir": r.run_dir, "pid": r.pid} for r in mine],
+        spec["exclusive"] = {"runs": [{**_status_entry(r), "run_id": r.run_id} for r in mine],
                              "lock_wait_s": LOCK_WAIT_S, "owner": lock_owner(f"launch {rec.run_id}")}
     try:
         run = launch_run(transport, playbook, workdir, spec=spec)

@@ -271,9 +271,14 @@ def _live_runs(workdir, known):
         names = []
     for name in names:
         cands[os.path.join(runs, name)] = None
-    for run in known:
-        cands.setdefault(run["run_dir"], run.get("pid"))
     live = []
+    for run in known:
+        if run.get("attached"):            # a run dfctl did not launch: alive by pid + start time
+            if run.get("pid") and _attached_identity(run) is None:
+                live.append({"run_id": run.get("run_id") or "pid %d" % run["pid"],
+                             "run_dir": run.get("run_dir") or "", "pid": int(run["pid"])})
+            continue
+        cands.setdefault(run["run_dir"], run.get("pid"))
     for run_dir, pid in sorted(cands.items()):
         pid = pid or _read_pid(run_dir)
         if pid and _leader_is_ours(pid, run_dir) and _members(pid):

@@ -124,3 +124,30 @@ def test_oom_hint_names_flex_attention_only_when_compile_trouble_is_in_the_log()
     limit = "W1201 torch._dynamo hit config.recompile_limit (8)"
     found = scan_lines([limit, oom], now_s=0.0)
     assert "flex_attention" in next(f for f in found if f.kind == "oom").hint
+
+
+def test_oom_evidence_keeps_the_users_frame():
+    """issue 13.5: the frame in the user's code is what they can change; torch's is not."""
+    lines = ["Traceback (most recent call last):",
+             '  File "/work/train.py", line 40, in <module>', "    main()",
+             '  File "/work/train.py", line 31, in main', "    logits = model(batch)",
+             '  File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1773, in _wrapped_call',
+             "    return self._call_impl(*args, **kwargs)",
+             '  File "/opt/venv/lib/python3.11/site-packages/torch/nn/functional.py", line 2140, in softmax',
+             "    ret = input.softmax(dim)",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of "
+             "79.1 GiB of which 2.1 GiB is free."]
+    (f,) = scan_lines(lines, now_s=0.0)
+    assert f.kind == "oom" and f.line == 10
+    assert any('/work/train.py", line 31, in main' in e for e in f.evidence)
+    assert any("logits = model(batch)" in e for e in f.evidence)
+    assert any("functional.py" in e for e in f.evidence)
+    assert "flex_attention" not in f.hint
+
+
+def test_the_coarse_line_filter_covers_every_rule_trigger():
+    from controller.detectors.rules import TRIGGER_WORDS
+    from controller.detectors.scan import LINE_WORDS
+
+    for t in TRIGGER_WORDS + ("nan", "inf", "scale", "overflow", "skipped", "hit config.", "flex_attention"):
+        assert any(w in t for w in LINE_WORDS), t

@@ -43,6 +43,8 @@ MAX_LAYERS = 6
 WRAP_MIN_WIDTH = 60
 WRAP_MAX_WIDTH = 400
 WRAP_MIN_FULL_LINES = 3
+WRAP_NEAR_CHARS = 5
+WRAP_SAMPLE_LINES = 200
 TERMINAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
 """Widths terminals are commonly set to: two cut lines at one of them suffice."""
 
@@ -95,9 +97,52 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     full = lens.count(width)
     if full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
         return None
+    # A cut makes a spike exactly at the width; lines of one format (progress lines whose
+    # numbers vary by a digit) cluster just below their longest instead.
+    near = sum(lens.count(width - k) for k in range(1, WRAP_NEAR_CHARS + 1))
+    if near >= full:
+        return None
+    # ... and a line of one format is followed by another of the same format (the same
+    # first characters), where a cut line is followed by the rest of its text (a sample
+    # of the cut-looking lines is enough).
+    cut = [i for i in range(len(lines) - 1) if lens[i] == width][:WRAP_SAMPLE_LINES]
+    same = sum(1 for i in cut if lines[i + 1][:8] == lines[i][:8])
+    if same * 2 > len(cut):
+        return None
     # Padded screens (every line space-filled to the width) are not wraps.
     padded = sum(1 for s in lines if len(s) == width and s.endswith(" "))
     return None if padded * 2 > full else width
+
+
+class LazyRepair(Sequence[Line]):
+    """The repaired lines of a batch with no hard wrap, each repaired when first read:
+    most lines of a healthy log are never read past the batch-wide word search."""
+
+    def __init__(self, lines: Sequence[str]):
+        self._lines = lines
+        self._done: dict[int, Line] = {}
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self._lines)
+        ln = self._done.get(i)
+        if ln is None:
+            raw = self._lines[i]
+            text = clean_text(raw) if ("\x1b" in raw or "\x00" in raw) else raw
+            key, body = peel(text)
+            ln = self._done[i] = Line(body, key, i, raw)
+        return ln
+
+
+def repaired(lines: Sequence[str]) -> Sequence[Line]:
+    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily."""
+    width = wrap_width(lines)
+    return repair(lines, width) if width is not None else LazyRepair(lines)
 
 
 def repair(lines: Sequence[str], width: int | None = None) -> list[Line]:

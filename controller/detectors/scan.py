@@ -22,7 +22,7 @@ from controller.detectors import hints as H
 from controller.detectors.evidence import EVIDENCE_LINES, bounded, signal_suffix
 from controller.detectors.loss_scale import LossScaleTrajectory
 from controller.detectors.metrics import maybe_non_finite, non_finite_values
-from controller.detectors.repair import Line, repair, wrap_width
+from controller.detectors.repair import Line, repaired
 from controller.detectors.rules import Hit, classify, recoverable, triggered
 from controller.detectors.tracebacks import Traceback, frame_location, read_tracebacks, user_frame
 from controller.detectors.usage_errors import usage_errors
@@ -69,7 +69,7 @@ class _Batch:
 
     def __init__(self, raw: list[str], base: int, end: int, line_no0: int, t: float, run_id: str | None):
         self.raw = raw
-        self.rep = repair(raw, wrap_width(raw))
+        self.rep = repaired(raw)
         self.base, self.end = base, end
         self.line_no0 = line_no0
         self.t = t
@@ -161,9 +161,12 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     ctx = list(context_before)
     raw = ctx + list(lines) + list(context_after)
     b = _Batch(raw, len(ctx), len(ctx) + len(lines), first_line_no - len(ctx), _now(now_s), run_id)
-    _line_rules(b, st)
-    _traceback_findings(b)
-    _usage_findings(b)
+    candidates, structure = _candidates(b)
+    _line_rules(b, st, candidates)
+    if structure - {"usage:"}:
+        _traceback_findings(b)
+    if "usage:" in structure:
+        _usage_findings(b)
     _loss_scale_finding(b, st)
     found = b.found
     if any(f.kind in ("oom", "crash", "hang") and f.severity == "critical" for f in found.values()):
@@ -181,11 +184,52 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     return sorted(found.values(), key=lambda f: (f.line or 0))
 
 
-def _line_rules(b: _Batch, st: ScanState) -> None:
+LINE_WORDS = (
+    "out of memory", "kill", "nan", "inf", "scal", "overflow", "skipped", "exit", "segmentation", "sigsegv",
+    "aborted", "fatal", "timed out", "watchdog", "nccl", "cuda error", "cudaerror", "alloc_failed",
+    "resource_exhausted", "kv cache", "cache blocks", "warming up", "dataloader", "encountered in worker",
+    "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
+    "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
+    "terminate", "defaultcpuallocator", "finite",
+)
+"""A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
+nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
+after one pass -- fewer, shorter words than the rules' own triggers, because this test
+runs on every line (tests/test_detectors_readers.py checks the covering)."""
+
+
+STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", "usage:")
+"""Words that wake the traceback and usage readers (they read whole batches)."""
+
+
+def _candidates(b: _Batch) -> tuple[list[int], set[str]]:
+    """Indexes of reported lines that hold any LINE_WORDS word, and which
+    STRUCTURE_WORDS occur anywhere in the batch: one pass over the lines."""
+    if isinstance(b.rep, list):
+        texts = [ln.text for ln in b.rep]
+    else:
+        texts = b.raw
+    out = []
+    seen: set[str] = set()
+    words, structure = LINE_WORDS, STRUCTURE_WORDS
+    for i, text in enumerate(texts):
+        low = text.lower()
+        for w in words:
+            if w in low:
+                out.append(i)
+                break
+        for w in structure:
+            if w in low:
+                seen.add(w)
+    return out, seen
+
+
+def _line_rules(b: _Batch, st: ScanState, candidates: list[int]) -> None:
     rep = b.rep
-    for i, ln in enumerate(rep):
+    for i in candidates:
         if not b.reported(i):
             continue
+        ln = rep[i]
         line = ln.text if len(ln.text) <= MATCH_CHARS else ln.text[:MATCH_CHARS]
         low = line.lower()
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)

@@ -172,7 +172,7 @@ for mode, expect in (("healthy", []), ("collapse", ["nan"]), ("hysteresis", ["na
 AC = "{bin}/accelerate launch --cpu --num_processes 1"
 for mode, expect, must in (("healthy", [], []), ("segv", ["crash"], ["SIGSEGV"]), ("abort", ["crash"], ["SIGABRT"]),
                            ("sigkill", ["oom"], ["SIGKILL"]), ("backward-twice", ["crash"], ["RuntimeError"]),
-                           ("nan", ["nan"], []), ("exit3", ["crash"], ["exit status 3"])):
+                           ("nan", ["nan"], []), ("exit3", ["crash"], ["fatal: shard index out of sync"])):
     SCENARIOS.append(S(f"accelerate-{mode}", "accelerate", f"{AC} {{prog}}/plain.py {mode}", expect, must))
 SCENARIOS.append(S("accelerate-tempting", "accelerate", f"{AC} {{prog}}/plain.py tempting"))
 SCENARIOS.append(S("accelerate-hf-print-args", "accelerate", f"{AC} {{prog}}/hf_trainer.py print-args"))
@@ -194,6 +194,9 @@ for mode, expect, must in (("healthy", [], []), ("healthy2", [], []), ("nan", ["
                            ("crash", ["crash"], ["ConnectionError"])):
     SCENARIOS.append(S(f"wandb-offline-{mode}", "wandb", f"{{py}} {{prog}}/wandb_run.py {mode}", expect, must,
                        env={"WANDB_MODE": "offline", "WANDB_DIR": "{tmp}", "WANDB_SILENT": "false"}))
+SCENARIOS.append(S("wandb-server-unreachable", "wandb", "{py} {prog}/wandb_unreachable.py", ["crash"], ["CommError"],
+                   env={"WANDB_BASE_URL": "http://127.0.0.1:9", "WANDB_API_KEY": "local-" + "x" * 40,
+                        "WANDB_DIR": "{tmp}", "WANDB_SILENT": "false"}))
 # -- IPython -----------------------------------------------------------------------------
 for mode, expect, must in (("shape", ["crash"], ["RuntimeError"]), ("assert", ["crash"], ["AssertionError"]),
                            ("nan", ["nan"], []), ("healthy", [], [])):

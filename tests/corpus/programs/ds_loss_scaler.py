@@ -12,22 +12,26 @@ with delayed_shift=2, which prints the hysteresis wording first).
 
 from __future__ import annotations
 
-import os
+import logging
 import sys
+from types import SimpleNamespace
 
-import deepspeed
 import torch
+from deepspeed.runtime.fp16 import loss_scaler
 from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler
+from deepspeed.utils import logger as ds_logger
 
 
 def main() -> None:
     mode = sys.argv[1]
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29400 + os.getpid() % 500))
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("LOCAL_RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    deepspeed.init_distributed(dist_backend="gloo")
+    # One process is rank 0: the scaler only asks deepspeed.comm for the rank to decide who
+    # logs. (deepspeed.init_distributed on CPU JIT-builds a shared-memory op first, minutes
+    # on 2 cores, so the rank is answered here instead.)
+    loss_scaler.dist = SimpleNamespace(get_rank=lambda: 0)
+    # INFO, as the deepspeed launcher's --log_level=info sets it (DeepSpeed's default is WARNING)
+    ds_logger.setLevel(logging.INFO)
+    for h in ds_logger.handlers:
+        h.setLevel(logging.INFO)
     scaler = DynamicLossScaler(init_scale=2 ** 32, scale_window=50, min_scale=1,
                                delayed_shift=2 if mode == "hysteresis" else 1, consecutive_hysteresis=False)
     torch.manual_seed(0)

@@ -331,8 +331,9 @@ def test_attached_run_watched_to_its_end_then_compared(tmp_path, capsys):
     compare-runs reads the progress the watch kept."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "train.py").write_text(PROGRAM.replace("while True:", "while step < 40:")
-                                      .replace("time.sleep(0.05)", "time.sleep(0.1)"))
+    # it runs until the watch has begun (a `finish` file), so the watch sees it live and to its end
+    (run_dir / "train.py").write_text(PROGRAM.replace("while True:", "while not os.path.exists('finish'):")
+                                      .replace("import queue,", "import os, queue,"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     with open(run_dir / "train.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, str(run_dir / "train.py"), str(run_dir)], cwd=run_dir, stdout=log,
@@ -341,7 +342,23 @@ def test_attached_run_watched_to_its_end_then_compared(tmp_path, capsys):
         wait_for(lambda: (run_dir / "metrics.jsonl").exists(), what="the program's first step")
         code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(proc.pid), "--name", "fin")
         assert code == 0, err
+
+        def finish_once_watched():
+            store = RunStore()
+            try:
+                rec = store.get_run("fin")
+                wait_for(lambda: store.get_cursor(rec.run_id).metrics_offset > 0, timeout_s=60,
+                         what="the watch reading the run")
+            finally:
+                store.close()
+            (run_dir / "finish").write_text("")
+
+        import threading
+
+        t = threading.Thread(target=finish_once_watched)
+        t.start()
         code, out, err = dfctl(capsys, "watch", "fin", "--interval", "0.3")
+        t.join()
         assert code == 0 and "fin-" in out and "ended, exit code unknown" in out, out + err
         code, out, err = dfctl(capsys, "compare-runs", "fin", "--json")
         assert code == 0, err

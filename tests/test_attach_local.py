@@ -347,8 +347,8 @@ def test_attached_run_watched_to_its_end_then_compared(tmp_path, capsys):
             store = RunStore()
             try:
                 rec = store.get_run("fin")
-                wait_for(lambda: store.get_cursor(rec.run_id).metrics_offset > 0, timeout_s=60,
-                         what="the watch reading the run")
+                wait_for(lambda: (store.get_cursor(rec.run_id).progress_step or 0) >= 10, timeout_s=60,
+                         what="the watch reading ten steps of the run")
             finally:
                 store.close()
             (run_dir / "finish").write_text("")
@@ -365,7 +365,7 @@ def test_attached_run_watched_to_its_end_then_compared(tmp_path, capsys):
         doc = json.loads(out)
         (col,) = doc["runs"]
         assert (col["end_state"], col["end_detail"]) == ("ended", "exit code unknown (dfctl did not launch it)")
-        assert col["exit_code"] is None and col["loss_at"] and all(v == 1.0 for v in col["loss_at"].values())
+        assert col["exit_code"] is None and col["loss_at"] and all(v == 1.0 for v in col["loss_at"].values()), col
         code, out, _ = dfctl(capsys, "runs", "--json")
         assert [(r["state"], r["exit_code"]) for r in json.loads(out)] == [("ended", None)]
     finally:

@@ -547,6 +547,10 @@ def load_registry_run(record, store) -> LoadedRun:
         state, detail = end_state(findings, record.exit_code,
                                   alive=record.state in ("running", "launched"),
                                   stopped_by="dfctl stop" if record.state == "stopped" else None)
+    if state == "unknown" and record.origin == "attached" and record.state in ("ended", "stopped"):
+        # a run dfctl attached to leaves no exit code: say how it ended as far as is known
+        state, detail = (("stopped", "by dfctl stop, exit code unknown") if record.state == "stopped"
+                         else ("ended", "exit code unknown (dfctl did not launch it)"))
     gpus = history.read_table(record.run_id, "gpus", columns=["mem_used_mib"])
     peak = pc.max(gpus.column("mem_used_mib")).as_py() if gpus.num_rows else None
     return LoadedRun(label=record.name, source=record.run_id, kind="registry", progress=table,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["info", "warning", "critical"]
+RunStatus = Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
 FindingKind = Literal[
@@ -22,8 +23,7 @@ FindingKind = Literal[
     "gpu_idle", "gpu_unreadable", "startup_stall", "unreachable", "log_unreadable",
 ]
 
-ProcessStateName = Literal["running", "zombie", "exited", "not_started", "unknown"]
-RunStateName = Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"]
+ProcessStatus = Literal["running", "zombie", "exited", "not_started", "unknown"]
 
 
 @dataclass
@@ -79,7 +79,7 @@ class ProgressSample:
 class ProcessState:
     """The training process as the probe saw it."""
 
-    state: ProcessStateName = "unknown"
+    state: ProcessStatus = "unknown"
     pid: int | None = None
     exit_code: int | None = None         # from the wrapper's exit_code file
     exit_code_known: bool = True         # False: an attached run (no wrapper of ours records one)
@@ -225,7 +225,7 @@ class RunState:
     release_id: str | None = None
     run_dir: str | None = None
     started_s: float | None = None
-    state: RunStateName = "unknown"
+    state: RunStatus = "unknown"
     process: ProcessState = field(default_factory=ProcessState)
     wandb: WandbInfo | None = None
     log: LogStatus = field(default_factory=LogStatus)

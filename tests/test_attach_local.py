@@ -323,3 +323,50 @@ def test_untrusted_command_lines_print_as_text_and_one_process_attaches_once(tmp
         assert len(json.loads(out)) == 1
     finally:
         _end(proc)
+
+
+def test_attached_run_watched_to_its_end_then_compared(tmp_path, capsys):
+    """After attach the run is a run like any other: `dfctl watch` follows it to its end
+    (ended, exit code unknown, exit 0: nothing failed that anyone could see) and
+    compare-runs reads the progress the watch kept."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # it runs until the watch has begun (a `finish` file), so the watch sees it live and to its end
+    (run_dir / "train.py").write_text(PROGRAM.replace("while True:", "while not os.path.exists('finish'):")
+                                      .replace("import queue,", "import os, queue,"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(run_dir / "train.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, str(run_dir / "train.py"), str(run_dir)], cwd=run_dir, stdout=log,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        wait_for(lambda: (run_dir / "metrics.jsonl").exists(), what="the program's first step")
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(proc.pid), "--name", "fin")
+        assert code == 0, err
+
+        def finish_once_watched():
+            store = RunStore()
+            try:
+                rec = store.get_run("fin")
+                wait_for(lambda: (store.get_cursor(rec.run_id).progress_step or 0) >= 10, timeout_s=60,
+                         what="the watch reading ten steps of the run")
+            finally:
+                store.close()
+            (run_dir / "finish").write_text("")
+
+        import threading
+
+        t = threading.Thread(target=finish_once_watched)
+        t.start()
+        code, out, err = dfctl(capsys, "watch", "fin", "--interval", "0.3")
+        t.join()
+        assert code == 0 and "fin-" in out and "ended, exit code unknown" in out, out + err
+        code, out, err = dfctl(capsys, "compare-runs", "fin", "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        (col,) = doc["runs"]
+        assert (col["end_state"], col["end_detail"]) == ("ended", "exit code unknown (dfctl did not launch it)")
+        assert col["exit_code"] is None and col["loss_at"] and all(v == 1.0 for v in col["loss_at"].values()), col
+        code, out, _ = dfctl(capsys, "runs", "--json")
+        assert [(r["state"], r["exit_code"]) for r in json.loads(out)] == [("ended", None)]
+    finally:
+        _end(proc)

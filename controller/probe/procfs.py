@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.records import ProcessStateName
+from controller.records import ProcessStatus
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def cpu_pct(prev_ticks: int | None, prev_uptime_s: float | None, ticks: int, upt
     return round(100.0 * (ticks - prev_ticks) / clk_tck / dt, 1)
 
 
-def leader_state(stat_text: str | None) -> ProcessStateName:
+def leader_state(stat_text: str | None) -> ProcessStatus:
     """running | zombie | exited, from the session leader's stat line."""
     st = parse_stat(stat_text)
     if st is None or st.state == "X":

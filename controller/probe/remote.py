@@ -77,7 +77,7 @@ FP_BYTES = 256
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
 _SYS_OPENAT2 = 437            # the same number on every Linux architecture (asm-generic)
-_OPENAT2 = []  # type: list  # [callable or None], probed once (a type comment: no runtime cost)
+_OPENAT2 = []  # type: list  # [callable or None], probed once
 MAX_LINK_HOPS = 40            # the kernel's own limit (ELOOP)
 
 

@@ -35,7 +35,7 @@ from controller.records import (
     ProgressSample,
     RunCursor,
     RunState,
-    RunStateName,
+    RunStatus,
     TickObservation,
     WandbInfo,
 )
@@ -341,8 +341,7 @@ class RunFollower:
         proc = rd.process
         if rd.tree_cpu_ticks is not None and reading.uptime_s is not None:
             prev_ticks, prev_uptime_s = self.prev_cpu or (None, None)
-            proc.cpu_pct = cpu_pct(prev_ticks, prev_uptime_s, rd.tree_cpu_ticks, reading.uptime_s,
-                                   reading.clk_tck)
+            proc.cpu_pct = cpu_pct(prev_ticks, prev_uptime_s, rd.tree_cpu_ticks, reading.uptime_s, reading.clk_tck)
             self.prev_cpu = (rd.tree_cpu_ticks, reading.uptime_s)
         return proc
 
@@ -494,7 +493,7 @@ class RunFollower:
                 pass
 
 
-def run_state(st: RunState, proc: ProcessState) -> RunStateName:
+def run_state(st: RunState, proc: ProcessState) -> RunStatus:
     if proc.state in ("exited", "zombie"):
         if proc.stopped_by:
             return "stopped"        # an operator's stop (dfctl stop, deploy --replace), whatever the code

@@ -43,7 +43,7 @@ import torch  # noqa: E402
 from trainer.config import get_preset  # noqa: E402
 from trainer.data import ArrowDataset, BucketPlan  # noqa: E402
 from trainer.model import Drafter, load_target  # noqa: E402
-from trainer.pipeline import BatchingSpec, BatchPositions, _host_tensors, host_batch_for, run_target  # noqa: E402
+from trainer.pipeline import BatchingSpec, BatchPositions, host_batch_for, host_tensors, run_target  # noqa: E402
 from trainer.replicas import DrafterReplicas  # noqa: E402
 from trainer.synth import write_dataset  # noqa: E402
 
@@ -213,7 +213,7 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
                       num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples)
     anchor_multiple = 128 // dc.block_size if cuda else 1
     common = dict(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
-                  mask_token_id=cfg.target.vocab_size - 1, seed=0, len_multiple=128 if cuda else 1,
+                  mask_token_id=cfg.drafter.mask_token_id, seed=0, len_multiple=128 if cuda else 1,
                   anchor_multiple=anchor_multiple)
     spec = BatchingSpec(**common)
     pos = BatchPositions(plan, start_pos=0, world=1, rank=0, replicas=1)
@@ -230,7 +230,7 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
     target = load_target(cfg.target, dc.target_layers, path=None, device=device, dtype=dtype)
     out: dict = {"mode": "compiled" if compiled else "eager", "batches": n_batches}
     if not compiled:
-        host = [_host_tensors(hb, cuda) for hb in hbs]
+        host = [host_tensors(hb, cuda) for hb in hbs]
         _events_time_s(lambda i: target(host[i % 2]["input_ids"].to(device)), 2, cuda)
         t_target = _events_time_s(lambda i: target(host[i]["input_ids"].to(device)), n_batches, cuda)
         real_tokens = sum(hb.num_tokens for hb in hbs)
@@ -241,7 +241,9 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
                     "target_step_s": t_target / n_batches,
                     "target_tflops": tflop_target / t_target / 1e12, "real_tokens": real_tokens,
                     "padded_tokens": padded_tokens})
-    feats = [run_target(target, _host_tensors(hb, cuda), hb, device, device, None) for hb in hbs_run]
+    if not compiled:
+        out.update(measure_handoff(host, device, cuda))
+    feats = [run_target(target, host_tensors(hb, cuda), hb, device, device, None) for hb in hbs_run]
     with torch.device(device):
         drafter = Drafter(cfg.target, dc)
     drafter.init_weights(1)
@@ -284,6 +286,38 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
     return out
 
 
+def measure_handoff(host: list[dict], device: torch.device, cuda: bool) -> dict:
+    """The pipeline's two small stages (issue 18's model): the pinned host batch's copy to
+    the device (per batch, CUDA events) and one queue hand-off between two threads (the
+    put -> get latency of queue.Queue, median of 2,000 round trips)."""
+    import queue as _queue
+
+    def copy(i):
+        for t in host[i % len(host)].values():
+            t.to(device, non_blocking=True)
+
+    copy(0)
+    t_copy = _events_time_s(copy, len(host), cuda) / len(host)
+    ping, pong = _queue.Queue(), _queue.Queue()
+
+    def echo():
+        while (item := ping.get()) is not None:
+            pong.put(item)
+
+    th = threading.Thread(target=echo, daemon=True)
+    th.start()
+    trips = []
+    for i in range(2000):
+        t0 = time.perf_counter()
+        ping.put(i)
+        pong.get()
+        trips.append(time.perf_counter() - t0)
+    ping.put(None)
+    th.join()
+    return {"h2d_copy_s": t_copy, "h2d_bytes": sum(t.numel() * t.element_size() for t in host[0].values()),
+            "queue_handoff_s": float(np.median(trips)) / 2}
+
+
 def _profile_steps(fn, n: int, cuda: bool, path: Path) -> None:
     """torch.profiler over n more drafter steps (after the timed ones, so the timing is
     clean): the kernels by self device time, to see where eager time goes."""
@@ -319,7 +353,11 @@ def summarise_run(name: str, rc, wall_s: float, recs: list[dict], sampler, gpus:
         out.update({"tok_per_s": tokens / (t_last - t_first), "step_time_s": (t_last - t_first) / steps_done,
                     "data_wait_s": float(np.mean([r["data_wait_s"] for r in measured])),
                     "mem_peak_gib": max(r["mem_peak_gib"] for r in recs), "loss_first": recs[0]["loss"],
-                    "loss_last": recs[-1]["loss"], "window_s": t_last - t_first})
+                    "loss_last": recs[-1]["loss"], "window_s": t_last - t_first,
+                    "acc_first": recs[0]["acc"], "acc_last": recs[-1]["acc"],
+                    "accept_len_first": recs[0].get("accept_len"), "accept_len_last": recs[-1].get("accept_len"),
+                    "curve": [[r["step"], round(r["loss"], 4), round(r["acc"], 4), round(r.get("accept_len", 0.0), 3)]
+                              for r in recs]})
         if sampler is not None:
             busy = sampler.busy(t_first, t_last)
             if busy is not None:
@@ -380,7 +418,8 @@ class Bench:
 
     def e2e_argv(self, name: str, extra: list[str], steps: int) -> list[str]:
         return [sys.executable, "-u", "-m", "trainer", "--config", self.cfg_name, "--data", str(self.data_dir),
-                "--run-dir", str(self.work / f"run-{name}"), "--steps", str(steps), "--log-every", "5", *extra]
+                "--run-dir", str(self.work / f"run-{name}"), "--steps", str(steps), "--log-every", "5",
+                *extra]
 
     def e2e_group(self, runs: list[tuple[str, list[str], str | None, list[int]]], timeout_s: float, min_s: float,
                   steps: int, sampler) -> None:
@@ -423,7 +462,8 @@ class Bench:
         if not self.data_dir.exists():
             t0 = time.time()
             write_dataset(self.data_dir, args.samples if cuda else 400, min_len=cfg.synth_min_len,
-                          max_len=cfg.synth_max_len, vocab=cfg.target.vocab_size)
+                          max_len=cfg.synth_max_len, vocab=cfg.synth_vocab or cfg.target.vocab_size,
+                          cycle=cfg.synth_cycle)
             setup["synth_write_s"] = time.time() - t0
         self.results["setup"] = setup
         self.record("setup", setup)
@@ -442,6 +482,13 @@ class Bench:
         only = {x for x in args.only.split(",") if x}
         want = (lambda n: not only or n in only)
         with BusySampler(list(range(n_gpu))) if cuda else _Null() as sampler:
+            # 0. learning curves (issue 15): the threaded pipeline, eager then --compile-drafter,
+            #    --curve-steps each; loss/acc/accept_len first -> last beside tok/s
+            if cuda and want("curve"):
+                cs = args.curve_steps
+                self.e2e_group([("curve-eager", dev, g0, [0])], 60 + 1.2 * cs, 60, cs, sampler)
+                self.e2e_group([("curve-compiled", dev + ["--compile-drafter"], g0, [0])], 120 + 1.1 * cs, 90, cs,
+                               sampler)
             # 1. the split: sequential (one thread, stages never overlap) vs threaded pipeline
             if two and want("split"):
                 self.e2e_group([("seq-split", dev + ["--sequential"] + split, None, split_gpus)], 130, 40, steps, sampler)
@@ -509,15 +556,24 @@ class Bench:
             ratios["split_drafter_gpu_idle_unexplained"] = max(0.0, idle - waiting)
             if "drafter_step_s" in me:
                 ratios["split_step_over_drafter_component"] = ps["step_time_s"] / me["drafter_step_s"]
+        if "target_tflops" in me and "drafter_tflops" in me:
+            flop_per_tok = (me["target_tflops"] * 1e12 / me["target_prefill_tok_per_s"]
+                            + me["drafter_tflops"] * 1e12 / me["drafter_tok_per_s"])
+            for r in res["e2e"]:
+                if "tok_per_s" in r:
+                    r["mfu_datasheet"] = r["tok_per_s"] * flop_per_tok / 1e12 / PEAK_BF16_TFLOPS
+                    ratios[f"{r['name']}_mfu_datasheet"] = r["mfu_datasheet"]
         res["ratios"] = ratios
         self.record("summary", ratios)
-        print("\n| run | rc | tok/s | step s | data wait s | peak GiB | busy | loss first->last |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n| run | rc | tok/s | step s | data wait s | peak GiB | busy | loss first->last | acc | accept_len |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in res["e2e"]:
             print(f"| {r['name']} | {r['rc']} | {r.get('tok_per_s', float('nan')):.0f} | "
                   f"{r.get('step_time_s', float('nan')):.3f} | {r.get('data_wait_s', float('nan')):.3f} | "
                   f"{r.get('mem_peak_gib', float('nan')):.1f} | {r.get('busy')} | "
-                  f"{r.get('loss_first', float('nan')):.4f}->{r.get('loss_last', float('nan')):.4f} |")
+                  f"{r.get('loss_first', float('nan')):.4f}->{r.get('loss_last', float('nan')):.4f} | "
+                  f"{r.get('acc_first', float('nan')):.3f}->{r.get('acc_last', float('nan')):.3f} | "
+                  f"{r.get('accept_len_first') or float('nan'):.2f}->{r.get('accept_len_last') or float('nan'):.2f} |")
         for name, m in res["micro"].items():
             print(f"{name}: drafter {m.get('drafter_step_s', float('nan')):.3f} s/step, "
                   f"MFU {m.get('drafter_mfu_datasheet', float('nan')):.3f}, "
@@ -532,6 +588,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="CPU smoke run (tiny config)")
     ap.add_argument("--samples", type=int, default=1500)
     ap.add_argument("--steps", type=int, default=25)
+    ap.add_argument("--curve-steps", type=int, default=150, help="steps of each learning-curve run (phase curve)")
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
     ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-seq (default all); split-compiled only when named")

@@ -31,6 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from controller.playbook import TargetConfig, WatchConfig  # noqa: E402
+from controller.probe import GPU_QUERY  # noqa: E402
 from controller.records import RunCursor  # noqa: E402
 from controller.runstore import RunRecord, RunStore  # noqa: E402
 from controller.transport.factory import close_all, open_host_transport  # noqa: E402
@@ -206,8 +207,7 @@ def main() -> int:
         w_nogpu = Watch(store.runs(), RunStore(home / "one-nogpu.sqlite"), gpu=False, persistent=False)
         w_nogpu.tick()
         tr = open_host_transport(target_for(rig, h1))
-        smi_argv = ["nvidia-smi", "--query-gpu=index,uuid,name,utilization.gpu,memory.used,memory.total,"
-                    "temperature.gpu,power.draw,clocks_event_reasons.active", "--format=csv,noheader,nounits"]
+        smi_argv = ["nvidia-smi", f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"]
         # interleaved, so the shared machine's load weighs on every side alike
         warm, shot, nogpu, smi, seeds = [], [], [], [], []
         for _ in range(8):

@@ -6,8 +6,8 @@ one `test -d releases/<id>` on the target -- nothing is transferred. The tar str
 deterministic (sorted names, fixed mtimes, uid/gid 0) so its bytes depend only on content.
 
 File selection honours .gitignore: inside a git work tree `git ls-files -co
---exclude-standard` answers exactly as git would; elsewhere a small fnmatch reading of
-the root .gitignore is the fallback. Bytecode caches and VCS folders never ship.
+--exclude-standard` answers exactly as git would; elsewhere every .gitignore of the tree is
+matched with pathspec's GitIgnoreSpec (negations, `**`, nested files). Bytecode caches and VCS folders never ship.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
+
+import pathspec
 
 from controller.errors import BadInputError
 from controller.playbook import BundleConfig
@@ -132,49 +134,55 @@ def _git_files(root: Path, paths: Iterable[str]) -> list[str]:
     return [p for p in r.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
 
 
-def _gitignore_patterns(root: Path) -> list[str]:
-    gi = root / ".gitignore"
-    if not gi.is_file():
-        return []
-    pats = []
-    for line in gi.read_text(errors="replace").splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")):
-            pats.append(line)
-    return pats
+class _IgnoreRules:
+    """Every .gitignore of a tree that is not a git work tree, matched as git matches them
+    (pathspec's GitIgnoreSpec: `!` negations, `**`, anchoring, dir-only patterns): a
+    .gitignore applies below its own directory, a deeper file's verdict wins over a
+    shallower one's, and nothing below an ignored directory comes back (git's rule)."""
 
+    def __init__(self, root: Path):
+        self.root = root
+        self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
 
-def _ignored(rel: str, patterns: Iterable[str]) -> bool:
-    """A small reading of gitignore: `name`, `dir/`, `/anchored`, globs, any path component."""
-    parts = rel.split("/")
-    for pat in patterns:
-        dir_only = pat.endswith("/")
-        p = pat.rstrip("/")
-        if p.startswith("/") or "/" in p:
-            p = p.lstrip("/")
-            prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + (0 if dir_only else 1))]
-            if any(fnmatch.fnmatchcase(x, p) for x in prefixes):
-                return True
-        else:
-            comps = parts[:-1] if dir_only else parts
-            if any(fnmatch.fnmatchcase(c, p) for c in comps):
-                return True
-    return False
+    def _spec(self, rel_dir: str) -> "pathspec.GitIgnoreSpec | None":
+        if rel_dir not in self._specs:
+            gi = self.root / rel_dir / ".gitignore" if rel_dir else self.root / ".gitignore"
+            try:
+                lines = gi.read_text(errors="replace").splitlines() if gi.is_file() else None
+            except OSError:
+                lines = None
+            self._specs[rel_dir] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        return self._specs[rel_dir]
+
+    def ignored(self, rel: str, is_dir: bool) -> bool:
+        """Is `rel` (POSIX, relative to the root) ignored by the .gitignore files above it?"""
+        parts = rel.split("/")
+        for depth in range(len(parts) - 1, -1, -1):          # deepest .gitignore first
+            spec = self._spec("/".join(parts[:depth]))
+            if spec is None:
+                continue
+            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
+            verdict = spec.check_file(sub).include
+            if verdict is not None:
+                return bool(verdict)
+        return False
 
 
 def _walk_files(root: Path, paths: Iterable[str]) -> list[str]:
-    patterns = _gitignore_patterns(root)
+    rules = _IgnoreRules(root)
     out = []
     for p in paths:
         base = root / p
         if base.is_file():
-            out.append(p)
+            if not rules.ignored(p, is_dir=False):
+                out.append(p)
             continue
         for dirpath, dirnames, filenames in os.walk(base):
             rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
-            dirnames[:] = sorted(d for d in dirnames if not _ignored(f"{rel_dir}/{d}/x", patterns))
-            out.extend(f"{rel_dir}/{f}" for f in filenames)
-    return [r for r in out if not _ignored(r, patterns)]
+            prefix = "" if rel_dir == "." else rel_dir + "/"
+            dirnames[:] = sorted(d for d in dirnames if not rules.ignored(prefix + d, is_dir=True))
+            out.extend(prefix + f for f in filenames if not rules.ignored(prefix + f, is_dir=False))
+    return out
 
 
 def select_files(root: Path, config: BundleConfig) -> list[str]:

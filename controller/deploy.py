@@ -3,7 +3,9 @@
 Layout under the target's workdir:
 
     releases/<content id>/       one complete, verified release per content id
-    releases/.tmp-<id>-<rand>/   a transfer in progress (removed by the next deploy)
+    releases/.tmp-<id>-<rand>-<pid>/   a transfer in progress (removed by the next deploy
+                                 once the script <pid> is gone)
+    .deploy.lock, .deploy.owner  the deploy lock (flock) and who holds it
     current -> releases/<id>     replaced by rename(2): never missing, never half-written
     runs/<run id>/               see launch.py
 
@@ -11,15 +13,16 @@ One round trip decides what is needed (`test -d releases/<id>`, `readlink curren
 CT this reads its files from the node through /proc/<init pid>/root, no pct start-up): an
 unchanged bundle transfers nothing. Otherwise the bundle goes as ONE tar stream into a
 temp dir, is checked with `sha256sum -c` against the manifest, renamed to releases/<id>
-and only then is `current` switched. All of this runs as one remote script holding a
-flock on the workdir, so concurrent deploys serialise (the loser gets LockedError), and a
-controller killed at any moment leaves at worst a temp dir: the stream ends early, tar or
-the checksum fails, the script removes its temp dir and the kernel drops the lock.
+and only then is `current` switched. All of this runs as one remote script; the rename and
+switch hold a flock on the workdir (waited for up to LOCK_WAIT_S, then LockedError), and
+so does a launch's live-run check and start (launch_remote.py), so the check and the
+launch of an exclusive run are one step no other deploy can interleave with. A controller
+killed at any moment leaves at worst a temp dir: the stream ends early, tar or the
+checksum fails, the script removes its temp dir and the kernel drops the lock.
 """
 
 from __future__ import annotations
 
-import calendar
 import os
 import posixpath
 import re
@@ -29,8 +32,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-
-import psutil
 
 from controller.bundle import Bundle, ProgressReader
 from controller.errors import BadInputError, DeployError, LockedError, UnreachableError
@@ -50,51 +51,68 @@ readlink "$W/current" 2>/dev/null || echo
 """
 
 # Positional args: $1 workdir, $2 release id, $3 random suffix, $4 lock owner text,
-# $5 "push" (stdin is the tar stream) or "switch" (release already there), $6 (optional)
-# the owner text of a holder the controller knows to be dead: its script is killed.
-# Children get the lock fd closed (9>&-), so only the script itself holds the lock.
+# $5 "push" (stdin is the tar stream) or "switch" (release already there), $6 seconds to
+# wait for the lock. The stream is received and verified into a temp dir of this script's
+# own (named with its pid) WITHOUT the lock: a deploy whose link died mid-stream, blocked
+# on a stream that never ends, holds no lock (before 2026-12-01 it held it until sshd gave
+# up: every other controller was refused meanwhile). The lock covers only the short tail:
+# clean temp dirs of dead deploys, rename, switch.
 PUSH_SCRIPT = r"""set -u
-W=$1; ID=$2; RAND=$3; OWNER=$4; MODE=$5; STALE=${6:-}
+# A controller killed mid-stream leaves our stdout/stderr without a reader: ignore SIGPIPE,
+# so the clean-up below still runs after a message cannot be written.
+trap '' PIPE
+W=$1; ID=$2; RAND=$3; OWNER=$4; MODE=$5; WAIT=${6:-10}; T=
+alive() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat")" != Z ]; }
 mkdir -p "$W/releases" "$W/runs" || exit 70
-exec 9>>"$W/.deploy.lock" || exit 70
-if ! flock -n 9; then
-  HELD=$(cat "$W/.deploy.owner" 2>/dev/null || echo unknown)
-  if [ -n "$STALE" ] && [ "$HELD" = "$STALE" ]; then
-    P=$(cat "$W/.deploy.pid" 2>/dev/null)
-    case "$P" in ""|*[!0-9]*) ;; *) pkill -9 -P "$P" 2>/dev/null; kill -9 "$P" 2>/dev/null;; esac
-  fi
-  if [ -z "$STALE" ] || ! flock -w 10 9; then
-    echo "deploy lock $W/.deploy.lock is held by: $HELD" >&2
-    exit 75
-  fi
-fi
-printf '%s\n' "$OWNER" > "$W/.deploy.owner"
-echo $$ > "$W/.deploy.pid"
-# Holding the lock, no other deploy is writing a temp dir: anything left is from a killed one.
-rm -rf "$W"/releases/.tmp-* "$W"/.current.tmp-*
-if [ ! -d "$W/releases/$ID" ]; then
-  if [ "$MODE" != push ]; then echo "release $ID is missing on the target" >&2; exit 73; fi
-  T="$W/releases/.tmp-$ID-$RAND"
+if [ "$MODE" = push ] && [ ! -d "$W/releases/$ID" ]; then
+  T="$W/releases/.tmp-$ID-$RAND-$$"
   mkdir "$T" || exit 70
   # cd, not `tar -C`: GNU tar unquotes backslash escapes in -C's argument
-  if ! (cd "$T" && tar -x -f - 9>&-); then
+  if ! (cd "$T" && tar -x -f -); then
     # GNU tar words a full disk "Wrote only N of M bytes": say it plainly
-    set -- $(df -Pk "$T" 2>/dev/null | tail -n 1); A=${4:-}
+    set -- $(df -Pk "$T" 2>/dev/null | tail -n 1); A=${4:-}     # before the clean-up frees it
+    rm -rf "$T"
     case "$A" in ""|*[!0-9]*) ;; *) [ "$A" -lt 1024 ] && echo "No space left on device: $A KiB free under $W" >&2;; esac
-    echo "tar stream incomplete or unreadable" >&2; rm -rf "$T"; exit 71
+    echo "tar stream incomplete or unreadable" >&2; exit 71
   fi
-  if ! out=$(cd "$T" && sha256sum -c .dfctl-sha256sums 2>&1 9>&-); then
+  if ! out=$(cd "$T" && sha256sum -c .dfctl-sha256sums 2>&1); then
+    rm -rf "$T"
     printf '%s\n' "$out" | grep -v ': OK$' | head -n 20 >&2
-    rm -rf "$T"; exit 72
+    exit 72
   fi
+elif [ "$MODE" = push ]; then
+  cat >/dev/null
+fi
+exec 9>>"$W/.deploy.lock" || exit 70
+if ! flock -w "$WAIT" 9; then
+  HELD=$(cat "$W/.deploy.owner" 2>/dev/null || echo unknown)
+  echo "deploy lock $W/.deploy.lock is held by: $HELD" >&2
+  [ -n "$T" ] && rm -rf "$T"
+  exit 75
+fi
+printf '%s\n' "$OWNER" > "$W/.deploy.owner"
+# temp dirs whose deploy script is gone (killed before its own clean-up)
+for d in "$W"/releases/.tmp-*; do
+  [ -d "$d" ] && [ "$d" != "$T" ] || continue
+  P=${d##*-}
+  case "$P" in ""|*[!0-9]*) rm -rf "$d";; *) alive "$P" || rm -rf "$d";; esac
+done
+rm -f "$W"/.current.tmp-*
+if [ -n "$T" ] && [ -d "$W/releases/$ID" ]; then
+  rm -rf "$T"                       # another deploy put the same release in place meanwhile
+elif [ -n "$T" ]; then
   mv -T "$T" "$W/releases/$ID" || { rm -rf "$T"; exit 74; }
-else
-  [ "$MODE" = push ] && cat >/dev/null 9>&-
+elif [ ! -d "$W/releases/$ID" ]; then
+  echo "release $ID is missing on the target" >&2; exit 73
 fi
 ln -s "releases/$ID" "$W/.current.tmp-$RAND" || exit 74
 mv -T "$W/.current.tmp-$RAND" "$W/current" || { rm -f "$W/.current.tmp-$RAND"; exit 74; }
 echo "switched $ID"
 """
+
+LOCK_WAIT_S = 10.0
+"""How long a deploy step waits for the deploy lock: it is held only for the short steps
+(rename + switch; a launch's live-run check + start), so a longer wait means a stuck holder."""
 
 
 @dataclass
@@ -121,38 +139,10 @@ def resolve_workdir(target: TargetConfig, project_root: str | Path) -> str:
     return posixpath.normpath(w)
 
 
-_IN_FLIGHT: set[str] = set()     # nonces of this process's deploys still running
-_OWNER_RE = re.compile(r"held by: dfctl pid (\d+) on (\S+) since (\S+) deploy (\w+)")
-
-
-def _owner(nonce: str) -> str:
+def lock_owner(nonce: str) -> str:
+    """What `.deploy.owner` says while this deploy holds the lock (shown to a refused one)."""
     return (f"dfctl pid {os.getpid()} on {socket.gethostname()} since "
             f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} deploy {nonce}")
-
-
-def stale_owner(stderr: str) -> str | None:
-    """The lock owner's text when that deploy is certainly gone, else None.
-
-    A deploy whose connection died (link down mid-transfer) leaves its remote script
-    blocked on a stream that never ends, holding the lock until sshd notices -- hours,
-    without ClientAliveInterval. Only a holder from THIS machine can be judged: its pid
-    is not alive, was reused (started after the lock was taken), or is this process
-    with that deploy no longer in flight. (reliability suite: test_connection_lost_mid_transfer)"""
-    m = _OWNER_RE.search(stderr)
-    if not m or m.group(2) != socket.gethostname():
-        return None
-    pid, nonce = int(m.group(1)), m.group(4)
-    text = m.group(0).removeprefix("held by: ")
-    if pid == os.getpid():
-        return None if nonce in _IN_FLIGHT else text
-    try:
-        since_s = calendar.timegm(time.strptime(m.group(3), "%Y-%m-%dT%H:%M:%SZ"))
-        alive = psutil.Process(pid).create_time() <= since_s + 1
-    except psutil.NoSuchProcess:
-        alive = False
-    except (ValueError, psutil.Error):
-        alive = True
-    return None if alive else text
 
 
 def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[str]:
@@ -164,7 +154,7 @@ def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[st
     return [
         probe_cmd,
         describe_command(transport, ["sh", "-c", PUSH_SCRIPT, "sh", workdir, bundle.content_id, "<rand>",
-                                     "<owner>", "push"])
+                                     "<owner>", "push", f"{LOCK_WAIT_S:g}"])
         + f"  < tar stream of {len(bundle.files)} files ({bundle.total_bytes} bytes)   [only when releases/{bundle.content_id} is missing]",
     ]
 
@@ -195,31 +185,20 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
         result.duration_s = time.monotonic() - t0
         return result
     nonce = _secrets.token_hex(4)
-    argv = ["sh", "-c", PUSH_SCRIPT, "sh", workdir, rid, nonce, _owner(nonce), "switch" if have else "push"]
+    argv = ["sh", "-c", PUSH_SCRIPT, "sh", workdir, rid, nonce, lock_owner(nonce), "switch" if have else "push",
+            f"{LOCK_WAIT_S:g}"]
     sent = [0]
+    stream = None
+    if not have:
+        tar, size = bundle.tar_file()
 
-    def attempt(extra: list[str]):
-        stream = None
-        if not have:
-            tar, size = bundle.tar_file()
-            sent[0] = 0
+        def count(n: int) -> None:
+            sent[0] += n
+            if on_progress:
+                on_progress(sent[0], size)
 
-            def count(n: int) -> None:
-                sent[0] += n
-                if on_progress:
-                    on_progress(sent[0], size)
-
-            stream = ProgressReader(tar, count)
-        return transport.run(argv + extra, stdin=stream, timeout_s=timeout_s)
-
-    _IN_FLIGHT.add(nonce)
-    try:
-        r = attempt([])
-        stale = stale_owner(r.stderr_text) if r.exited == LOCKED_EXIT else None
-        if stale:
-            r = attempt([stale])      # the holder is a dead deploy of ours: take the lock over
-    finally:
-        _IN_FLIGHT.discard(nonce)
+        stream = ProgressReader(tar, count)
+    r = transport.run(argv, stdin=stream, timeout_s=timeout_s)  # type: ignore[arg-type]  # a RawIOBase reads like BinaryIO
     result.transferred_bytes = sent[0]
     if r.exited == LOCKED_EXIT:
         raise LockedError(f"deploy to {transport.name}: {r.stderr_text.strip()}",
@@ -239,3 +218,66 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
     result.switched = True
     result.duration_s = time.monotonic() - t0
     return result
+
+
+# Positional args: $1 workdir, $2 how many newest releases to keep, $3 "delete" or "list",
+# then the release ids live runs use. Holds the deploy lock, so no deploy switches `current`
+# to a release while it is being removed. Prints `current=<id>`, then one `keep <id> <why>`
+# or `remove <id>` line per release, newest first.
+PRUNE_SCRIPT = r"""set -u
+W=${R:-}$1; KEEP=$2; MODE=$3; shift 3
+[ -d "$W/releases" ] || { echo "current="; exit 0; }
+exec 9>>"$W/.deploy.lock" || exit 70
+flock -w 10 9 || { echo "the deploy lock $W/.deploy.lock is held: a deploy is running" >&2; exit 75; }
+CUR=$(readlink "$W/current" 2>/dev/null); CUR=${CUR#releases/}
+echo "current=$CUR"
+cd "$W/releases" || exit 70
+i=0
+for n in $(ls -1t); do
+  case "$n" in .*|*[!A-Za-z0-9._-]*) continue;; esac
+  [ -d "$n" ] && [ ! -L "$n" ] || continue
+  i=$((i+1))
+  if [ "$n" = "$CUR" ]; then echo "keep $n current"; continue; fi
+  live=""; for p in "$@"; do [ "$p" = "$n" ] && live=1; done
+  if [ -n "$live" ]; then echo "keep $n live-run"; continue; fi
+  if [ "$i" -le "$KEEP" ]; then echo "keep $n newest"; continue; fi
+  if [ "$MODE" = delete ]; then rm -rf -- "$n" || exit 74; fi
+  echo "remove $n"
+done
+"""
+
+
+@dataclass
+class PruneResult:
+    """What `prune_releases` kept (with why: current, live-run, newest) and removed."""
+
+    current: str | None
+    kept: dict[str, str]
+    removed: list[str]
+    dry_run: bool
+
+
+def prune_releases(transport: Transport, workdir: str, *, keep: int, live_release_ids: list[str],
+                   dry_run: bool = False) -> PruneResult:
+    """Remove releases/<id> that are neither `current`, nor used by a live run, nor among the
+    `keep` newest -- under the deploy lock, in one round trip."""
+    if keep < 0:
+        raise BadInputError(f"--keep {keep}: must be 0 or more")
+    safe = [r for r in live_release_ids if r and re.fullmatch(r"[A-Za-z0-9._-]+", r)]
+    argv = ["sh", "-c", PRUNE_SCRIPT, "sh", workdir, str(keep), "list" if dry_run else "delete", *safe]
+    r = transport.run(argv, timeout_s=300)
+    if r.exited == LOCKED_EXIT:
+        raise LockedError(f"prune {transport.name}:{workdir}: {r.stderr_text.strip()}",
+                          hint="wait for the deploy to finish, then prune again")
+    if not r.ok:
+        raise DeployError(f"prune {transport.name}:{workdir}: the prune script failed: {r.summary()}")
+    current, kept, removed = None, {}, []
+    for line in r.stdout_text.splitlines():
+        if line.startswith("current="):
+            current = line.split("=", 1)[1] or None
+        elif line.startswith("keep "):
+            _, rid, why = (line.split(" ", 2) + [""])[:3]
+            kept[rid] = why
+        elif line.startswith("remove "):
+            removed.append(line.split(" ", 1)[1])
+    return PruneResult(current=current, kept=kept, removed=removed, dry_run=dry_run)

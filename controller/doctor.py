@@ -16,6 +16,7 @@ from controller.deploy import resolve_workdir
 from controller.errors import DeployError, DfctlError, HostKeyError, UnreachableError
 from controller.launch import remote_python
 from controller.playbook import Playbook
+from controller.stacks import py_spy_check
 from controller.transport.base import Transport
 from controller.transport.factory import open_host_transport, open_transport
 from controller.transport.pct import PctTransport
@@ -116,7 +117,7 @@ def _disk_and_wandb(pb: Playbook, where: Transport, words: dict[str, str], check
 
 def run_checks(pb: Playbook) -> list[Check]:
     """Every check of the playbook's target, in order: host, key, pct, CT, python+torch,
-    nvidia-smi, free disk, wandb mode."""
+    nvidia-smi, free disk, wandb mode, py-spy."""
     checks: list[Check] = []
     host = open_host_transport(pb.target)
     if not _connect(pb, host, checks):
@@ -126,6 +127,7 @@ def run_checks(pb: Playbook) -> list[Check]:
         return checks
     words = _software(pb, where, checks)
     _disk_and_wandb(pb, where, words, checks)
+    checks.append(Check(**py_spy_check(where, pb.target)))   # which py-spy `dfctl stacks` uses there
     return checks
 
 

@@ -73,6 +73,12 @@ class LockedError(DfctlError):
     exit_code = EXIT_BAD_INPUT
 
 
+class StaleRunError(DfctlError):
+    """The registry's pid now names another process (reused after the run ended): refused."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
 class RunConflictError(DfctlError):
     """A run of the target is still alive and the playbook's run is exclusive."""
 

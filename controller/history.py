@@ -14,6 +14,14 @@ Layout, under the run store (`runstore.data_dir()`, i.e. $DFCTL_HOME):
     history/<run_id>/wandb/p<level>-<first>-<last>.parquet
     history/<run_id>/meta.json        # how the run was imported: source, config, end state
 
+A step is kept once: `read_progress()` returns the first row written for each step, in
+step order (a
+watch makes its rows durable *before* it persists the log cursor they came from, so a watch
+killed between the two -- SIGKILL included -- writes those rows again after its restart,
+and a step reported by metrics.jsonl and later by the .wandb file is written twice; the
+reader drops the repeats). Rows and cursor are thus never out of step in the direction that
+loses a row, and the repeats the other direction costs are invisible to readers.
+
 `first`/`last` are the part sequence numbers a file covers; a merged file covers the range of
 the parts it replaced. A merge writes the new file first and deletes its sources after, so a
 reader globbing `*.parquet` mid-merge may briefly see rows twice; `read_progress()` and
@@ -55,6 +63,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from controller.records import GpuSample, ProgressSample, finite_or_none
@@ -198,9 +207,10 @@ class HistoryWriter:
 
     A buffer becomes a part file when it is full, when its oldest row is older than
     `flush_interval_s` (checked on append), on `flush()` and on `close()`. Rows still in
-    the buffer are lost if the process is killed: a watcher calls `flush()` whenever it
-    persists its log cursor, which keeps history and cursor consistent enough (history is
-    a record for comparison, the cursor is the exactly-once contract).
+    the buffer are lost if the process is killed, so a watcher calls `flush("progress")`
+    after each tick's rows and *before* it persists the cursor that covers them: a kill
+    before the flush re-reads the rows (the cursor did not move), a kill after it writes
+    them twice, which `read_progress()` folds back to one row per step.
     """
 
     def __init__(self, run_id: str, *, root: Path | None = None, rows_per_part: int = 8192,
@@ -313,10 +323,13 @@ class HistoryWriter:
             except FileExistsError:
                 seq += 1  # another writer took this number
 
-    def flush(self) -> None:
+    def flush(self, kind: str | None = None) -> None:
+        """Write the buffered rows of `kind` (default: every kind) as part files now."""
+        if kind is not None and kind not in SCHEMAS:
+            raise ValueError(f"history: unknown kind {kind!r} (one of {', '.join(KINDS)})")
         with self._lock:
-            for kind in KINDS:
-                self._flush_kind(kind)
+            for k in (kind,) if kind else KINDS:
+                self._flush_kind(k)
 
     def close(self) -> None:
         self.flush()
@@ -385,7 +398,40 @@ def read_table(run_id: str, kind: str, *, root: Path | None = None, columns: lis
 
 
 def read_progress(run_id: str, *, root: Path | None = None, columns: list[str] | None = None) -> pa.Table:
-    return read_table(run_id, "progress", root=root, columns=columns)
+    """One row per step, in step order: the first row written for a step wins (see the
+    module docstring for why a step can be written more than once)."""
+    wanted = list(columns) if columns else None
+    read_cols = wanted if wanted is None or "step" in wanted else [*wanted, "step"]
+    table = first_row_per_step(read_table(run_id, "progress", root=root, columns=read_cols))
+    return table.select(wanted) if wanted is not None and read_cols != wanted else table
+
+
+def first_row_per_step(table: pa.Table) -> pa.Table:
+    """`table` without the rows whose step an earlier row already has, in step order (a
+    backfilled gap lands where it belongs). The common case (steps strictly increasing)
+    costs one vectorised comparison."""
+    n = table.num_rows
+    if n < 2:
+        return table
+    steps = table.column("step").combine_chunks()
+    if pc.all(pc.greater(steps.slice(1), steps.slice(0, n - 1))).as_py():
+        return table
+    order = pa.table({"step": steps, "row": pa.array(range(n), pa.int64())})
+    first = order.group_by("step", use_threads=False).aggregate([("row", "min")])
+    by_step = first.sort_by("step").column("row_min")     # one row per step, in step order
+    return table.take(by_step)
+
+
+
+def backfill_progress(run_id: str, samples: Iterable[ProgressSample], *, root: Path | None = None) -> int:
+    """Append the samples whose step the history lacks (a gap left by a watch of an older
+    dfctl, killed before its only flush); returns how many. Idempotent: a second call
+    finds nothing missing."""
+    have = set(read_table(run_id, "progress", root=root, columns=["step"]).column("step").to_pylist())
+    missing = [s for s in samples if s.step not in have]
+    if missing:
+        append_progress(run_id, missing, root=root)
+    return len(missing)
 
 
 def read_gpus(run_id: str, *, root: Path | None = None) -> pa.Table:

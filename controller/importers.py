@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from controller import history
 from controller.errors import BadInputError
@@ -65,7 +66,8 @@ class LoadedRun:
     wandb_rows: list[dict[str, Any]] = field(default_factory=list)
     log_path: str | None = None
     run_dir: str | None = None
-    gpu_peak_mem_gib: float | None = None       # from GPU samples (nvidia-smi), when recorded
+    gpu_peak_mem_gib: float | None = None       # from GPU samples (nvidia-smi): the fullest one device
+    memory_device: str | None = None            # "cuda" | "cpu": what the trainer's mem_peak_gib measures
     warmup: tuple[float, int] | None = None     # its playbook's watch.warmup_s / warmup_steps (registry runs)
 
 
@@ -201,6 +203,20 @@ def _read_log_lines(path: Path) -> list[str]:
     return lines + flush_carry(carry)
 
 
+_DEVICE_RE = re.compile(r"^\[milestone\] target_loaded\b.*\bdevice=(cuda|cpu)\b")
+"""The bundled trainer's start-up milestone names the device its memory figures are from."""
+
+
+def memory_device_of(lines: Iterable[str]) -> str | None:
+    """"cuda" when the trainer's mem_peak_gib is the CUDA allocator's peak summed over its
+    GPUs, "cpu" when it is the process's peak RSS (ru_maxrss), None when the log does not say."""
+    for line in lines:
+        m = _DEVICE_RE.match(line)
+        if m:
+            return m.group(1)
+    return None
+
+
 def read_log(path: str | Path, *, label: str | None = None) -> LoadedRun:
     """A log file: progress lines, wandb id, the detectors' findings and the end state."""
     from controller.logparse import LineParser
@@ -227,26 +243,32 @@ def read_log(path: str | Path, *, label: str | None = None) -> LoadedRun:
     name = label or (p.parent.name if p.name == "train.log" else p.stem)
     return LoadedRun(label=name, source=str(p), kind="log", progress=progress_table(samples, name),
                      end_state=state, end_detail=detail, exit_code=exit_code if exit_code is not None else done_exit,
-                     findings=findings, wandb_run_id=wandb_id, log_path=str(p))
+                     findings=findings, wandb_run_id=wandb_id, log_path=str(p), memory_device=memory_device_of(lines))
+
+
+def metrics_samples(lines: Iterable[bytes]) -> list[ProgressSample]:
+    """metrics.jsonl lines -> samples (source "metrics"); unreadable lines are skipped."""
+    samples = []
+    for raw in lines:
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue  # a partial last line of a live file
+        if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
+            continue
+        s = ProgressSample(step=int(row["step"]), source="metrics")
+        for name in ("time_s",) + history.PROGRESS_FLOAT_FIELDS:
+            setattr(s, name, _finite(row.get(name)))
+        samples.append(s)
+    return samples
 
 
 def read_metrics_jsonl(path: str | Path, *, label: str | None = None) -> LoadedRun:
     """The trainer's metrics.jsonl (README contract); unreadable lines are skipped."""
     p = Path(path)
-    samples = []
     try:
         with p.open("rb") as fh:
-            for raw in fh:
-                try:
-                    row = json.loads(raw)
-                except ValueError:
-                    continue  # a partial last line of a live file
-                if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
-                    continue
-                s = ProgressSample(step=int(row["step"]), source="metrics")
-                for name in ("time_s",) + history.PROGRESS_FLOAT_FIELDS:
-                    setattr(s, name, _finite(row.get(name)))
-                samples.append(s)
+            samples = metrics_samples(fh)
     except OSError as exc:
         raise BadInputError(f"{p}: cannot read metrics file: {exc.strerror or exc}") from None
     name = label or (p.parent.name if p.name == "metrics.jsonl" else p.stem)
@@ -359,7 +381,7 @@ def read_run_dir(path: str | Path, *, label: str | None = None, with_progress: b
                      config=wb.config if wb else {}, findings=findings,
                      wandb_run_id=(wb.wandb_run_id if wb else None) or (base.wandb_run_id if base else None),
                      wandb_rows=wb.wandb_rows if wb else [], log_path=str(log) if log.is_file() else None,
-                     run_dir=str(d))
+                     run_dir=str(d), memory_device=base.memory_device if base else None)
 
 
 def load_path(spec: str, *, label: str | None = None) -> LoadedRun:
@@ -384,6 +406,39 @@ def load_path(spec: str, *, label: str | None = None) -> LoadedRun:
 
 # -- import -----------------------------------------------------------------------------
 
+IMPORTED_KIND = "import"
+"""RunRecord.target_kind of an imported run: no process of ours, files read locally, an
+end state fixed by what the import found."""
+
+
+def is_imported(record) -> bool:
+    return record.target_kind == IMPORTED_KIND
+
+
+def imported_end_state(record) -> tuple[str, str]:
+    """(end state, detail) the import found: 'oom', 'crash', 'finished', … -- not 'unknown'."""
+    info = (record.playbook or {}).get("imported") or {}
+    meta = {} if info.get("end_state") else history.read_meta(record.run_id)
+    return (str(info.get("end_state") or meta.get("end_state") or record.state or "unknown"),
+            str(info.get("end_detail") or meta.get("end_detail") or ""))
+
+
+def imported_source(record) -> str:
+    return str(((record.playbook or {}).get("imported") or {}).get("source") or "?")
+
+
+def imported_state(record, findings) -> Any:
+    """The RunState an imported run shows in `dfctl watch`: its end state, exit code,
+    findings and progress as the import recorded them (nothing to probe)."""
+    from controller.records import ProcessState, RunState
+
+    state, _ = imported_end_state(record)
+    return RunState(run_id=record.run_id, name=record.name, target=record.target, run_dir=record.run_dir,
+                    started_s=record.started_s, state=state, findings=list(findings),
+                    process=ProcessState(state="exited", exit_code=record.exit_code),
+                    progress=samples_from_table(history.read_progress(record.run_id)))
+
+
 def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, LoadedRun]:
     """Read SOURCE (path or wandb path) and record it: a registry row (target "imported"),
     its progress and wandb rows in the Parquet history, its findings, and meta.json with
@@ -399,8 +454,9 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
         raise BadInputError(f"{spec}: no such file or directory, and not a wandb path entity/project/run_id")
     store = store or RunStore()
     run_name = name or loaded.label
-    if not re.fullmatch(r"[\w.@+-]+", run_name):
-        raise BadInputError(f"--name {run_name!r}: use letters, digits and . _ - + @ only")
+    from controller.playbook import check_run_name
+
+    check_run_name(run_name, "--name" if name else f"{spec}: its run name (give --name)")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{run_name}-{stamp}"
     n = 2
@@ -409,9 +465,12 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
         n += 1
     times = [t for t in loaded.progress.column("time_s").to_pylist() if t is not None]
     record = RunRecord(
-        run_id=run_id, name=run_name, target_kind="import", target=f"imported ({loaded.kind})",
+        run_id=run_id, name=run_name, target_kind=IMPORTED_KIND, target=f"imported ({loaded.kind})",
         run_dir=loaded.run_dir or "", log_path=loaded.log_path or "",
-        playbook={"imported": {"source": str(p.resolve()) if p.exists() else spec, "kind": loaded.kind}},
+        # its files are on this machine: every command reads them through the local target
+        playbook={"imported": {"source": str(p.resolve()) if p.exists() else spec, "kind": loaded.kind,
+                               "end_state": loaded.end_state, "end_detail": loaded.end_detail},
+                  "target": {"kind": "local"}},
         started_s=loaded.start_s if loaded.start_s is not None else (min(times) if times else time.time()),
         wandb_run_id=loaded.wandb_run_id,
         state={"finished": "finished", "running": "running", "unknown": "unknown"}.get(loaded.end_state, "failed"),
@@ -425,7 +484,7 @@ def import_run(spec: str, *, name: str | None = None, store=None) -> tuple[Any, 
         "label": run_name, "source": record.playbook["imported"]["source"], "kind": loaded.kind,
         "config": loaded.config, "end_state": loaded.end_state, "end_detail": loaded.end_detail,
         "exit_code": loaded.exit_code, "start_s": loaded.start_s, "wandb_run_id": loaded.wandb_run_id,
-        "imported_s": time.time()})
+        "memory_device": loaded.memory_device, "imported_s": time.time()})
     store.add_run(record)
     if loaded.findings:
         store.add_findings(run_id, loaded.findings)
@@ -440,3 +499,78 @@ def _exists(store, run_id: str) -> bool:
         return store.get_run(run_id).run_id == run_id
     except UnknownRunError:
         return False
+
+
+# -- registry runs --------------------------------------------------------------------------
+
+PROGRESS_COLUMNS = ("step", "time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau", "mem_peak_gib")
+"""The progress columns a comparison reads (of a 1M-row history, only these are decoded)."""
+LOCAL_METRICS_MAX_BYTES = 256 << 20
+"""A registry run's local metrics.jsonl up to this size is read when it holds more steps
+than the history (a run the watch saw only in part)."""
+
+
+def load_registry_run(record, store) -> LoadedRun:
+    """A registry run: its Parquet history (+ meta.json of an import), else its local run dir
+    (the one way compare-runs and the other readers load a run the registry holds)."""
+
+    meta = history.read_meta(record.run_id)
+    table = history.read_progress(record.run_id, columns=list(PROGRESS_COLUMNS))
+    warmup = playbook_warmup(record.playbook)
+    findings = store.findings(record.run_id)
+    if table.num_rows == 0 and record.run_dir and Path(record.run_dir).is_dir():
+        loaded = read_run_dir(record.run_dir, label=record.name)
+        loaded.source = record.run_id
+        loaded.kind = "registry"
+        loaded.warmup = warmup
+        return loaded
+    if table.num_rows == 0 and not meta:
+        raise BadInputError(f"run {record.name!r} ({record.run_id}): no metric history recorded yet and its run "
+                            f"directory {record.run_dir or '?'} is not on this machine",
+                            hint="watch it (dfctl watch) or import its log/wandb run (dfctl import)")
+    config = meta.get("config") or config_from_args(((record.playbook or {}).get("run") or {}).get("args") or ())
+    device = meta.get("memory_device")
+    if meta.get("end_state"):
+        state, detail = meta["end_state"], meta.get("end_detail", "")
+    elif record.run_dir and Path(record.run_dir).is_dir():
+        # A local run: its directory knows best (exit_code file, the log's OOM/crash, pid),
+        # and its metrics.jsonl has every step even when the watch saw only part of the run.
+        metrics = Path(record.run_dir) / "metrics.jsonl"
+        fuller = metrics.is_file() and metrics.stat().st_size <= LOCAL_METRICS_MAX_BYTES
+        local = read_run_dir(record.run_dir, label=record.name, with_progress=fuller)
+        state, detail = local.end_state, local.end_detail
+        device = local.memory_device
+        config = {**config, **local.config}
+        if local.progress.num_rows > table.num_rows:
+            table = local.progress
+    else:
+        state, detail = end_state(findings, record.exit_code,
+                                  alive=record.state in ("running", "launched"),
+                                  stopped_by="dfctl stop" if record.state == "stopped" else None)
+    if state == "unknown" and record.origin == "attached" and record.state in ("ended", "stopped"):
+        # a run dfctl attached to leaves no exit code: say how it ended as far as is known
+        state, detail = (("stopped", "by dfctl stop, exit code unknown") if record.state == "stopped"
+                         else ("ended", "exit code unknown (dfctl did not launch it)"))
+    gpus = history.read_table(record.run_id, "gpus", columns=["mem_used_mib"])
+    peak = pc.max(gpus.column("mem_used_mib")).as_py() if gpus.num_rows else None
+    return LoadedRun(label=record.name, source=record.run_id, kind="registry", progress=table,
+                     start_s=meta.get("start_s") or record.started_s, end_state=state, end_detail=detail,
+                     exit_code=record.exit_code if record.exit_code is not None else meta.get("exit_code"),
+                     config=config, findings=findings, wandb_run_id=record.wandb_run_id,
+                     log_path=record.log_path or None, run_dir=record.run_dir or None,
+                     gpu_peak_mem_gib=peak / 1024 if peak is not None else None, warmup=warmup,
+                     memory_device=device)
+
+
+def playbook_warmup(playbook: dict[str, Any] | None) -> tuple[float, int] | None:
+    """(warmup_s, warmup_steps) of a registered run's [watch] table, None when it has none
+    (then compare-runs' defaults apply). Why: the watch judged the run by these values; a
+    compare with other ones printed other numbers for the same run (playbooks/local.toml's
+    10 s warm-up against the 60 s default made the demo run "short run: start-up included")."""
+    from controller.playbook import watch_config_from
+
+    raw = (playbook or {}).get("watch") or {}
+    if "warmup_s" not in raw and "warmup_steps" not in raw:
+        return None
+    cfg = watch_config_from(playbook)
+    return float(cfg.warmup_s), int(cfg.warmup_steps)

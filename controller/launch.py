@@ -24,16 +24,19 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from controller import launch_remote
+from controller.deploy import LOCK_WAIT_S, lock_owner
 from controller.errors import (
     ContainerStateError,
     DeployError,
     DfctlError,
     HostKeyError,
+    LockedError,
     RemoteCommandError,
     RunConflictError,
+    StaleRunError,
     UnreachableError,
 )
-from controller.playbook import SECRET_NAME_RE, Playbook, TargetConfig
+from controller.playbook import Playbook, TargetConfig, looks_secret
 from controller.records import ENDED_STATES
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
@@ -71,9 +74,10 @@ def make_run_id(name: str, now_s: float | None = None) -> str:
 def split_env(playbook: Playbook, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(plain env, secrets). Secrets: secret_env names read from `environ`, plus playbook
     env entries whose names look secret. Missing secret_env names are simply not sent."""
-    plain, secret = {}, {}
+    plain: dict[str, str] = {}
+    secret: dict[str, str] = {}
     for k, v in playbook.run.env.items():
-        (secret if SECRET_NAME_RE.search(k) or k in playbook.run.secret_env else plain)[k] = v
+        (secret if looks_secret(k) or k in playbook.run.secret_env else plain)[k] = v
     for k in playbook.run.secret_env:
         if k in environ:
             secret[k] = environ[k]
@@ -90,6 +94,11 @@ def _remote(transport: Transport, target: TargetConfig, command: str, spec: dict
         reply = None
     if not isinstance(reply, dict):
         raise RemoteCommandError(f"{command} on {transport.name} failed: {r.summary()}", result=r)
+    if reply.get("conflict"):
+        raise conflict_error(target, [(c["run_id"], c.get("pid")) for c in reply["conflict"]])
+    if reply.get("locked"):
+        raise LockedError(f"{command} on {transport.name}: {reply['error']}",
+                          hint="another deploy to this target is running; wait for it and retry")
     if "error" in reply:
         raise DeployError(f"{command} on {transport.name}: {reply['error']}")
     return reply
@@ -167,29 +176,40 @@ def register_launch(store: RunStore, spec: dict, playbook: Playbook, *, workdir:
     target will use: a controller killed or cut off mid-launch leaves a row that `dfctl
     runs` resolves (the run dir's pid file), never a run nobody knows about."""
     base, n = spec["run_id"], 1
-    run_id = base
-    while store.has_run(run_id):           # same name within the same second
-        n += 1
-        run_id = f"{base}-{n}"
-    spec["run_id"], spec["exact"] = run_id, True
     t = playbook.target
-    run_dir = f"{workdir}/runs/{run_id}"
-    rec = RunRecord(
-        run_id=run_id, name=spec["name"], target_kind=t.kind, target=target_label(t), host=t.host,
-        vmid=t.vmid, workdir=workdir, run_dir=run_dir, log_path=f"{run_dir}/train.log", pid=None,
-        release_id=None, git_commit=git_commit, git_dirty=git_dirty, playbook=playbook.redacted(),
-        playbook_path=playbook.source, started_s=time.time(), state="launching")
-    store.add_run(rec)
+    while True:                              # same name within the same second: -2, -3, ...
+        run_id = base if n == 1 else f"{base}-{n}"
+        run_dir = f"{workdir}/runs/{run_id}"
+        rec = RunRecord(
+            run_id=run_id, name=spec["name"], target_kind=t.kind, target=target_label(t), host=t.host,
+            vmid=t.vmid, workdir=workdir, run_dir=run_dir, log_path=f"{run_dir}/train.log", pid=None,
+            release_id=None, git_commit=git_commit, git_dirty=git_dirty, playbook=playbook.for_registry(),
+            playbook_path=playbook.source, started_s=time.time(), state="launching")
+        if store.add_run_if_new(rec):        # atomic: two controllers on one registry cannot both take it
+            break
+        n += 1
+    spec["run_id"], spec["exact"] = run_id, True
     return rec
 
 
 def launch_registered(store: RunStore, transport: Transport, playbook: Playbook, workdir: str, spec: dict, *,
                       git_commit: str | None, git_dirty: bool | None) -> LaunchedRun:
     """Register the run (`launching`), launch it, record what the target answered. A
-    launch the target refused leaves the row `failed`: nothing runs."""
+    launch the target refused leaves the row `failed`: nothing runs. An exclusive run's
+    target checks for live runs and starts this one under the deploy lock, in one exec:
+    of two deploys at once exactly one launches, the other gets RunConflictError naming
+    it (and its row is removed: no run dir was made)."""
     rec = register_launch(store, spec, playbook, workdir=workdir, git_commit=git_commit, git_dirty=git_dirty)
+    if playbook.run.exclusive:
+        mine = [r for r in store.runs() if r.run_id != rec.run_id and r.state not in ENDED_STATES
+                and target_identity(target_of(r)) == target_identity(playbook.target)]
+        spec["exclusive"] = {"runs": [{**_status_entry(r), "run_id": r.run_id} for r in mine],
+                             "lock_wait_s": LOCK_WAIT_S, "owner": lock_owner(f"launch {rec.run_id}")}
     try:
         run = launch_run(transport, playbook, workdir, spec=spec)
+    except (RunConflictError, LockedError):
+        store.remove_run(rec.run_id)
+        raise
     except DeployError:
         store.update_run(rec.run_id, state="failed")   # the target answered: nothing runs
         raise
@@ -210,7 +230,7 @@ def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir
         run_id=run.run_id, name=run.info.get("name", playbook.run.name), target_kind=t.kind,
         target=target_label(t), host=t.host, vmid=t.vmid, workdir=workdir, run_dir=run.run_dir,
         log_path=run.log_path, pid=run.pid, release_id=run.release_id, git_commit=git_commit,
-        git_dirty=git_dirty, playbook=playbook.redacted(), playbook_path=playbook.source,
+        git_dirty=git_dirty, playbook=playbook.for_registry(), playbook_path=playbook.source,
         started_s=run.started_s, state="running")
     store.add_run(rec)
     return rec
@@ -218,8 +238,17 @@ def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir
 
 def runs_status(transport: Transport, target: TargetConfig, records: list[RunRecord]) -> list[dict]:
     """For each record: exists, alive_pids, exit_code, log_size (one exec for all)."""
-    spec = {"runs": [{"run_dir": r.run_dir, "pid": r.pid} for r in records]}
+    spec = {"runs": [_status_entry(r) for r in records]}
     return _remote(transport, target, "status", spec)["runs"]
+
+
+def _status_entry(rec: RunRecord) -> dict[str, Any]:
+    """What the target side needs to tell whether a run lives: an attached run (no run dir
+    or exit_code of ours) by pid + start time."""
+    entry: dict[str, Any] = {"run_dir": rec.run_dir, "pid": rec.pid}
+    if rec.origin == "attached":
+        entry.update(attached=True, start_ticks=rec.pid_start_ticks)
+    return entry
 
 
 def state_of(status: dict, previous: str) -> tuple[str, int | None]:
@@ -229,6 +258,9 @@ def state_of(status: dict, previous: str) -> tuple[str, int | None]:
     code = status.get("exit_code")
     if status.get("alive_pids"):
         return "running", code
+    if status.get("attached"):
+        # a run dfctl did not launch leaves no exit code: say it ended, never invent one
+        return ("stopped" if previous == "stopped" else "ended"), None
     if previous == "stopped" or status.get("stop_requested"):
         return "stopped", code
     if code is None:
@@ -258,6 +290,30 @@ def record_statuses(store: RunStore, records: list[RunRecord], statuses: list[di
         rec.state, rec.exit_code = state, code
 
 
+def refresh_states(store: RunStore, records: list[RunRecord],
+                   open_for: Callable[[RunRecord], tuple[TargetConfig, Transport]]) -> list[tuple[str, str, list[RunRecord]]]:
+    """Read the live state of every record not known to have ended, one round trip per
+    target, into the records and the registry. Returns the targets that could not be read
+    as (label, message, their records), those records set `unknown`; ended runs are not
+    asked about (their state is final), so an old target that is gone costs nothing."""
+    groups: dict[tuple, list[RunRecord]] = {}
+    for rec in records:
+        if rec.state not in ENDED_STATES:
+            groups.setdefault(target_identity(target_of(rec)), []).append(rec)
+    unreadable = []
+    for recs in groups.values():
+        try:
+            target, transport = open_for(recs[0])
+            statuses = runs_status(transport, target, recs)
+        except DfctlError as exc:
+            for rec in recs:
+                rec.state = "unknown"
+            unreadable.append((recs[0].target, exc.message, recs))
+            continue
+        record_statuses(store, recs, statuses)
+    return unreadable
+
+
 def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecord], store: RunStore) -> list[RunRecord]:
     """The records (runs of this target not known to have ended) whose processes are alive,
     in one exec; the ended ones are recorded so, and not asked about again. Why deploy
@@ -278,12 +334,17 @@ def live_runs_of(store: RunStore, transport: Transport, target: TargetConfig) ->
 
 def refuse_if_live(target: TargetConfig, live: list[RunRecord]) -> None:
     """An exclusive run's launch while others of the target live: exit 2, nothing changed."""
-    if not live:
-        return
-    alive = ", ".join(f"{r.run_id} (pid {r.pid or '?'})" for r in live)
-    raise RunConflictError(
+    if live:
+        raise conflict_error(target, [(r.run_id, r.pid) for r in live])
+
+
+def conflict_error(target: TargetConfig, live: list[tuple[str, int | None]]) -> RunConflictError:
+    """The one wording of "a run of this target is still alive" (deploy's early check and
+    the target's own check under the lock)."""
+    alive = ", ".join(f"{run_id} (pid {pid or '?'})" for run_id, pid in live)
+    return RunConflictError(
         f"{target_label(target)}: run {alive} is still alive; a second run would share its GPUs",
-        hint=f"dfctl stop {live[0].run_id}, or deploy with --replace (stops it once the new release is in "
+        hint=f"dfctl stop {live[0][0]}, or deploy with --replace (stops it once the new release is in "
              f"place); run.exclusive = false in the playbook allows runs side by side")
 
 
@@ -321,4 +382,11 @@ def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grac
     if record.pid is None:
         raise DeployError(f"run {record.run_id}: no pid recorded; nothing to stop")
     spec = {"pid": record.pid, "run_dir": record.run_dir, "grace_s": grace_s, "by": by, "successor": successor}
-    return _remote(transport, target, "stop", spec, timeout_s=grace_s + 60)
+    if record.origin == "attached":
+        spec.update(attached=True, start_ticks=record.pid_start_ticks)
+    res = _remote(transport, target, "stop", spec, timeout_s=grace_s + 60)
+    if res.get("refused"):
+        # the pid was reused: the run is gone and the process now holding its pid is not ours
+        raise StaleRunError(f"run {record.run_id}: {res['refused']}; nothing was signalled",
+                            hint="the run has ended; `dfctl runs` records it")
+    return res

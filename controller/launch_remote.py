@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -89,6 +90,75 @@ def _members(leader):
         if st and st[0] != "Z" and (st[1] == leader or st[2] == leader):
             out.append(int(name))
     return sorted(out)
+
+
+def _start_ticks(pid):
+    """Field 22 of /proc/<pid>/stat (clock ticks after boot): a pid and its start time name
+    one process; a pid alone may have been reused by another since."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            raw = fh.read().decode("ascii", "replace")
+        return int(raw[raw.rfind(")") + 2:].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _ppids():
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as fh:
+                raw = fh.read().decode("ascii", "replace")
+            f = raw[raw.rfind(")") + 2:].split()
+            if f[0] not in ("Z", "X"):
+                table[int(name)] = (int(f[1]), int(f[2]))   # ppid, pgrp
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def _attached_members(pid):
+    """(pids, pgrp or None) of a run dfctl did not launch: the process, its descendants, and
+    its whole process group when everything in that group belongs to the run (the process,
+    its descendants, or a wrapper above it such as `nohup run.sh`). A group shared with
+    anything else (an interactive shell's job) is not signalled as a group: only the run's
+    own processes are."""
+    table = _ppids()
+    if pid not in table:
+        return [], None
+    kids = {}
+    for p, (pp, _) in table.items():
+        kids.setdefault(pp, []).append(p)
+    tree, todo = set([pid]), [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            if k not in tree:
+                tree.add(k)
+                todo.append(k)
+    pgrp = table[pid][1]
+    ancestors, p = set(), table[pid][0]
+    while p in table and p not in ancestors and p > 1:
+        ancestors.add(p)
+        p = table[p][0]
+    group = set(p for p, (_, g) in table.items() if g == pgrp)
+    if group <= tree | ancestors:
+        return sorted(tree | group), pgrp
+    return sorted(tree), None
+
+
+def _attached_identity(spec):
+    """None when spec's pid is still the attached process, else why not (for the reply)."""
+    pid, want = int(spec["pid"]), spec.get("start_ticks")
+    have = _start_ticks(pid)
+    st = _proc_stat(pid)
+    if have is None or st is None or st[0] == "Z":
+        return "gone"
+    if want is not None and have != int(want):
+        return "pid %d now belongs to another process (started at tick %d, the run's at tick %d)" % (
+            pid, have, int(want))
+    return None
 
 
 def _leader_is_ours(pid, run_dir):
@@ -167,13 +237,86 @@ def _become_wrapper(run_dir, run_id, path, report_fd):
             os._exit(1)
 
 
-def launch(spec):
-    workdir = spec["workdir"]
+def _take_deploy_lock(workdir, owner, wait_s):
+    """(fd, None) holding the workdir's deploy lock (flock(2), the lock deploy.py's
+    PUSH_SCRIPT takes with flock(1)), or (None, who holds it) after wait_s."""
+    import fcntl
+    fd = os.open(os.path.join(workdir, ".deploy.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() > end:
+                os.close(fd)
+                try:
+                    with open(os.path.join(workdir, ".deploy.owner")) as fh:
+                        return None, fh.read().strip() or "unknown"
+                except OSError:
+                    return None, "unknown"
+            time.sleep(0.05)
+    _write_atomic(os.path.join(workdir, ".deploy.owner"), str(owner) + "\n")
+    return fd, None
+
+
+def _live_runs(workdir, known):
+    """Runs with a live process: every run dir under this workdir (whichever controller
+    launched it) plus the runs the controller knows of this target elsewhere."""
+    cands = {}
     runs = os.path.join(workdir, "runs")
+    try:
+        names = os.listdir(runs)
+    except OSError:
+        names = []
+    for name in names:
+        cands[os.path.join(runs, name)] = None
+    live = []
+    for run in known:
+        if run.get("attached"):            # a run dfctl did not launch: alive by pid + start time
+            if run.get("pid") and _attached_identity(run) is None:
+                live.append({"run_id": run.get("run_id") or "pid %d" % run["pid"],
+                             "run_dir": run.get("run_dir") or "", "pid": int(run["pid"])})
+            continue
+        cands.setdefault(run["run_dir"], run.get("pid"))
+    for run_dir, pid in sorted(cands.items()):
+        pid = pid or _read_pid(run_dir)
+        if pid and _leader_is_ours(pid, run_dir) and _members(pid):
+            live.append({"run_id": os.path.basename(run_dir), "run_dir": run_dir, "pid": pid})
+    return live
+
+
+def launch(spec):
+    """Start the run. An exclusive launch (spec["exclusive"]) holds the deploy lock from
+    its live-run check to the start, so two deploys at once cannot both launch."""
+    workdir = spec["workdir"]
     current = os.path.join(workdir, "current")
     if not os.path.isdir(current):
         return {"error": "no release at %s (deploy first)" % current}
-    release_dir = os.path.realpath(current)   # fixed now: a later deploy cannot change this run's code
+    excl = spec.get("exclusive")
+    if excl is None:
+        return _launch(spec)
+    fd, held_by = _take_deploy_lock(workdir, excl.get("owner") or "launch", float(excl.get("lock_wait_s", 10)))
+    if fd is None:
+        return {"error": "deploy lock %s is held by: %s" % (os.path.join(workdir, ".deploy.lock"), held_by),
+                "locked": True}
+    try:
+        own = os.path.join(workdir, "runs", spec["run_id"])
+        if spec.get("adopt") and os.path.isdir(own):
+            return _adopt(own)       # our own earlier attempt: never a conflict with itself
+        live = _live_runs(workdir, excl.get("runs") or [])
+        if live:
+            return {"error": "run %s is still alive" % ", ".join("%s (pid %d)" % (r["run_id"], r["pid"]) for r in live),
+                    "conflict": live}
+        return _launch(spec)
+    finally:
+        os.close(fd)
+
+
+def _launch(spec):
+    workdir = spec["workdir"]
+    runs = os.path.join(workdir, "runs")
+    release_dir = os.path.realpath(os.path.join(workdir, "current"))   # fixed now: a later deploy cannot change this run's code
     os.makedirs(runs, exist_ok=True)
     base, n = spec["run_id"], 1
     while True:
@@ -279,6 +422,13 @@ def status(spec):
     out = []
     for run in spec["runs"]:
         run_dir, pid = run["run_dir"], run.get("pid")
+        if run.get("attached"):
+            # no run dir of ours, no exit_code file: alive while pid + start time are
+            why = _attached_identity(run)
+            alive = _attached_members(int(pid))[0] if why is None else []
+            out.append({"run_dir": run_dir, "exists": True, "attached": True, "alive_pids": alive, "pid": pid,
+                        "exit_code": None, "gone": why})
+            continue
         if not os.path.isdir(run_dir):
             out.append({"run_dir": run_dir, "exists": False})
             continue
@@ -297,7 +447,61 @@ def status(spec):
     return {"runs": out}
 
 
+def _signal_group(pgrp, pids, sig):
+    if pgrp is not None:
+        try:
+            os.killpg(pgrp, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_attached(spec):
+    """SIGTERM -> grace -> SIGKILL for a run dfctl attached to: only while the pid is still
+    the same process (its start time), on its process group when the group is the run's."""
+    pid, grace_s = int(spec["pid"]), float(spec.get("grace_s", 10))
+    why = _attached_identity(spec)
+    if why == "gone":
+        return {"signals": [], "left": [], "exit_code": None}
+    if why is not None:
+        return {"signals": [], "left": [], "refused": why}
+    pids, pgrp = _attached_members(pid)
+    # each member by pid + start time: a worker orphaned when the main process died is
+    # still the run's; a pid the system hands to someone else meanwhile is never signalled
+    known = dict((p, _start_ticks(p)) for p in pids)
+
+    def left():
+        return sorted(p for p, t in known.items() if t is not None and _start_ticks(p) == t
+                      and (_proc_stat(p) or ("Z",))[0] != "Z")
+
+    def wait_gone(limit_s):
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            if not left():
+                return True
+            time.sleep(0.05)
+        return not left()
+
+    sent = []
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+        now = left()
+        if not now:
+            break
+        # the group as a group only while its leader's identity holds (its pgrp cannot be reused then)
+        _signal_group(pgrp if _attached_identity(spec) is None else None, now, sig)
+        sent.append(signal.Signals(sig).name)
+        if wait_gone(wait_s):
+            break
+    return {"signals": sent, "left": left(), "exit_code": None}
+
+
 def stop(spec):
+    if spec.get("attached"):
+        return stop_attached(spec)
     pid, run_dir, grace_s = int(spec["pid"]), spec["run_dir"], float(spec.get("grace_s", 10))
     if _proc_stat(pid) is not None and not _leader_is_ours(pid, run_dir):
         return {"signals": [], "left": [], "note": "pid %d is no longer this run's" % pid}
@@ -340,10 +544,99 @@ def stop(spec):
     return {"signals": sent, "left": _members(pid), "exit_code": _read_exit_code(run_dir)}
 
 
+PTRACE_DENIED_WORDS = ("Permission denied", "Operation not permitted", "os error 1)", "os error 13)")
+
+
+def _ptrace_facts():
+    """What decides whether this process may ptrace the run: CAP_SYS_PTRACE in its effective
+    set, and the Yama sysctl (absent on kernels without Yama)."""
+    facts = {"ptrace_scope": None, "cap_sys_ptrace": None, "uid": os.getuid()}
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as fh:
+            facts["ptrace_scope"] = int(fh.read().strip())
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    facts["cap_sys_ptrace"] = bool(int(line.split()[1], 16) & (1 << 19))
+    except (OSError, ValueError):
+        pass
+    return facts
+
+
+def _is_python(pid):
+    """Its executable is a Python; the exe link of another user's process may be unreadable
+    without CAP_SYS_PTRACE (the case py-spy will report), then its comm says."""
+    try:
+        exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
+    except OSError:
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as fh:
+                raw = fh.read().decode("ascii", "replace")
+            exe = raw[raw.find("(") + 1:raw.rfind(")")]
+        except OSError:
+            return False
+    return exe.startswith(("python", "pypy"))
+
+
+def _dump(py_spy, pid, native, timeout_s):
+    argv = [py_spy, "dump", "--pid", str(pid), "--json"] + (["--native"] if native else [])
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return 127, b"", str(exc).encode()
+    try:
+        out, err = p.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return 124, out, err + b"\ntimed out after %d s" % timeout_s
+    return p.returncode, out, err
+
+
+def stacks(spec):
+    """`py-spy dump --json` of every Python process of the run, where it runs (the run's own
+    pid namespace), `--native` first where permitted. Bounded: timeout_s per dump, at most
+    max_processes processes."""
+    pid = int(spec["pid"])
+    if spec.get("attached"):
+        why = _attached_identity(spec)
+        if why is not None:
+            return {"error": "run's process is %s" % why if why != "gone" else "the run's process is gone",
+                    "gone": True}
+        pids = _attached_members(pid)[0]
+    else:
+        pids = [p for p in _members(pid) if p != pid]     # the wrapper is dfctl's, not the run's
+    timeout_s = float(spec.get("timeout_s", 20))
+    out = {"processes": [], "facts": _ptrace_facts()}
+    for p in [p for p in pids if _is_python(p)][:int(spec.get("max_processes", 16))]:
+        entry = {"pid": p}
+        for native in ([True, False] if spec.get("native", True) else [False]):
+            rc, so, se = _dump(spec["py_spy"], p, native, timeout_s)
+            err = se.decode("utf-8", "replace")
+            if rc == 0:
+                try:
+                    entry.update({"native": native, "threads": json.loads(so.decode("utf-8", "replace"))})
+                    entry.pop("error", None)
+                    break
+                except ValueError:
+                    err = "py-spy printed no JSON: %r" % so[:200]
+            entry.update({"error": "\n".join(err.strip().splitlines()[:6])[:1500], "rc": rc})
+            if any(w in err for w in PTRACE_DENIED_WORDS):
+                entry["denied"] = True
+                break
+            if rc in (124, 127):
+                break
+        out["processes"].append(entry)
+    return out
+
+
 def main():
     cmd = sys.argv[1]
     spec = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-    result = {"launch": launch, "status": status, "stop": stop}[cmd](spec)
+    result = {"launch": launch, "status": status, "stop": stop, "stacks": stacks}[cmd](spec)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     return 2 if "error" in result else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import json
 import re
 import tomllib
@@ -19,19 +20,54 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from controller.errors import PlaybookError
+from controller.errors import BadInputError, PlaybookError
 
-SECRET_NAME_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+SECRET_NAME_RE = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PRIVATE|COOKIE|SIGNATURE|BEARER)"   # anywhere in the name
+    r"|(^|_)(PAT|PW|PWD|PASS|DSN|SIG|CERT|SESSION)(_|$)", re.I)                   # as a whole word
+"""Environment names whose values are treated as secrets: HF_TOKEN, WANDB_API_KEY, MY_AUTH,
+GITHUB_PAT, DB_PASS, SENTRY_DSN... (a short word such as PAT only whole, so PATH is not one)."""
 
 
-def doc(text: str, **kw: Any) -> Any:
-    """A dataclass field with a one-line doc (shown by `dfctl playbook-reference`)."""
-    return field(metadata={"doc": text}, **kw)
+def looks_secret(name: str) -> bool:
+    """Does this environment variable's name say its value is a secret?"""
+    return SECRET_NAME_RE.search(name) is not None
+
+
+def doc(text: str, *, required: str = "", **kw: Any) -> Any:
+    """A dataclass field with a one-line doc (shown by `dfctl playbook-reference`);
+    `required`: the key must be written in the playbook (its default only types it), and
+    the text says what to write."""
+    return field(metadata={"doc": text, "required": required}, **kw)
+
+
+RUN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RUN_NAME_RULE = "expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit)"
+"""One rule for a run name wherever it is given (playbook run.name, deploy --name, import
+--name): it becomes part of the run id and of the run directory's name."""
+
+
+def total_steps_of(args) -> int | None:
+    """The `--steps N` / `--steps=N` of a run's args (the bundled trainer's flag), if given."""
+    args = [str(a) for a in args or ()]
+    for i, a in enumerate(args):
+        value = a.split("=", 1)[1] if a.startswith("--steps=") else (
+            args[i + 1] if a == "--steps" and i + 1 < len(args) else None)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def check_run_name(name: str, where: str = "--name") -> str:
+    """`name` if it follows RUN_NAME_RE, else BadInputError in the one wording."""
+    if not RUN_NAME_RE.fullmatch(name):
+        raise BadInputError(f"{where}: {RUN_NAME_RULE}, got {_describe(name)}")
+    return name
 
 
 @dataclass(frozen=True)
 class TargetConfig:
-    kind: Literal["local", "ssh", "pct"] = doc("Where the run lives: this machine, a plain SSH host, or a Proxmox LXC container.", default="local")
+    kind: Literal["local", "ssh", "pct"] = doc("Where the run lives: this machine, a plain SSH host, or a Proxmox LXC container. Required: an empty or truncated playbook never launches anywhere by default.", default="local", required='"local", "ssh" or "pct"')
     host: str | None = doc("SSH host name or ~/.ssh/config alias (ssh, pct).", default=None)
     user: str | None = doc("SSH user; default from ~/.ssh/config, else root.", default=None)
     port: int | None = doc("SSH port; default from ~/.ssh/config, else 22.", default=None)
@@ -58,8 +94,8 @@ class RunConfig:
     name: str = doc("Run name; the run directory is runs/<name>-<UTC timestamp>/.", default="run")
     module: str = doc("Python module to run with `python -u -m` inside the release.", default="trainer")
     args: tuple[str, ...] = doc("Arguments for the module (argv, no shell).", default=())
-    env: dict[str, str] = doc("Environment for the run. Names that look secret are sent like secret_env.", default_factory=dict)
-    secret_env: tuple[str, ...] = doc("Names of local environment variables passed to the run through a 0600 file, never argv.", default=("WANDB_API_KEY",))
+    env: dict[str, str] = doc("Environment for the run. Names that look secret (*KEY*, *TOKEN*, *SECRET*, *PASSW*, *AUTH*, *_PAT, *_DSN, ...) are sent like secret_env.", default_factory=dict)
+    secret_env: tuple[str, ...] = doc("Secret variables, passed to the run through a 0600 file, never argv, never stored: from your local environment, or the run.env value of that name (naming a run.env key here marks its value secret).", default=("WANDB_API_KEY",))
     exclusive: bool = doc("Launch only while no other run of this target is alive (they would share its GPUs); deploy --replace stops those first.", default=True)
     stop_grace_s: float = doc("Seconds between SIGTERM and SIGKILL when deploy --replace stops a run (the bundled trainer saves a checkpoint on SIGTERM).", default=60.0)
 
@@ -91,7 +127,7 @@ def watch_config_from(playbook: dict[str, Any] | None) -> WatchConfig:
 
 @dataclass(frozen=True)
 class Playbook:
-    target: TargetConfig = doc("Where to deploy and run.", default_factory=TargetConfig)
+    target: TargetConfig = doc("Where to deploy and run.", default_factory=TargetConfig, required='a [target] table with kind = "local", "ssh" or "pct"')
     bundle: BundleConfig = doc("What code to ship.", default_factory=BundleConfig)
     run: RunConfig = doc("What to launch.", default_factory=RunConfig)
     watch: WatchConfig = doc("How to watch and what counts as a failure.", default_factory=WatchConfig)
@@ -100,7 +136,7 @@ class Playbook:
     def secret_names(self) -> tuple[str, ...]:
         """Env names whose values never appear in argv, logs, the registry or --json."""
         names = set(self.run.secret_env)
-        names.update(k for k in self.run.env if SECRET_NAME_RE.search(k))
+        names.update(k for k in self.run.env if looks_secret(k))
         return tuple(sorted(names))
 
     def redacted(self) -> dict[str, Any]:
@@ -109,6 +145,21 @@ class Playbook:
         secrets = set(self.secret_names())
         data["run"]["env"] = {k: ("<redacted>" if k in secrets else v) for k, v in self.run.env.items()}
         return data
+
+    def for_registry(self) -> dict[str, Any]:
+        """What the registry stores: the redacted playbook with no env value at all -- a
+        secret is "<redacted>", any other value a hash (two runs' env still compare), since
+        a value that is a secret under an innocent name must not sit in a file either."""
+        data = self.redacted()
+        secrets = set(self.secret_names())
+        data["run"]["env"] = {k: ("<redacted>" if k in secrets else env_value_hash(k, v)) for k, v in self.run.env.items()}
+        return data
+
+
+def env_value_hash(name: str, value: str) -> str:
+    """`sha256:<16 hex>` of name=value: equal for equal values, the value not recoverable from it
+    unless guessable."""
+    return "sha256:" + hashlib.sha256(f"{name}={value}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
@@ -148,7 +199,7 @@ def _convert(tp: Any, value: Any, where: str, src: str) -> Any:
         if not isinstance(value, dict):
             raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
         return {str(k): _convert(args[1], v, f"{where}.{k}", src) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise PlaybookError(f"{src}: {where}: expected a table, got {_describe(value)}")
         return _build(tp, value, where, src)
@@ -206,8 +257,8 @@ def _check(pb: Playbook) -> None:
     if ":" in t.workdir:
         # the release dir goes into the run's PYTHONPATH, where ':' separates entries
         raise PlaybookError(f"{src}: target.workdir: ':' is not allowed (it would split the run's PYTHONPATH), got {_describe(t.workdir)}")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", pb.run.name):
-        raise PlaybookError(f"{src}: run.name: expected letters, digits, '.', '_' or '-' (at most 64, first a letter or digit), got {_describe(pb.run.name)}")
+    if not RUN_NAME_RE.fullmatch(pb.run.name):
+        raise PlaybookError(f"{src}: run.name: {RUN_NAME_RULE}, got {_describe(pb.run.name)}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", pb.run.module):
         raise PlaybookError(f"{src}: run.module: expected a Python module name, got {_describe(pb.run.module)}")
     for k in list(pb.run.env) + list(pb.run.secret_env):
@@ -234,6 +285,7 @@ def _check(pb: Playbook) -> None:
             raise PlaybookError(f"{src}: watch.{name}: expected a number >= 0, got {value}")
     if w.hang_factor <= 0:
         raise PlaybookError(f"{src}: watch.hang_factor: expected a positive number, got {w.hang_factor}")
+    _check_bounds(pb)
     if w.progress_pattern is not None:
         try:
             rx = re.compile(w.progress_pattern)
@@ -243,8 +295,77 @@ def _check(pb: Playbook) -> None:
             raise PlaybookError(f"{src}: watch.progress_pattern: needs a named group (?P<step>...)")
 
 
-def parse_playbook(text: str | bytes, source: str = "<memory>") -> Playbook:
-    """Parse and validate playbook text; raises PlaybookError with `source: key: problem`."""
+SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run",
+                         "sbin", "sys", "usr"})
+"""Top-level directories a workdir may not be in: deploy writes releases/, runs/, current
+and its lock there, as root on the target."""
+MAX_DURATION_S = 7 * 86400.0
+MAX_GPUS = 4096
+
+
+def _check_workdir(src: str, w: str) -> None:
+    if "\x00" in w or w != w.strip():
+        raise PlaybookError(f"{src}: target.workdir: leading or trailing spaces are not allowed, got {_describe(w)}")
+    parts = w.split("/")
+    if ".." in parts:
+        raise PlaybookError(f"{src}: target.workdir: '..' is not allowed (it would resolve elsewhere than written), "
+                            f"got {_describe(w)}")
+    if w.startswith("/"):
+        top = [p for p in parts if p not in ("", ".")]
+        if not top:
+            raise PlaybookError(f"{src}: target.workdir: \"/\" is not allowed (releases/ and runs/ would go into the root)")
+        if top[0] in SYSTEM_DIRS:
+            raise PlaybookError(f"{src}: target.workdir: not under /{top[0]} (a system directory), got {_describe(w)}")
+
+
+def _check_bounds(pb: Playbook) -> None:
+    """Values that parse but cannot be meant: each with its sane range."""
+    src, t, w = pb.source, pb.target, pb.watch
+    _check_workdir(src, t.workdir)
+    if not t.python.strip() or t.python != t.python.strip():
+        raise PlaybookError(f"{src}: target.python: expected an interpreter name or absolute path, got {_describe(t.python)}")
+    if "/" in t.python and not t.python.startswith("/"):
+        raise PlaybookError(f"{src}: target.python: a path must be absolute, got {_describe(t.python)}")
+    if not (1 <= t.keepalive_s <= 3600):
+        raise PlaybookError(f"{src}: target.keepalive_s: expected 1..3600 seconds, got {t.keepalive_s}")
+    if w.gpus_expected is not None and not (1 <= w.gpus_expected <= MAX_GPUS):
+        raise PlaybookError(f"{src}: watch.gpus_expected: expected 1..{MAX_GPUS}, got {w.gpus_expected}")
+    if w.baseline_tok_per_s is not None and not (1e-3 <= w.baseline_tok_per_s <= 1e12):
+        raise PlaybookError(f"{src}: watch.baseline_tok_per_s: expected a positive number from 0.001 to 1e12, "
+                            f"got {w.baseline_tok_per_s:g}")
+    for name, value in (("warmup_s", w.warmup_s), ("stale_log_s", w.stale_log_s), ("hang_min_s", w.hang_min_s),
+                        ("gpu_idle_s", w.gpu_idle_s)):
+        if value > MAX_DURATION_S:
+            raise PlaybookError(f"{src}: watch.{name}: expected at most {MAX_DURATION_S:g} seconds (7 days), got {value:g}")
+    for milestone, value in w.startup_deadlines_s.items():
+        if not (0 < value <= MAX_DURATION_S):
+            raise PlaybookError(f"{src}: watch.startup_deadlines_s.{milestone}: expected 0 < seconds <= "
+                                f"{MAX_DURATION_S:g} (7 days), got {value:g}")
+    if not (1 <= w.hang_factor <= 1000):
+        raise PlaybookError(f"{src}: watch.hang_factor: expected 1..1000, got {w.hang_factor:g}")
+    if w.regression_windows > 10_000 or not (0 <= w.warmup_steps <= 1_000_000):
+        bad = ("regression_windows", w.regression_windows) if w.regression_windows > 10_000 else ("warmup_steps", w.warmup_steps)
+        raise PlaybookError(f"{src}: watch.{bad[0]}: out of range (regression_windows 1..10000, warmup_steps "
+                            f"0..1000000), got {bad[1]}")
+
+
+def _check_required(cls: type, table: dict[str, Any], prefix: str, src: str) -> None:
+    """Keys marked required (doc(required=True)) that the playbook does not write. Checked
+    last, so a playbook with a wrong value is told about the value first."""
+    for f in dataclasses.fields(cls):
+        where = f"{prefix}.{f.name}" if prefix else f.name
+        if f.metadata.get("required") and f.name not in table:
+            raise PlaybookError(f"{src}: {where}: required: {f.metadata['required']} (an empty or truncated "
+                                f"playbook never launches on this machine by default)")
+        sub = typing.get_type_hints(cls)[f.name]
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub) and isinstance(table.get(f.name), dict):
+            _check_required(sub, table[f.name], where, src)
+
+
+def parse_playbook(text: str | bytes, source: str = "<memory>", *, require_target: bool = True) -> Playbook:
+    """Parse and validate playbook text; raises PlaybookError with `source: key: problem`.
+    `require_target=False` only for readers that never reach the target (watch --playbook
+    picks a run by its name): there a playbook without [target] is fine."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -260,10 +381,12 @@ def parse_playbook(text: str | bytes, source: str = "<memory>") -> Playbook:
     pb = _build(Playbook, data, "", source)
     pb = dataclasses.replace(pb, source=source)
     _check(pb)
+    if require_target:
+        _check_required(Playbook, data, "", source)
     return pb
 
 
-def load_playbook(path: str | Path) -> Playbook:
+def load_playbook(path: str | Path, *, require_target: bool = True) -> Playbook:
     """Read a playbook file. Missing or unreadable file -> PlaybookError (exit 2)."""
     p = Path(path)
     try:
@@ -274,7 +397,7 @@ def load_playbook(path: str | Path) -> Playbook:
         raise PlaybookError(f"{p}: is a directory, expected a .toml playbook") from None
     except OSError as exc:
         raise PlaybookError(f"{p}: cannot read: {exc.strerror}") from None
-    return parse_playbook(raw, str(path))
+    return parse_playbook(raw, str(path), require_target=require_target)
 
 
 def _type_name(tp: Any) -> str:
@@ -317,7 +440,8 @@ def reference_markdown() -> str:
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else "")
             tp = _type_name(typing.get_type_hints(cls)[f.name])
-            shown = "—" if default is None else f"`{_toml_value(default)}`"
+            shown = "required" if f.metadata.get("required") else (
+                "—" if default is None else f"`{_toml_value(default)}`")
             out.append(f"| `{f.name}` | {tp} | {shown} | {f.metadata.get('doc', '')} |")
         out.append("")
     return "\n".join(out)

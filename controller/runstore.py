@@ -16,9 +16,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from controller.errors import UnknownRunError
+from controller.errors import BadInputError, UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
+
+LIVE_STATES = ("launched", "running")
+"""Registry states of a run whose process may still be alive."""
 
 
 def data_dir() -> Path:
@@ -50,9 +53,12 @@ class RunRecord:
     playbook_path: str | None = None
     started_s: float | None = None
     wandb_run_id: str | None = None
-    state: str = "launched"           # launched | running | finished | failed | stopped | unknown
+    state: str = "launched"           # launched | running | finished | failed | stopped | ended | unknown
     exit_code: int | None = None
     ended_s: float | None = None
+    origin: str = "launched"          # launched (dfctl deploy) | attached (dfctl attach: started by hand)
+    pid_start_ticks: int | None = None
+    """/proc/<pid>/stat start time of `pid` (attached runs): with the pid, which process is the run's."""
 
 
 def target_of(rec: RunRecord) -> TargetConfig:
@@ -73,18 +79,25 @@ def target_of(rec: RunRecord) -> TargetConfig:
 
 
 _CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
+_RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY, name TEXT, target_kind TEXT, target TEXT, host TEXT, vmid INTEGER,
   workdir TEXT, run_dir TEXT, log_path TEXT, pid INTEGER, release_id TEXT, git_commit TEXT,
   git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, wandb_run_id TEXT,
-  state TEXT, exit_code INTEGER, ended_s REAL
+  state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT DEFAULT 'launched', pid_start_ticks INTEGER
 );
 CREATE TABLE IF NOT EXISTS cursors (
   run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
   metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL, log_fingerprint TEXT,
   log_head TEXT, progress_step INTEGER
+);
+CREATE TABLE IF NOT EXISTS attachments (
+  run_id TEXT PRIMARY KEY, doc TEXT
+);
+CREATE TABLE IF NOT EXISTS stacks (
+  run_id TEXT, taken_s REAL, doc TEXT, PRIMARY KEY (run_id, taken_s)
 );
 CREATE TABLE IF NOT EXISTS findings (
   run_id TEXT, kind TEXT, summary TEXT, severity TEXT, first_seen_s REAL, evidence TEXT,
@@ -98,17 +111,36 @@ class RunStore:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else data_dir() / "registry.sqlite"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._db = self._open(self.path, from_env=path is None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         self._db.executescript(_SCHEMA)
         self._add_missing_columns("cursors", _CURSOR_COLUMNS_ADDED)
+        self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
         try:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
+
+    @staticmethod
+    def _open(path: Path, *, from_env: bool) -> sqlite3.Connection:
+        """The registry's connection; a data directory that cannot hold it (a file, an
+        unwritable or impossible path) is bad input named by its source, not a traceback."""
+        where = f"DFCTL_HOME={os.environ['DFCTL_HOME']}" if from_env and os.environ.get("DFCTL_HOME") \
+            else str(path.parent)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.parent.is_dir():
+                raise NotADirectoryError(f"{path.parent} is not a directory")
+            return sqlite3.connect(path, timeout=30, isolation_level=None)
+        except FileExistsError:
+            problem = f"{path.parent} exists and is not a directory"
+        except (OSError, sqlite3.Error) as exc:
+            problem = getattr(exc, "strerror", None) or str(exc)
+            problem = f"{path.parent}: {problem}" if str(path.parent) not in problem else problem
+        raise BadInputError(f"{where}: cannot hold the dfctl registry: {problem}",
+                            hint="point DFCTL_HOME at a writable directory (or unset it: ~/.local/share/dfctl)")
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         """A registry written by an older dfctl lacks the newer columns: add them (NULL)."""
@@ -129,6 +161,15 @@ class RunStore:
         marks = ", ".join(f":{k}" for k in row)
         self._db.execute(f"INSERT INTO runs ({cols}) VALUES ({marks})", row)
 
+    def add_run_if_new(self, rec: RunRecord) -> bool:
+        """add_run unless that run id is taken (False then): the check and the insert are one
+        statement, so of two controllers registering the same id at once one gets it."""
+        try:
+            self.add_run(rec)
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
     def update_run(self, run_id: str, **changes: Any) -> None:
         allowed = {f.name for f in fields(RunRecord)} - {"run_id"}
         bad = set(changes) - allowed
@@ -139,17 +180,36 @@ class RunStore:
         sets = ", ".join(f"{k} = :{k}" for k in changes)
         self._db.execute(f"UPDATE runs SET {sets} WHERE run_id = :run_id", {**changes, "run_id": run_id})
 
+    def remove_run(self, run_id: str) -> None:
+        """Forget a run that never started (its launch was refused before a run dir existed)."""
+        self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
     @staticmethod
     def _record(row: sqlite3.Row) -> RunRecord:
         d = dict(row)
         d["playbook"] = json.loads(d["playbook"] or "{}")
         d["git_dirty"] = None if d["git_dirty"] is None else bool(d["git_dirty"])
+        d["origin"] = d.get("origin") or "launched"
         return RunRecord(**d)
 
     def runs(self) -> list[RunRecord]:
         """All runs, newest first."""
         rows = self._db.execute("SELECT * FROM runs ORDER BY started_s DESC, run_id DESC").fetchall()
         return [self._record(r) for r in rows]
+
+    def default_run(self, command: str) -> RunRecord:
+        """The run a command means when none is named -- where that is unambiguous: the one
+        live run (launched/running), else with none live the newest run; several live runs
+        are bad input naming them (a RUN argument picks one)."""
+        runs = self.runs()
+        if not runs:
+            raise UnknownRunError(f"dfctl {command}: no runs in the registry ({self.path})",
+                                  hint="dfctl deploy PLAYBOOK starts one; dfctl import SOURCE brings one in")
+        live = [r for r in runs if r.state in LIVE_STATES and r.target_kind != "import"]
+        if len(live) > 1:
+            raise UnknownRunError(f"dfctl {command}: {len(live)} runs are live ({', '.join(r.run_id for r in live[:5])}); "
+                                  f"name one", hint=f"dfctl {command} RUN (`dfctl runs` lists them)")
+        return live[0] if live else runs[0]
 
     def has_run(self, run_id: str) -> bool:
         """Is this exact run id registered?"""
@@ -188,6 +248,36 @@ class RunStore:
         marks = ", ".join(f":{k}" for k in row)
         self._db.execute(f"INSERT OR REPLACE INTO cursors ({cols}) VALUES ({marks})", row)
 
+    # -- attached runs ------------------------------------------------------------------
+    def set_attachment(self, run_id: str, doc: dict[str, Any]) -> None:
+        """What `dfctl attach` learnt about a run it did not launch (controller.attach)."""
+        self._db.execute("INSERT OR REPLACE INTO attachments VALUES (?, ?)", (run_id, json.dumps(doc, sort_keys=True)))
+
+    def attachment(self, run_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT doc FROM attachments WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(row["doc"]) if row else None
+
+    def add_run_with_attachment(self, rec: RunRecord, doc: dict[str, Any]) -> None:
+        """Both rows or neither: an attach never leaves half a run behind."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self.add_run(rec)
+            self.set_attachment(rec.run_id, doc)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- stack dumps --------------------------------------------------------------------
+    def add_stacks(self, run_id: str, taken_s: float, doc: dict[str, Any]) -> None:
+        """One `py-spy dump` of the run's processes (controller.stacks)."""
+        self._db.execute("INSERT OR REPLACE INTO stacks VALUES (?, ?, ?)", (run_id, taken_s, json.dumps(doc)))
+
+    def stacks(self, run_id: str) -> list[tuple[float, dict[str, Any]]]:
+        rows = self._db.execute("SELECT taken_s, doc FROM stacks WHERE run_id = ? ORDER BY taken_s",
+                                (run_id,)).fetchall()
+        return [(r["taken_s"], json.loads(r["doc"])) for r in rows]
+
     # -- findings -----------------------------------------------------------------------
     def add_findings(self, run_id: str, found: Iterable[Finding]) -> list[Finding]:
         """Record findings; returns only those not recorded before (for --notify)."""
@@ -200,6 +290,11 @@ class RunStore:
             if cur.rowcount:
                 new.append(f)
         return new
+
+    def update_finding_evidence(self, run_id: str, finding: Finding) -> None:
+        """A recorded finding's evidence grown later (the automatic stack dump's frames)."""
+        self._db.execute("UPDATE findings SET evidence = ? WHERE run_id = ? AND kind = ? AND summary = ?",
+                         (json.dumps(list(finding.evidence)), run_id, finding.kind, finding.summary))
 
     def findings(self, run_id: str) -> list[Finding]:
         rows = self._db.execute(

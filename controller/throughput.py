@@ -1,7 +1,10 @@
 """Throughput statistics over progress samples: the warm window, its median/p10/p90.
 
-Shared by the regression detector (detectors.py), `dfctl check-log` and compare-runs,
-so "12.4K tok/s" means the same number everywhere. Pure functions, no I/O.
+Shared by the regression detector (detectors.py), `dfctl check-log`, the watch's closing
+line and compare-runs, so "12.4K tok/s" means the same number everywhere: every one of them
+takes its median through `warm_window()` and `tok_quantiles()` (compare-runs over columns
+of a 1M-row history, the others over samples turned into columns by `throughput_summary`),
+and every figure printed names the window it came from (`window_label`). Pure, no I/O.
 
 Why medians of a *warm* window: the first steps include torch.compile, CUDA graph
 capture, allocator growth and data-loader start-up; a mean over them under-reports a
@@ -14,6 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 from controller.records import ProgressSample
 
@@ -63,19 +68,72 @@ def by_step(progress: Sequence[ProgressSample]) -> list[ProgressSample]:
 
 def warm_samples(samples: Sequence[ProgressSample], warmup_s: float = 0.0,
                  warmup_steps: int = 0) -> list[ProgressSample]:
-    """Samples after warm-up: drop the first sample and the `warmup_steps` after it, and
-    (when the samples carry times) anything within `warmup_s` of the first sample."""
-    if not samples:
-        return []
-    t0 = samples[0].time_s
-    out = []
-    for i, s in enumerate(samples):
-        if i <= warmup_steps:
-            continue
-        if warmup_s > 0 and t0 is not None and s.time_s is not None and s.time_s < t0 + warmup_s:
-            continue
-        out.append(s)
-    return out
+    """The samples of `warm_window()`, of those with a throughput figure; [] while no
+    sample is past warm-up (the regression detector judges nothing during warm-up)."""
+    useful = [s for s in samples if finite(s.tok_per_s) or finite(s.step_time_s) or finite(s.samples_per_s)]
+    times = np.array([s.time_s if finite(s.time_s) else np.nan for s in useful], dtype=np.float64)
+    mask, warm = warm_window(times, np.ones(len(useful), bool), warmup_s, warmup_steps)
+    return [useful[i] for i in np.arange(len(useful))[mask]] if warm else []
+
+
+def warm_window(time_s: np.ndarray, useful: np.ndarray, warmup_s: float,
+                warmup_steps: int) -> tuple[np.ndarray | slice, bool]:
+    """The warm window over columns (one entry per step, in step order): of the `useful`
+    samples (those with a throughput figure), drop the first and `warmup_steps` more, and any
+    within `warmup_s` of the first (when times are known). Nothing left (a short run): every
+    useful sample, and False. A slice when the window is contiguous -- the usual case, no
+    copy of a 1M-row column."""
+    n = useful.size
+    t = time_s
+    if n and useful.all():
+        start = warmup_steps + 1
+        contiguous = True
+        if warmup_s > 0 and math.isfinite(t[0]):
+            if np.isfinite(t).all() and np.all(t[1:] >= t[:-1]):
+                start = max(start, int(np.searchsorted(t, t[0] + warmup_s, side="left")))
+            else:
+                contiguous = False
+        if contiguous:
+            return (slice(start, n), True) if start < n else (slice(0, n), False)
+    idx = np.flatnonzero(useful)
+    mask = np.zeros(n, bool)
+    if idx.size == 0:
+        return mask, False
+    warm = np.zeros(idx.size, bool)
+    warm[warmup_steps + 1:] = True
+    t0 = t[idx[0]]
+    if warmup_s > 0 and math.isfinite(t0):
+        ti = t[idx]
+        warm &= ~(np.isfinite(ti) & (ti < t0 + warmup_s))
+    if warm.any():
+        mask[idx[warm]] = True
+        return mask, True
+    mask[idx] = True
+    return mask, False
+
+
+def tok_quantiles(tok: np.ndarray) -> dict[str, float] | None:
+    """median/p10/p90/mean/min/max of the positive finite tok/s values (numpy's linear
+    quantiles); None when there is none."""
+    good = np.isfinite(tok) & (tok > 0)
+    if not good.all():
+        tok = tok[good]
+    if not tok.size:
+        return None
+    q = np.quantile(tok, [0.5, 0.1, 0.9])
+    return {"median": float(q[0]), "p10": float(q[1]), "p90": float(q[2]), "mean": float(tok.mean()),
+            "min": float(tok.min()), "max": float(tok.max())}
+
+
+def window_label(first_step: int | None, last_step: int | None, warm: bool) -> str:
+    """How a figure names its window: 'warm window steps 40-300' / 'all steps 1-12 (short run)'."""
+    if first_step is None:
+        return "no steps"
+    return f"warm window steps {first_step}-{last_step}" if warm else f"all steps {first_step}-{last_step}, short run"
+
+
+def _column(samples: Sequence[ProgressSample], name: str) -> np.ndarray:
+    return np.array([v if finite(v := getattr(s, name)) else np.nan for s in samples], dtype=np.float64)
 
 
 def throughput_summary(progress: Sequence[ProgressSample], cfg: Any = None,
@@ -86,7 +144,7 @@ def throughput_summary(progress: Sequence[ProgressSample], cfg: Any = None,
     warm-up skipped). `baseline_tok_per_s` overrides cfg's. When no sample is past
     warm-up (a short log) every sample is used and `warm` is False.
     Keys: samples_total, samples_used, warm, window{first_step,last_step,start_s,end_s,
-    duration_s}, tok_per_s{median,p10,p90,mean,min,max,last}, step_time_s (median),
+    duration_s,label}, tok_per_s{median,p10,p90,mean,min,max,last}, step_time_s (median),
     samples_per_s (median), data_wait_s (median), baseline_tok_per_s, deficit_pct
     (positive = slower than the baseline).
     """
@@ -96,31 +154,30 @@ def throughput_summary(progress: Sequence[ProgressSample], cfg: Any = None,
         baseline_tok_per_s = getattr(cfg, "baseline_tok_per_s", None)
     samples = [s for s in by_step(progress)
                if finite(s.tok_per_s) or finite(s.step_time_s) or finite(s.samples_per_s)]
-    warm = warm_samples(samples, warmup_s, warmup_steps)
-    is_warm = bool(warm)
-    used = warm if warm else samples
-    toks = sorted(s.tok_per_s for s in used if finite(s.tok_per_s) and s.tok_per_s > 0)  # type: ignore[operator]
-    tok_stats = None
-    if toks:
-        last = next((s.tok_per_s for s in reversed(used) if finite(s.tok_per_s)), None)
-        tok_stats = {
-            "median": quantile(toks, 0.5), "p10": quantile(toks, 0.1), "p90": quantile(toks, 0.9),
-            "mean": sum(toks) / len(toks), "min": toks[0], "max": toks[-1], "last": last,
-        }
+    times_col = np.array([s.time_s if finite(s.time_s) else np.nan for s in samples], dtype=np.float64)
+    mask, is_warm = warm_window(times_col, np.ones(len(samples), bool), warmup_s, warmup_steps)
+    picked = np.arange(len(samples))[mask]
+    used = [samples[i] for i in picked]
+    tok_stats: dict[str, Any] | None = tok_quantiles(_column(used, "tok_per_s"))
+    if tok_stats is not None:
+        tok_stats["last"] = next((s.tok_per_s for s in reversed(used) if finite(s.tok_per_s)), None)
     times = [s.time_s for s in used if s.time_s is not None]
     deficit = None
     if tok_stats and baseline_tok_per_s:
         deficit = (1.0 - tok_stats["median"] / baseline_tok_per_s) * 100.0
+    first_step = used[0].step if used else None
+    last_step = used[-1].step if used else None
     return {
         "samples_total": len(samples),
         "samples_used": len(used),
         "warm": is_warm,
         "window": {
-            "first_step": used[0].step if used else None,
-            "last_step": used[-1].step if used else None,
+            "first_step": first_step,
+            "last_step": last_step,
             "start_s": min(times) if times else None,
             "end_s": max(times) if times else None,
             "duration_s": (max(times) - min(times)) if times else None,
+            "label": window_label(first_step, last_step, is_warm),
         },
         "tok_per_s": tok_stats,
         "step_time_s": median(s.step_time_s for s in used if finite(s.step_time_s)),

@@ -35,4 +35,23 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   } >.venv/setup.log 2>&1 || { cat .venv/setup.log >&2; echo "setup: pip install failed (above)" >&2; exit 1; }
   touch "$stamp"
 fi
+# The real DFlash clients for tests/trainer/test_export.py, in their own venv: vLLM
+# speculators 0.9.0 needs transformers 5 and would pull torch 2.14 + torchvision/torchaudio
+# into .venv. It imports without torchvision/torchaudio, so: the same CPU torch, then
+# speculators without its pins, then the packages it imports. SpecForge's wheel (pins torch
+# 2.11 and sglang) goes in without its dependencies too: its DFlash module needs only
+# torch and transformers.
+cstamp=.venv-clients/.dfctl-installed
+if [ ! -f "$cstamp" ]; then
+  echo "setup: installing the DFlash clients into .venv-clients (log: .venv-clients/setup.log)" >&2
+  [ -x .venv-clients/bin/python ] || "$PY" -m venv .venv-clients
+  {
+    .venv-clients/bin/python -m pip install -q "${DFCTL_TORCH_SPEC:-torch==2.13.0}" &&
+    .venv-clients/bin/python -m pip install -q --no-deps speculators==0.9.0 specforge==0.2.0 &&
+    .venv-clients/bin/python -m pip install -q 'transformers==5.19.0' 'datasets<=5.1.0' 'loguru<=0.7.3' \
+      pydantic pydantic-settings rich typer click httpx huggingface-hub protobuf psutil safetensors \
+      'tqdm<=4.70.1' numpy aiohttp 'openai>=2' hs-connectors==0.9.0
+  } >.venv-clients/setup.log 2>&1 || { cat .venv-clients/setup.log >&2; echo "setup: clients install failed (above)" >&2; exit 1; }
+  touch "$cstamp"
+fi
 echo "setup: ready (.venv)" >&2

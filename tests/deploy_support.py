@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -66,6 +67,20 @@ env = {env}
 {extra_run}
 """)
     return pb
+
+
+def only_error_doc(out: str, code: int) -> bool:
+    """stdout of a command that failed: nothing, or (with --json) exactly one
+    `{"error": {"code": N, ...}}` document with its exit code -- no half result."""
+    if out == "":
+        return True
+    import json
+
+    lines = out.splitlines()
+    if len(lines) != 1:
+        return False
+    doc = json.loads(lines[0])
+    return set(doc) == {"error"} and doc["error"]["code"] == code
 
 
 def wait_for(cond: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.05, what: str = "condition") -> T:
@@ -142,3 +157,44 @@ def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
         close_all()
     out, err = capsys.readouterr()
     return code, out, err
+
+
+# A real `dfctl deploy` in a child process that, once its early live-run check has passed
+# (no run alive), writes <barrier>/ready-<tag> and waits for <barrier>/go: N of them let go
+# at once all believe the target free -- the race of two operators deploying the same
+# playbook at the same moment, made certain instead of likely.
+BARRIER_DEPLOY = r'''
+import os, sys, time
+import controller.launch as launch
+barrier, tag = sys.argv[1], sys.argv[2]
+real = launch.live_runs_of
+def live_runs_of(*a, **k):
+    live = real(*a, **k)
+    open(os.path.join(barrier, "ready-" + tag), "w").close()
+    while not os.path.exists(os.path.join(barrier, "go")):
+        time.sleep(0.02)
+    return live
+launch.live_runs_of = live_runs_of
+from controller.cli import main
+main(sys.argv[3:])
+'''
+
+
+def race_deploys(n: int, playbook: Path, cwd: Path, barrier: Path, timeout_s: float = 240.0) -> list[tuple[int, str, str]]:
+    """n `dfctl deploy PLAYBOOK --json` children let go together past their live-run check;
+    (exit code, stdout, stderr) of each."""
+    barrier.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    children = [subprocess.Popen([sys.executable, "-c", BARRIER_DEPLOY, str(barrier), str(i), "deploy", str(playbook),
+                                  "--json"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for i in range(n)]
+    try:
+        wait_for(lambda: len(list(barrier.glob("ready-*"))) == n or any(c.poll() is not None for c in children),
+                 timeout_s=timeout_s, what=f"{n} deploys past their live-run check")
+        (barrier / "go").write_text("")
+        outs = [c.communicate(timeout=timeout_s) for c in children]
+        return [(c.returncode, out, err) for c, (out, err) in zip(children, outs)]
+    finally:
+        for c in children:
+            if c.poll() is None:
+                c.kill()

@@ -68,3 +68,34 @@ def test_missing_path_is_bad_input(tmp_path):
     root = make_project(tmp_path / "p", git=False)
     with pytest.raises(BadInputError, match="nope"):
         build_bundle(root, BundleConfig(paths=("nope",)))
+
+
+GITIGNORE_TREE = {
+    ".gitignore": b"*.log\n!keep.log\n/build/\n**/tmp_*\n",
+    "ticker/keep.log": b"re-included by the root's !keep.log\n",
+    "ticker/noise.log": b"ignored\n",
+    "ticker/sub/.gitignore": b"gen_*.py\n!gen_keep.py\n*.log\n",
+    "ticker/sub/gen_a.py": b"",
+    "ticker/sub/gen_keep.py": b"",
+    "ticker/sub/keep.log": b"the nested *.log wins over the root's !keep.log\n",
+    "ticker/sub/deep/tmp_x.py": b"",
+    "ticker/build/x.py": b"not the anchored /build/: ships\n",
+    "build/y.py": b"",
+    "ticker/cache/.gitignore": b"*\n!.gitignore\n",
+    "ticker/cache/blob.bin": b"",
+}
+
+
+def test_tree_without_git_selects_what_git_itself_selects(tmp_path):
+    """The non-git reading of .gitignore (pathspec) against real git on the same tree:
+    negations, nested .gitignore files, `**`, anchored and directory patterns. Before, the
+    fallback dropped every `!` line and read only the top-level file."""
+    plain = make_project(tmp_path / "plain", git=False, extra_files=GITIGNORE_TREE)
+    (plain / ".gitignore").write_bytes(GITIGNORE_TREE[".gitignore"])
+    tracked = make_project(tmp_path / "git", git=False, extra_files=GITIGNORE_TREE)
+    (tracked / ".gitignore").write_bytes(GITIGNORE_TREE[".gitignore"])
+    subprocess.run(["git", "init", "-q", str(tracked)], check=True)
+    cfg = BundleConfig(paths=("ticker", "build"))
+    by_git = select_files(tracked, cfg)
+    assert "ticker/keep.log" in by_git and "ticker/sub/gen_keep.py" in by_git      # git's own answer
+    assert select_files(plain, cfg) == by_git

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy_support import dfctl, make_project, session_members, ticker_playbook, wait_for
+from tests.deploy_support import dfctl, make_project, only_error_doc, session_members, ticker_playbook, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -225,3 +225,92 @@ def test_doctor_local(project, capsys):
     checks = {c["check"]: c for c in json.loads(out)["checks"]}
     assert checks["python"]["ok"] and checks["torch"]["ok"] and checks["free disk"]["detail"]
     assert checks["nvidia-smi"]["ok"] is not False
+
+
+def assert_exactly_one_launched(results, capsys) -> dict:
+    """Of racing deploys of one playbook: one exit 0 with a run, every other exit 2 naming
+    that run; the registry and the target hold that one run only."""
+    won = [json.loads(out) for code, out, _ in results if code == 0]
+    assert len(won) == 1, [(c, e[-300:]) for c, _, e in results]
+    run_id = won[0]["run"]["run_id"]
+    for code, out, err in results:
+        if code != 0:
+            assert code == 2 and only_error_doc(out, code) and "Traceback" not in err, (code, out, err)
+            assert f"run {run_id} (pid " in err and "still alive" in err, err
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    rows = json.loads(out)
+    assert [r["run_id"] for r in rows] == [run_id] and rows[0]["state"] == "running"
+    return won[0]
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_concurrent_deploys_of_one_playbook_exactly_one_launches(project, capsys, tmp_path, n):
+    """Issue 12 item 3: N deploys let go together past their early live-run check (each saw
+    the target free) -- before the fix every one launched, N trainers on one target. Now
+    the target's check and start happen under the deploy lock in one exec."""
+    root, pb = project
+    from tests.deploy_support import race_deploys
+
+    results = race_deploys(n, pb, root, tmp_path / "barrier")
+    won = assert_exactly_one_launched(results, capsys)
+    assert session_members(won["run"]["pid"])
+    runs_dir = root / ".dfctl-local" / "runs"
+    assert sorted(p.name for p in runs_dir.iterdir()) == [won["run"]["run_id"]]     # one run dir
+    code, _, err = dfctl(capsys, "stop", won["run"]["run_id"], "--grace-s", "2")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("text", ["", "\n# truncated\n", "[run]\nname = \"tick\"\n"])
+def test_an_empty_or_truncated_playbook_launches_nothing_here(project, capsys, tmp_path, text):
+    """Issue 12 item 11: before, an empty playbook file deployed the trainer to the local
+    target with every default (a truncated playbook launched on the operator's machine)."""
+    root, _ = project
+    p = tmp_path / "empty.toml"
+    p.write_text(text)
+    code, out, err = dfctl(capsys, "deploy", str(p))
+    assert code == 2 and out == "" and f"{p}: target: required" in err, err
+    assert not (root / ".dfctl-local").exists() and not (root / "trainer").exists()
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    assert json.loads(out) == []
+
+
+def test_runs_with_a_target_unreachable_exits_3_naming_it(project, capsys):
+    """Issue 12 item 10: before, `dfctl runs` exited 0 with the rows `unknown` and only a
+    stderr line. Now the partial list is printed (its rows `unknown`, with `read_error`),
+    the target is named and the exit code is 3. A target whose runs have all ended is not
+    asked (their state is final), so a gone machine from last month costs nothing."""
+    import socket
+
+    from controller.runstore import RunRecord, RunStore
+
+    root, pb = project
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    local = json.loads(out)["run"]
+    with socket.socket() as s:                     # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = {"kind": "ssh", "host": "127.0.0.1", "port": port, "connect_timeout_s": 2.0}
+    store = RunStore()
+    for run_id, state in (("gone-1", "running"), ("old-1", "finished")):
+        store.add_run(RunRecord(run_id=run_id, name=run_id, target_kind="ssh", target=f"127.0.0.1:{port}",
+                                host="127.0.0.1", workdir="/w", run_dir=f"/w/runs/{run_id}", pid=4242,
+                                playbook={"target": target}, started_s=1.0, state=state))
+    store.close()
+    try:
+        code, out, err = dfctl(capsys, "runs", "--json")
+        rows = {r["run_id"]: r for r in json.loads(out)}
+        assert code == 3, (code, err)
+        assert f"127.0.0.1:{port}" in err.splitlines()[-1] and "Traceback" not in err
+        assert rows[local["run_id"]]["state"] == "running" and rows[local["run_id"]]["read_error"] is None
+        assert rows["gone-1"]["state"] == "unknown" and rows["gone-1"]["read_error"]
+        assert rows["old-1"]["state"] == "finished" and rows["old-1"]["read_error"] is None
+        code, out, err = dfctl(capsys, "runs")                     # the table too, and exit 3
+        assert code == 3 and "gone-1" in out and local["run_id"] in out
+        store = RunStore()
+        store.update_run("gone-1", state="failed")
+        store.close()
+        code, out, err = dfctl(capsys, "runs", "--json")
+        assert code == 0, err                                      # only ended runs there: not asked
+    finally:
+        dfctl(capsys, "stop", local["run_id"], "--grace-s", "2")

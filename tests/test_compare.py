@@ -213,6 +213,12 @@ def test_readme_case_imported_runs_by_name(runs, tmp_path):
     verdicts = next(line for line in lines if line.startswith("| vs baseline |"))
     assert "no throughput (OOM)" in verdicts
     assert "config args.token_budget" in md.stdout and "config args.log_every" in md.stdout
+    # the CPU trainer's mem_peak_gib is ru_maxrss: never labelled GPU memory
+    assert "peak GPU mem" not in md.stdout
+    mem = next(line for line in lines if line.startswith("| peak mem (trainer: Σ its GPUs or CPU RSS) |"))
+    assert [c.strip() for c in mem.strip("|").split("|")][1].endswith(" GiB CPU RSS")
+    doc = json.loads(_cli("compare-runs", *names, "--json").stdout)
+    assert doc["runs"][0]["peak_mem_measures"] == "cpu_peak_rss" and doc["runs"][0]["gpu_device_peak_mem_gib"] is None
     out = os.environ.get("DFCTL_WRITE_EXAMPLE")
     if out:  # refresh the README example: DFCTL_WRITE_EXAMPLE=path pytest -k readme_case
         imports = "".join(f"$ dfctl import runs/{n}/ --name {n}\n" for n in names)
@@ -433,3 +439,41 @@ def test_many_runs_render_one_row_per_run(tmp_path):
     rows = [line for line in lines if line.startswith("│ sweep")]
     assert [r.split("│")[1].strip().split()[0] for r in rows] == [f"sweep{i}" for i in range(6)]
     assert "slower by" in rows[-1] and "20.7K" not in rows[-1]
+
+
+def test_plot_format_follows_the_extension_or_is_refused(runs, tmp_path):
+    """`--plot x.svg` wrote a PNG; now the extension names the format, an unknown one is
+    refused (exit 2, one line naming it) before any run is read."""
+    svg, pdf = tmp_path / "cmp.svg", tmp_path / "cmp.pdf"
+    for path in (svg, pdf):
+        res = _cli("compare-runs", str(runs["A"]), str(runs["B"]), "--baseline-tok-s", "21500", "--plot", str(path))
+        assert res.returncode == 0, res.stderr
+    assert svg.read_bytes().lstrip().startswith(b"<?xml") and b"<svg" in svg.read_bytes()[:2000]
+    assert pdf.read_bytes().startswith(b"%PDF-")
+    text = svg.read_text()
+    assert "τ (accepted length per block)" in text and "warm-up left out" in text
+    for ext in ("docx", ""):
+        bad = tmp_path / (f"cmp.{ext}" if ext else "cmp")
+        res = _cli("compare-runs", "no_such_run", "--plot", str(bad))
+        assert res.returncode == 2 and not bad.exists()
+        assert res.stderr.splitlines()[0].startswith(f"dfctl: error: --plot {bad}: ") and "svg" in res.stderr
+
+
+def test_plot_shares_one_x_axis_shades_warmup_and_titles_the_verdicts(runs):
+    from controller.compare.plot import build_figure
+
+    cmp = compare.compare([load_path(str(runs["A"])), load_path(str(runs["B"]))], warmup_s=0, warmup_steps=2)
+    for x_axis in ("time", "step"):
+        fig = build_figure(cmp, x_axis)
+        axes = fig.axes
+        assert [a.get_title() for a in axes] == ["throughput (shaded: warm-up left out)", "loss",
+                                                 "τ (accepted length per block)"]
+        assert len({a.get_xlim() for a in axes}) == 1 and len({a.get_xlabel() for a in axes}) == 1
+        assert all(a.patches for a in axes)                        # the warm-up span of each run
+        assert len(axes[2].lines) == 2                             # τ of both runs
+        b = cmp.runs[1]
+        assert f"{b.label}: {b.verdict}" in fig._suptitle.get_text() and "95% CI" in fig._suptitle.get_text()
+        if x_axis == "step":
+            assert axes[0].get_xlabel() == "step"
+            span = axes[0].patches[0]
+            assert span.get_x() + span.get_width() == cmp.runs[0].window.first_step

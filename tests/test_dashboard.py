@@ -194,3 +194,30 @@ def test_tmux_screen_helper_keys_and_exit_codes():
         assert term.exit_status() is None
         term.send_keys("C-c")
         assert term.wait_exit(timeout_s=60) == 130              # SIGINT: 128 + 2
+
+
+def test_step_over_total_with_an_eta_from_the_recent_pace():
+    """`step 220/300 · ETA …` when the run's --steps is known; the ETA is the steps left at
+    the pace of the last samples (here 10 steps per 5 s: 80 steps left -> 40 s)."""
+    from controller.records import ProgressSample
+    from controller.widgets.training import eta_s, step_text
+
+    prog = [ProgressSample(step=s, time_s=NOW - 110 + s / 2, tok_per_s=20_000.0) for s in range(10, 230, 10)]
+    st = RunState(run_id="r", state="running", started_s=NOW - 200, progress=prog, total_steps=300)
+    assert eta_s(st) == pytest.approx(40.0)
+    assert step_text(st) == "220/300 · ETA 40s"
+    assert any("step 220/300 · ETA 40s" in line for line in screen([st], width=80, height=24))
+    assert step_text(RunState(run_id="r", progress=prog)) == "220"
+
+
+def test_chart_has_a_y_axis_with_its_top_zero_and_the_baseline_value():
+    values = [10_000.0] * 10 + [30_000.0] * 10
+    lines = chart(values, list(range(20)), width=40, rows=4, baseline=21_500.0, axis=True)
+    assert all(line.cell_len == 40 for line in lines)
+    gutters = [line.plain[:7] for line in lines]
+    assert gutters[0].strip().startswith("31.5K")             # the scale's top: max + 5%
+    assert gutters[-1].strip() == "0┤"
+    base = next(i for i, line in enumerate(lines) if "─" in line.plain)
+    assert gutters[base].strip() == "21.5K┤"                   # the baseline's value on its own row
+    screen_text = "\n".join(screen(sample_states(NOW), width=80, height=24))
+    assert "21.5K┤" in screen_text

@@ -111,3 +111,19 @@ def test_table_append_keeps_order_after_buffered_rows():
     w.close()
     assert history.read_progress("run-g").column("step").to_pylist() == list(range(955))
     assert len(list((history.history_dir("run-g") / "progress").glob("*.parquet"))) < 8
+
+
+def test_a_step_written_twice_reads_once_first_copy_kept():
+    """A watch killed between its history flush and its cursor write writes those rows
+    again after the restart; a step metrics.jsonl gave and the .wandb file repeats comes
+    twice: read_progress folds both back to one row per step, in append order."""
+    first = [ProgressSample(step=s, tok_per_s=1000.0 + s, source="metrics") for s in (10, 20, 30)]
+    again = [ProgressSample(step=s, tok_per_s=1.0, source="wandb") for s in (20, 30)]
+    later = [ProgressSample(step=40, tok_per_s=1040.0, source="metrics")]
+    for batch in (first, again, later):
+        history.append_progress("twice", batch)
+    rows = history.read_progress("twice").to_pylist()
+    assert [(r["step"], r["source"], r["tok_per_s"]) for r in rows] == [
+        (10, "metrics", 1010.0), (20, "metrics", 1020.0), (30, "metrics", 1030.0), (40, "metrics", 1040.0)]
+    assert history.read_progress("twice", columns=["tok_per_s"]).column_names == ["tok_per_s"]
+    assert history.read_progress("twice", columns=["tok_per_s"]).num_rows == 4

@@ -109,3 +109,35 @@ def test_one_target_from_a_stored_row_whatever_the_row_holds():
     assert target_identity(b) == ("pct", "n1", None, None, 200)
     for rec in (full, bare, partial):
         assert watch.target_config_from(rec) == target_of(rec)
+
+
+def test_the_locked_launch_check_sees_runs_of_the_workdir_and_attached_runs(tmp_path):
+    """The target's own check under the deploy lock (issue 12 item 3) counts an attached run
+    the registry knows (by pid + start time: a reused pid is not it) and refuses the launch
+    before any run dir is made. (Live run dirs of the workdir: the racing-deploy tests.)"""
+    import subprocess
+    import sys
+
+    from controller import launch_remote
+
+    workdir = tmp_path / "wd"
+    (workdir / "releases" / "r1").mkdir(parents=True)
+    os.symlink("releases/r1", workdir / "current")
+    hand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ticks = launch_remote._start_ticks(hand.pid)
+        spec = {"workdir": str(workdir), "run_id": "new-1", "name": "new", "python": sys.executable, "module": "x",
+                "args": [], "env": {}, "secrets": {}, "path": "/usr/bin:/bin",
+                "exclusive": {"runs": [{"run_id": "hand-1", "run_dir": "", "pid": hand.pid, "attached": True,
+                                        "start_ticks": ticks}], "lock_wait_s": 2, "owner": "test"}}
+        reply = launch_remote.launch(spec)
+        assert reply["conflict"] == [{"run_id": "hand-1", "run_dir": "", "pid": hand.pid}], reply
+        assert not (workdir / "runs" / "new-1").exists()
+        stale = {**spec, "exclusive": {**spec["exclusive"], "runs": [{**spec["exclusive"]["runs"][0],
+                                                                       "start_ticks": ticks + 1}]}}
+        # a pid now held by another process (start time differs) is no live run of ours
+        assert launch_remote._live_runs(str(workdir), stale["exclusive"]["runs"]) == []
+        assert (workdir / ".deploy.owner").read_text() == "test\n"
+    finally:
+        hand.kill()
+        hand.wait()

@@ -58,7 +58,76 @@ def test_missing_playbook_file(tmp_path):
 
 
 def test_secret_looking_env_is_redacted():
-    pb = parse_playbook('[run]\nenv = { HF_TOKEN = "hf_abc", LR = "3" }')
+    pb = parse_playbook('[target]\nkind = "local"\n[run]\nenv = { HF_TOKEN = "hf_abc", LR = "3" }')
     red = pb.redacted()
     assert red["run"]["env"] == {"HF_TOKEN": "<redacted>", "LR": "3"}
     assert "hf_abc" not in repr(red)
+
+
+LOCAL = '[target]\nkind = "local"\n'
+PCT = '[target]\nkind = "pct"\nhost = "h"\nvmid = 200\n'
+
+
+@pytest.mark.parametrize("text,message", [
+    # issue 12 item 11: an empty or truncated playbook must not launch on this machine
+    ("", 'x.toml: target: required: a [target] table with kind = "local", "ssh" or "pct"'),
+    ("# just a comment\n", "x.toml: target: required"),
+    ('[run]\nname = "r"\n', "x.toml: target: required"),
+    ('[target]\nworkdir = ".dfctl-local"\n', 'x.toml: target.kind: required: "local", "ssh" or "pct"'),
+    (PCT + 'workdir = "/"', 'x.toml: target.workdir: "/" is not allowed'),
+    (PCT + 'workdir = "//."', 'x.toml: target.workdir: "/" is not allowed'),
+    (PCT + 'workdir = "/workspace/../etc"', "x.toml: target.workdir: '..' is not allowed"),
+    (PCT + 'workdir = "/etc/dfctl"', "x.toml: target.workdir: not under /etc (a system directory)"),
+    (PCT + 'workdir = "/usr/lib/x"', "x.toml: target.workdir: not under /usr"),
+    (LOCAL + 'workdir = "../outside"', "x.toml: target.workdir: '..' is not allowed"),
+    (LOCAL + 'workdir = "/"', 'x.toml: target.workdir: "/" is not allowed'),
+    (LOCAL + 'python = ""', 'x.toml: target.python: expected an interpreter name or absolute path, got ""'),
+    (LOCAL + 'python = "venv/bin/python"', "x.toml: target.python: a path must be absolute"),
+    (LOCAL + "[watch]\ngpus_expected = -3", "x.toml: watch.gpus_expected: expected 1..4096, got -3"),
+    (LOCAL + "[watch]\ngpus_expected = 100000000000000000", "x.toml: watch.gpus_expected: expected 1..4096"),
+    (LOCAL + "[watch]\nstale_log_s = 1e308", "x.toml: watch.stale_log_s: expected at most 604800 seconds"),
+    (LOCAL + "[watch]\nbaseline_tok_per_s = 1e-300", "x.toml: watch.baseline_tok_per_s: expected a positive number from 0.001"),
+    (LOCAL + "[watch]\nhang_factor = 1e9", "x.toml: watch.hang_factor: expected 1..1000"),
+    (LOCAL + "[watch]\nstartup_deadlines_s = { first_step = 0 }", "x.toml: watch.startup_deadlines_s.first_step"),
+])
+def test_bounds_and_required_keys(text, message):
+    with pytest.raises(PlaybookError) as info:
+        parse_playbook(text, "x.toml")
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("workdir", ["/workspace/dfctl", "/root/dfctl", "/var/lib/dfctl", "/srv/a/b", "/opt/x"])
+def test_sane_workdirs_load(workdir):
+    assert parse_playbook(PCT + f'workdir = "{workdir}"', "x.toml").target.workdir == workdir
+
+
+@pytest.mark.parametrize("name,secret", [
+    ("HF_TOKEN", True), ("WANDB_API_KEY", True), ("MY_AUTH", True), ("GITHUB_PAT", True), ("PAT", True),
+    ("DB_PASS", True), ("SENTRY_DSN", True), ("AWS_SECRET_ACCESS_KEY", True), ("MYSQL_PWD", True),
+    ("OAUTH_BEARER", True), ("PRIVATE_KEY_FILE", True), ("SESSION_COOKIE", True), ("DB_PASSWORD", True),
+    ("PATH", False), ("PYTHONPATH", False), ("LR", False), ("WANDB_MODE", False), ("PATCH_SIZE", False),
+    ("NCCL_DEBUG", False), ("CUDA_VISIBLE_DEVICES", False), ("PASSES", False),
+])
+def test_secret_name_rule(name, secret):
+    """Issue 12 item 12: the old rule (KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL) missed
+    MY_AUTH, GITHUB_PAT, DB_PASS, SENTRY_DSN; short words count only whole (PATH is not PAT)."""
+    from controller.playbook import looks_secret
+
+    assert looks_secret(name) is secret
+
+
+def test_registry_form_holds_no_env_value():
+    """Issue 12 item 12: the registry gets names and hashes, never an env value; a value is
+    marked secret explicitly by naming it in run.secret_env."""
+    from controller.launch import split_env
+    from controller.playbook import env_value_hash
+
+    pb = parse_playbook(LOCAL + '[run]\nsecret_env = ["DB_URL"]\n'
+                        'env = { MY_AUTH = "secret-DEF", DB_URL = "postgres://u:pw@db", LR = "3" }', "x.toml")
+    stored = pb.for_registry()
+    assert stored["run"]["env"] == {"MY_AUTH": "<redacted>", "DB_URL": "<redacted>", "LR": env_value_hash("LR", "3")}
+    assert "secret-DEF" not in repr(stored) and "pw@db" not in repr(stored) and "'3'" not in repr(stored["run"]["env"])
+    assert env_value_hash("LR", "3") == env_value_hash("LR", "3") != env_value_hash("LR", "4")
+    plain, secret = split_env(pb, {})
+    assert plain == {"LR": "3"} and secret == {"MY_AUTH": "secret-DEF", "DB_URL": "postgres://u:pw@db"}

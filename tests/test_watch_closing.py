@@ -11,7 +11,7 @@ def test_finished_run_summary():
                             ProgressSample(step=300, time_s=1104.0, tok_per_s=5000.0, loss=1.30)])
     lines = closing_lines([st])
     assert lines[0] == ("demo-20261129T000000Z: finished, exit 0; 300 steps in 1m44s; loss 7.44 -> 1.3; "
-                        "median 5.0K tok/s; no findings")
+                        "median 4.5K tok/s (all steps 10-300, short run); no findings")
     assert "dfctl logs demo --tail 50" in lines[1] and "dfctl compare-runs demo" in lines[1]
 
 
@@ -22,3 +22,16 @@ def test_failed_run_names_the_worst_finding_and_its_hint():
     lines = closing_lines([st])
     assert lines[0] == "r-1: failed, exit 1; 2 finding(s), worst: oom: CUDA OOM on GPU 5"
     assert lines[1] == "  next: lower --token-budget"
+
+
+def test_lines_left_after_the_dashboard_quits_fit_the_terminal():
+    from controller.cli.watch_cmds import after_quit_lines
+
+    long = Finding("oom", "critical", "CUDA OOM on GPU 5: tried to allocate 4.50 GiB " * 4,
+                   hint="lower the batch/token budget or sequence length " * 3)
+    st = RunState(run_id="r-20261201T000000Z", name="a-rather-long-run-name", state="failed", findings=[long],
+                  process=ProcessState(state="exited", exit_code=1))
+    for width in (40, 80, 120):
+        lines = after_quit_lines([st], width)
+        assert len(lines) == 2 and all(len(line) <= width for line in lines)
+        assert lines[1].endswith("…") and lines[1].startswith("[")

@@ -144,3 +144,48 @@ def test_unreachable_findings_leave_the_runs_list_when_the_host_answers_again(tm
         assert [f.kind for f in store.findings("a")].count("unreachable") == 3   # the registry keeps the history
     finally:
         w.close()
+
+
+def test_a_restarted_watch_delivers_no_step_again_from_the_wandb_file(tmp_path):
+    """metrics.jsonl is read to its end before the lagging .wandb file; the watch is
+    restarted; the .wandb file's steps, all known already, must not come a second time
+    (README: the --json stream has each item once)."""
+    from collections import Counter
+
+    from tests.test_wandb_offline import start_writer
+
+    run_dir = tmp_path / "run"
+    w = start_writer(run_dir, "finished", 120, 0.0)
+    _, err = w.communicate(timeout=240)
+    assert w.returncode == 0, err.decode()[-2000:]
+    (run_dir / "metrics.jsonl").write_text("".join('{"step": %d, "loss": 1.5}\n' % i for i in range(120)))
+    (run_dir / "train.log").write_text("")
+    rec = RunRecord(run_id="m", name="m", target_kind="local", target="local", run_dir=str(run_dir),
+                    log_path=str(run_dir / "train.log"), started_s=time.time(),
+                    playbook={"target": asdict(TargetConfig()), "watch": asdict(WatchConfig(interval_s=0.5))})
+    store = RunStore(tmp_path / "reg.sqlite")
+    store.add_run(rec)
+    delivered: Counter[int] = Counter()
+    metrics_size = (run_dir / "metrics.jsonl").stat().st_size
+    first = Watch(store.runs(), store, gpu=False, persistent=False, read_cap_bytes=1024)
+    try:
+        for _ in range(40):
+            for o in first.tick().observations:
+                delivered.update(p.step for p in o.progress)
+            if first.runs[0].metrics_offset == metrics_size:
+                break
+        assert first.runs[0].metrics_offset == metrics_size
+        (wandb_file,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
+        assert first.runs[0].wandb_offset < wandb_file.stat().st_size      # the .wandb file lags
+    finally:
+        first.close()
+    second = Watch(store.runs(), store, gpu=False, persistent=False, read_cap_bytes=1 << 20)
+    try:
+        for _ in range(5):
+            for o in second.tick().observations:
+                delivered.update(p.step for p in o.progress)
+        assert second.runs[0].wandb_offset > 0 and second.runs[0].state.wandb.run_id
+    finally:
+        second.close()
+    assert sorted(delivered) == list(range(120)) and max(delivered.values()) == 1, \
+        [s for s, n in delivered.items() if n > 1][:10]

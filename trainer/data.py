@@ -124,12 +124,13 @@ class BucketPlan:
     """
 
     def __init__(self, dataset: ArrowDataset, *, block_size: int, token_budget: int, max_length: int,
-                 num_buckets: int, max_batch_samples: int, seed: int = 0):
+                 num_buckets: int, max_batch_samples: int, seed: int = 0, rows: np.ndarray | None = None):
         self.seed = seed
         self.min_supervised = 2 * block_size
-        keep = dataset.supervised >= self.min_supervised
-        self.total_samples = len(dataset)
-        self.kept_rows = np.nonzero(keep)[0].astype(np.int64)
+        candidates = np.arange(len(dataset), dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+        keep = dataset.supervised[candidates] >= self.min_supervised
+        self.total_samples = int(candidates.shape[0])
+        self.kept_rows = candidates[keep]
         self.filtered = self.total_samples - int(self.kept_rows.shape[0])
         if self.kept_rows.shape[0] == 0:
             raise DataError(f"dataset {dataset.path}: no sample has >= {self.min_supervised} supervised tokens")
@@ -178,6 +179,19 @@ class BucketPlan:
         return lines
 
 
+def split_eval_rows(num_rows: int, eval_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train rows, eval rows): a fixed share of the dataset held out, drawn by `seed`, so
+    eval metrics come from samples the drafter never trains on (and stay the same across
+    resumes). `eval_fraction` 0 holds nothing out."""
+    if not 0.0 <= eval_fraction < 1.0:
+        raise DataError(f"--eval-fraction {eval_fraction}: expected a share in [0, 1)")
+    order = np.random.default_rng([seed, 7]).permutation(num_rows)
+    n_eval = int(round(num_rows * eval_fraction))
+    if eval_fraction > 0 and n_eval == 0:
+        n_eval = 1
+    return np.sort(order[n_eval:]).astype(np.int64), np.sort(order[:n_eval]).astype(np.int64)
+
+
 @dataclass
 class HostBatch:
     """One batch on the host, ready for the target and the drafter (numpy; tensors made later).
@@ -206,7 +220,7 @@ def make_host_batch(dataset: ArrowDataset, rows: np.ndarray, *, seq: int, epoch:
                     fixed_anchors: int | None = None) -> HostBatch:
     """Read `rows`, cut to max_length, pad, and sample anchors.
 
-    Anchors are positions p whose next token is supervised; up to max_anchors per sample,
+    Anchors are positions p that are supervised and whose next token is too; up to max_anchors per sample,
     drawn without replacement by an RNG seeded with (seed, epoch, row), so a sample gets the
     same anchors whatever batch or worker it lands in (replica and resume tests rely on it).
     `fixed_len` / `fixed_anchors` pad to one shape (compiled drafter only).
@@ -222,7 +236,10 @@ def make_host_batch(dataset: ArrowDataset, rows: np.ndarray, *, seq: int, epoch:
         n = int(lengths[i])
         input_ids[i, :n] = ids[:n]
         supervised[i, :n] = mask[:n] != 0
-        candidates = np.nonzero(supervised[i, 1:n])[0]          # p such that token p+1 is supervised
+        # p such that tokens p and p+1 are both supervised (SpecForge's rule): a block anchored on
+        # the prompt's last token never occurs at inference, where drafting starts after the
+        # first generated token.
+        candidates = np.nonzero(supervised[i, :n - 1] & supervised[i, 1:n])[0]
         rng = np.random.default_rng([seed, epoch, int(rows[i])])
         if len(candidates) > max_anchors:
             candidates = np.sort(rng.choice(candidates, size=max_anchors, replace=False))

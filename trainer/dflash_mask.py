@@ -8,6 +8,10 @@ then A blocks of Bk draft tokens. Queries are the A*Bk draft tokens only. The ru
       - draft token in block a' iff a' == a       (its own block, both directions)
       - nothing else (no other block)
 
+A sliding-window layer (window W) narrows both: context j only if p_a - W <= j < p_a, and
+inside its own block only tokens at or before its own slot (causal), as speculators'
+DFlash does for `sliding_attention` layers (models/dflash/attention.py:70-95).
+
 Forms: `dense_mask` (bool [S,1,Q,L+Q], for SDPA on CPU / without flex), `mask_mod` (the
 same rule as a flex_attention mask function) and `block_mask` (a flex BlockMask with
 H=None built straight from the anchors, tile by tile, so no dense [Q, KV] mask is ever
@@ -21,19 +25,24 @@ import torch
 TILE = 128   # flex_attention's default Q and KV block size
 
 
-def dense_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Tensor:
-    """bool [S, 1, A*Bk, ctx_len + A*Bk]; True = may attend."""
+def dense_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None) -> torch.Tensor:
+    """bool [S, 1, A*Bk, ctx_len + A*Bk]; True = may attend. `window`: a sliding layer's."""
     s, a = anchors.shape
     q = a * block_size
     dev = anchors.device
     q_anchor = anchors.repeat_interleave(block_size, dim=1)                    # [S, Q]
-    ctx = torch.arange(ctx_len, device=dev)[None, None, :] < q_anchor[:, :, None]
-    q_block = torch.arange(q, device=dev) // block_size
-    blk = (q_block[:, None] == q_block[None, :]).expand(s, q, q)
-    return torch.cat([ctx, blk], dim=2)[:, None]
+    j = torch.arange(ctx_len, device=dev)[None, None, :]
+    ctx = j < q_anchor[:, :, None]
+    qi = torch.arange(q, device=dev)
+    q_block = qi // block_size
+    blk = q_block[:, None] == q_block[None, :]
+    if window is not None:
+        ctx = ctx & (j >= q_anchor[:, :, None] - window)
+        blk = blk & (qi[None, :] <= qi[:, None])
+    return torch.cat([ctx, blk.expand(s, q, q)], dim=2)[:, None]
 
 
-def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int):
+def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None):
     """The rule as a flex_attention mask_mod(b, h, q_idx, kv_idx) -> bool."""
 
     # ctx_len as a tensor, not a Python int: compiled flex would otherwise specialise on it
@@ -47,10 +56,18 @@ def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int):
         is_ctx = kv_idx < ctx
         return torch.where(is_ctx, kv_idx < anchor, (kv_idx - ctx) // block_size == a)
 
-    return mask_mod
+    def sliding_mask_mod(b, h, q_idx, kv_idx):
+        a = q_idx // block_size
+        anchor = anchors[b, a]
+        is_ctx = kv_idx < ctx
+        in_ctx = (kv_idx < anchor) & (kv_idx >= anchor - window)
+        in_blk = ((kv_idx - ctx) // block_size == a) & (kv_idx - ctx <= q_idx)
+        return torch.where(is_ctx, in_ctx, in_blk)
+
+    return mask_mod if window is None else sliding_mask_mod
 
 
-def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int):
+def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None):
     """A flex BlockMask (H=None) from per-tile anchor ranges.
 
     Needs ctx_len and A*Bk to be multiples of TILE and TILE a multiple of Bk (the batch
@@ -71,14 +88,18 @@ def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int):
     amax = per_tile.max(dim=2).values
     n_full = torch.div(amin, TILE, rounding_mode="floor")                     # ctx tiles [0, n_full)
     hi = torch.div(amax + TILE - 1, TILE, rounding_mode="floor")               # ctx tiles [n_full, hi) partial
-    n_ctx_partial = (hi - n_full).clamp(min=0)
+    lo = n_full
+    if window is not None:            # sliding: no full tiles; partial from the window's first tile
+        lo = torch.div((amin - window).clamp(min=0), TILE, rounding_mode="floor")
+        n_full = torch.zeros_like(n_full)
+    n_ctx_partial = (hi - lo).clamp(min=0)
     dev = anchors.device
     j = torch.arange(n_kvt, device=dev)[None, None, :]
-    partial_idx = torch.where(j < n_ctx_partial[..., None], n_full[..., None] + j,
+    partial_idx = torch.where(j < n_ctx_partial[..., None], lo[..., None] + j,
                               n_ctx_t + torch.arange(n_qt, device=dev)[None, :, None])
     partial_idx = partial_idx.clamp(max=n_kvt - 1)
     full_idx = j.expand(s, n_qt, n_kvt)
     to_i32 = lambda t: t.to(torch.int32)[:, None].contiguous()                  # noqa: E731  add H=1
     return BlockMask.from_kv_blocks(
         to_i32(n_ctx_partial + 1), to_i32(partial_idx), to_i32(n_full), to_i32(full_idx),
-        BLOCK_SIZE=TILE, mask_mod=mask_mod_for(anchors, ctx_len, block_size), seq_lengths=(q, ctx_len + q))
+        BLOCK_SIZE=TILE, mask_mod=mask_mod_for(anchors, ctx_len, block_size, window), seq_lengths=(q, ctx_len + q))

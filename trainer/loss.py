@@ -94,6 +94,7 @@ class LossOutput:
     weight_sum: torch.Tensor      # scalar, the sum of the weights (divide by the global one)
     correct: torch.Tensor         # [Bk] argmax hits per slot
     count: torch.Tensor           # [Bk] supervised rows per slot
+    accepted: torch.Tensor        # scalar, sum over blocks of the accepted prefix (slots 1.. all hits)
 
 
 def dflash_loss(hidden: torch.Tensor, labels: torch.Tensor, lm_head_weight: torch.Tensor, *,
@@ -117,11 +118,31 @@ def dflash_loss(hidden: torch.Tensor, labels: torch.Tensor, lm_head_weight: torc
     hits = (pred == lbl).float()
     correct = torch.zeros(bk, device=hidden.device).index_add_(0, slot, hits)
     count = torch.zeros(bk, device=hidden.device).index_add_(0, slot, torch.ones_like(hits))
-    return LossOutput(loss_sum, w.sum(), correct, count)
+    accepted = accepted_prefix_sum(hits, rows, flat_labels.numel(), bk)
+    return LossOutput(loss_sum, w.sum(), correct, count, accepted)
+
+
+def accepted_prefix_sum(hits: torch.Tensor, rows: torch.Tensor, num_slots: int, block_size: int) -> torch.Tensor:
+    """Sum over blocks of the accepted prefix: how many slots 1, 2, ... in a row the drafter
+    got right, as a serving engine's verifier counts them (the first miss ends the block; a
+    slot with no label -- past the sequence or unsupervised -- ends it too). `hits` [N] are
+    the argmax hits of the supervised slots at flat indices `rows` of [S*A*Bk]. On the device,
+    no host sync."""
+    full = torch.zeros(num_slots, device=hits.device, dtype=hits.dtype).index_put_((rows,), hits)
+    return full.view(-1, block_size)[:, 1:].cumprod(dim=1).sum()
+
+
+def accept_len(accepted_sum: float, blocks: float) -> float:
+    """Mean accepted prefix per block plus one -- the bonus token the verifier adds to every
+    block -- the number serving engines and the papers report (z-lab dflash/model.py
+    `acceptance_length + 1`). `blocks` = supervised rows at slot 1 (every valid anchor)."""
+    return accepted_sum / blocks + 1.0 if blocks else 0.0
 
 
 def tau_from_acc(acc_per_slot: list[float]) -> float:
-    """Simulated accept length: sum over k of prod_{i<=k} acc_i (slots 1..B-1)."""
+    """Simulated accept length from per-slot marginal accuracies: sum over k of
+    prod_{i<=k} acc_i (slots 1..B-1; speculators' "eal"). It treats slots as independent and
+    counts no bonus token: not the number serving reports (that is `accept_len`)."""
     tau, run = 0.0, 1.0
     for acc in acc_per_slot:
         run *= acc
@@ -140,4 +161,5 @@ def reference_loss(hidden, labels, lm_head_weight, gamma):
     return (ce * w[keep]).sum() / w[keep].sum()
 
 
-__all__ = ["IGNORE", "slot_weights", "dflash_loss", "LossOutput", "tau_from_acc", "reference_loss"]
+__all__ = ["IGNORE", "slot_weights", "dflash_loss", "LossOutput", "tau_from_acc", "accepted_prefix_sum",
+           "accept_len", "reference_loss"]

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import torch
 
-from .loss import tau_from_acc
+from .loss import accept_len, tau_from_acc
 
-PROGRESS_KEYS = ("step", "loss", "acc", "tau", "tok_per_s", "samples_per_s", "step_time_s", "data_wait_s",
-                 "mem_alloc_gib", "mem_peak_gib", "lr")
+PROGRESS_KEYS = ("step", "loss", "acc", "tau", "accept_len", "tok_per_s", "samples_per_s", "step_time_s",
+                 "data_wait_s", "mem_alloc_gib", "mem_peak_gib", "lr")
+EVAL_KEYS = ("eval_loss", "eval_acc", "eval_tau", "eval_accept_len")   # on the steps an evaluation ran
 GIB = 1024 ** 3
 
 
@@ -52,10 +53,25 @@ def memory_gib(devices: list[torch.device]) -> tuple[float, float]:
 
 
 def format_progress(rec: dict) -> str:
-    return (f"[progress] step={rec['step']} loss={rec['loss']:.4f} acc={rec['acc']:.4f} tau={rec['tau']:.3f} "
+    line = (f"[progress] step={rec['step']} loss={rec['loss']:.4f} acc={rec['acc']:.4f} tau={rec['tau']:.3f} "
+            f"accept_len={rec['accept_len']:.3f} "
             f"tok_per_s={rec['tok_per_s']:.1f} samples_per_s={rec['samples_per_s']:.2f} "
             f"step_time_s={rec['step_time_s']:.3f} data_wait_s={rec['data_wait_s']:.3f} "
             f"mem_alloc_gib={rec['mem_alloc_gib']:.2f} mem_peak_gib={rec['mem_peak_gib']:.2f} lr={rec['lr']:.1e}")
+    if "eval_loss" in rec:
+        line += "".join(f" {k}={rec[k]:.4f}" for k in EVAL_KEYS)
+    return line
+
+
+def summarise_metrics(vals: list[float], block_size: int) -> dict:
+    """loss, acc, per-slot acc, tau and accept_len from a summed metric vector
+    [loss_sum, weight_sum, correct[Bk], count[Bk], accepted] (replicas.metric_vector)."""
+    bk = block_size
+    correct, count = vals[2:2 + bk], vals[2 + bk:2 + 2 * bk]
+    acc_pos = [c / n if n else 0.0 for c, n in zip(correct[1:], count[1:])]
+    return {"loss": vals[0] / max(vals[1], 1e-12), "acc": sum(correct[1:]) / max(sum(count[1:]), 1.0),
+            "tau": tau_from_acc(acc_pos), "accept_len": accept_len(vals[2 + 2 * bk], count[1]),
+            "acc_pos": acc_pos}
 
 
 class WandbLogger:
@@ -81,7 +97,7 @@ class WandbLogger:
     def log(self, rec: dict, acc_pos: list[float]) -> None:
         if self.run is None:
             return
-        data = {k: rec[k] for k in PROGRESS_KEYS if k != "step"}
+        data = {k: rec[k] for k in PROGRESS_KEYS + EVAL_KEYS if k != "step" and k in rec}
         data.update({f"acc_pos/{k + 1}": v for k, v in enumerate(acc_pos)})
         self.run.log(data, step=rec["step"])
 
@@ -111,8 +127,9 @@ class ProgressReporter:
         self._wait = 0.0
 
     def update(self, step: int, metrics: torch.Tensor, *, tokens: int, samples: int, data_wait_s: float,
-               lr: float) -> dict | None:
-        """Add one step; returns the record when a line was emitted."""
+               lr: float, evaluation: dict | None = None) -> dict | None:
+        """Add one step; returns the record when a line was emitted. `evaluation` (EVAL_KEYS,
+        on a step that is also a log step) joins that step's record."""
         self._sum = metrics.detach().clone() if self._sum is None else self._sum + metrics
         self._steps += 1
         self._tokens += tokens
@@ -123,16 +140,14 @@ class ProgressReporter:
         vals = self._sum.float().cpu().tolist()
         now = time.perf_counter()
         elapsed = max(now - self._t0, 1e-9)
-        bk = self.block_size
-        loss = vals[0] / max(vals[1], 1e-12)
-        correct, count = vals[2:2 + bk], vals[2 + bk:2 + 2 * bk]
-        acc_pos = [c / n if n else 0.0 for c, n in zip(correct[1:], count[1:])]
+        summary = summarise_metrics(vals, self.block_size)
+        acc_pos = summary.pop("acc_pos")
         alloc, peak = memory_gib(self.devices)
         rec = {
-            "step": step, "loss": loss, "acc": sum(correct[1:]) / max(sum(count[1:]), 1.0),
-            "tau": tau_from_acc(acc_pos), "tok_per_s": self._tokens / elapsed,
+            "step": step, **summary, "tok_per_s": self._tokens / elapsed,
             "samples_per_s": self._samples / elapsed, "step_time_s": elapsed / self._steps,
             "data_wait_s": self._wait / self._steps, "mem_alloc_gib": alloc, "mem_peak_gib": peak, "lr": lr,
+            **(evaluation or {}),
         }
         self.history.append(dict(rec, acc_pos=acc_pos))
         if self.enabled:
@@ -150,5 +165,5 @@ class ProgressReporter:
             self.jsonl = None
 
 
-__all__ = ["PROGRESS_KEYS", "say", "milestone", "memory_gib", "format_progress", "WandbLogger",
+__all__ = ["PROGRESS_KEYS", "EVAL_KEYS", "summarise_metrics", "say", "milestone", "memory_gib", "format_progress", "WandbLogger",
            "ProgressReporter"]

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import dflash_mask
-from .config import DrafterConfig, TargetConfig
+from .config import SLIDING, DrafterConfig, TargetConfig
 
 
 class RMSNorm(nn.Module):
@@ -185,15 +185,39 @@ class TargetModel(nn.Module):
         return self.lm_head.weight
 
 
+QWEN3_DEFAULT_ROPE_THETA = 10_000.0   # transformers' Qwen3Config default, when a config names none
+
+
+def rope_theta_of(config_json: dict) -> float:
+    """The RoPE base as transformers reads it: `rope_parameters` (transformers >= 5 writes
+    only this), else the older `rope_scaling` dict, else a flat `rope_theta`, else the
+    config class's default."""
+    for key in ("rope_parameters", "rope_scaling"):
+        holder = config_json.get(key)
+        if isinstance(holder, dict) and holder.get("rope_theta") is not None:
+            return float(holder["rope_theta"])
+    if config_json.get("rope_theta") is not None:
+        return float(config_json["rope_theta"])
+    return QWEN3_DEFAULT_ROPE_THETA
+
+
+def decoder_config_of(config_json: dict) -> dict:
+    """The text decoder's config: multimodal wrappers (Qwen3.5/3.6) nest it under `text_config`."""
+    inner = config_json.get("text_config")
+    return inner if isinstance(inner, dict) else config_json
+
+
 def hf_config_to_target(config_json: dict) -> TargetConfig:
-    """A Hugging Face Qwen3 config.json as TargetConfig."""
-    c = config_json
+    """A Hugging Face Qwen3-style config.json (or a wrapper holding one in `text_config`) as
+    TargetConfig. Raises KeyError naming a missing key."""
+    c = decoder_config_of(config_json)
     return TargetConfig(
         vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], num_layers=c["num_hidden_layers"],
-        num_heads=c["num_attention_heads"], num_kv_heads=c.get("num_key_value_heads", c["num_attention_heads"]),
+        num_heads=c["num_attention_heads"], num_kv_heads=c.get("num_key_value_heads") or c["num_attention_heads"],
         head_dim=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
-        intermediate_size=c["intermediate_size"], rope_theta=float(c.get("rope_theta", 1e6)),
-        rms_norm_eps=float(c.get("rms_norm_eps", 1e-6)), tie_word_embeddings=bool(c.get("tie_word_embeddings", False)))
+        intermediate_size=c["intermediate_size"], rope_theta=rope_theta_of(c),
+        rms_norm_eps=float(c.get("rms_norm_eps", 1e-6)),
+        tie_word_embeddings=bool(c.get("tie_word_embeddings", config_json.get("tie_word_embeddings", False))))
 
 
 def load_target(cfg: TargetConfig, feature_layers: tuple[int, ...], *, path: str | None, device: torch.device,
@@ -308,11 +332,14 @@ class DraftLayer(DecoderLayer):
 
 class Drafter(nn.Module):
     """DFlash drafter. Trainable: fc, hidden_norm, layers, norm. Frozen (copied from the
-    target): embed_tokens, lm_head."""
+    target): embed_tokens, lm_head. Layers of type SLIDING see only the `sliding_window`
+    context positions before their anchor and are causal inside the block (speculators
+    models/dflash/attention.py:70-95, the reference drafter's default)."""
 
     def __init__(self, target_cfg: TargetConfig, cfg: DrafterConfig):
         super().__init__()
         h = target_cfg.hidden_size
+        cfg = cfg.resolved(target_cfg)
         self.cfg, self.target_cfg = cfg, target_cfg
         self.fc = nn.Linear(len(cfg.target_layers) * h, h, bias=False)
         self.hidden_norm = RMSNorm(h, target_cfg.rms_norm_eps)
@@ -358,13 +385,13 @@ class Drafter(nn.Module):
         dev = ctx_features.device
         ctx_pos = torch.arange(length, device=dev).expand(s, length)
         blk_pos = (anchors[:, :, None] + torch.arange(bk, device=dev)).view(s, a * bk)
-        cos_c, sin_c = rope_cos_sin(ctx_pos, self.cfg.head_dim, self.target_cfg.rope_theta, dtype)
-        cos_q, sin_q = rope_cos_sin(blk_pos, self.cfg.head_dim, self.target_cfg.rope_theta, dtype)
-        if use_flex:
-            mask = dflash_mask.block_mask(anchors, length, bk)
-        else:
-            mask = dflash_mask.dense_mask(anchors, length, bk)
-        for layer in self.layers:
+        cos_c, sin_c = rope_cos_sin(ctx_pos, self.cfg.head_dim, self.cfg.rope_theta, dtype)
+        cos_q, sin_q = rope_cos_sin(blk_pos, self.cfg.head_dim, self.cfg.rope_theta, dtype)
+        build = dflash_mask.block_mask if use_flex else dflash_mask.dense_mask
+        masks = {kind: build(anchors, length, bk, window=self.cfg.sliding_window if kind == SLIDING else None)
+                 for kind in set(self.cfg.layer_types)}
+        for layer, kind in zip(self.layers, self.cfg.layer_types):
+            mask = masks[kind]
             if self.grad_checkpointing and self.training:
                 x = torch.utils.checkpoint.checkpoint(layer, x, ctx, cos_q, sin_q, cos_c, sin_c, mask,
                                                       use_reentrant=False)

@@ -116,7 +116,7 @@ def host_batch_for(dataset: ArrowDataset, positions: BatchPositions, spec: Batch
                            fixed_anchors=spec.fixed_anchors)
 
 
-def _host_tensors(hb: HostBatch, pin: bool) -> dict[str, torch.Tensor]:
+def host_tensors(hb: HostBatch, pin: bool) -> dict[str, torch.Tensor]:
     """The batch as (optionally pinned) host tensors. `loss_rows` (the supervised label
     slots) is found here, on the host, so the loss needs no device->host sync to size its
     row selection (`nonzero` on the device was one sync per step)."""
@@ -250,7 +250,7 @@ class Pipeline:
             if seq is None:
                 return
             hb = host_batch_for(self.dataset, self.positions, self.spec, seq)
-            if not self._put(self._host_q, (hb, _host_tensors(hb, self.cuda))):
+            if not self._put(self._host_q, (hb, host_tensors(hb, self.cuda))):
                 return
 
     def _target_loop(self, i: int) -> None:
@@ -284,7 +284,7 @@ class Pipeline:
             for seq in wanted:
                 hb = host_batch_for(self.dataset, self.positions, self.spec, seq)
                 i = seq % len(self.targets)
-                out.append(run_target(self.targets[i], _host_tensors(hb, False), hb, self.target_devices[i],
+                out.append(run_target(self.targets[i], host_tensors(hb, False), hb, self.target_devices[i],
                                       self.drafter_devices[seq % self.replicas], None))
             self._sync_devices()          # the target stage and its copies are finished
             return out

@@ -8,7 +8,7 @@ sum, clips, steps, and copies the new weights back to the other replicas. That i
 one step on the combined batch (tests/trainer check it), whatever the split.
 
 Metrics stay on the device as one vector per step, [loss_sum, weight_sum, correct[Bk],
-count[Bk]], so a step needs no host sync; the reporter syncs once per log interval.
+count[Bk], accepted], so a step needs no host sync; the reporter syncs once per log interval.
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ def lr_lambda(total_steps: int, warmup_frac: float, min_lr_frac: float):
         return min_lr_frac + (1 - min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress))
 
     return f
+
+
+def metric_vector(out) -> torch.Tensor:
+    """[loss_sum, weight_sum, correct[Bk], count[Bk], accepted]: sums, so replicas and
+    processes add them (ProgressReporter reads this layout)."""
+    return torch.cat([out.loss_sum.detach().float().view(1), out.weight_sum.float().view(1),
+                      out.correct.float(), out.count.float(), out.accepted.float().view(1)])
 
 
 class DrafterReplicas:
@@ -92,8 +99,25 @@ class DrafterReplicas:
             out = dflash_loss(hidden, labels, drafter.lm_head.weight, gamma=self.gamma, chunk_rows=self.chunk_rows,
                               rows=batch.loss_rows)
         out.loss_sum.backward()
-        return torch.cat([out.loss_sum.detach().float().view(1), out.weight_sum.float().view(1),
-                          out.correct.float(), out.count.float()])
+        return metric_vector(out)
+
+    def evaluate(self, batch: DeviceBatch) -> torch.Tensor:
+        """The master's metric vector on one batch, no gradient and no update (held-out eval)."""
+        drafter, dev = self.master, self.devices[0]
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        batch.wait_ready()
+        autocast = torch.autocast(dev.type, dtype=self.autocast_dtype) if self.autocast_dtype else \
+            contextlib.nullcontext()
+        drafter.eval()
+        try:
+            with torch.no_grad(), autocast:
+                hidden = drafter(batch.features, batch.block_ids, batch.anchors, use_flex=self.use_flex)
+                out = dflash_loss(hidden, batch.labels, drafter.lm_head.weight, gamma=self.gamma,
+                                  chunk_rows=self.chunk_rows, rows=batch.loss_rows)
+        finally:
+            drafter.train()
+        return metric_vector(out)
 
     def step(self, batches: list[DeviceBatch]) -> torch.Tensor:
         """One optimizer step over R batches; returns the step's metric vector (global

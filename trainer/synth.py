@@ -34,8 +34,10 @@ SEGMENT_TOKENS = 24      # completion tokens per progression segment
 MAX_STRIDE = 5           # strides are drawn from 1..MAX_STRIDE
 
 
-def _chunk(rng: np.random.Generator, n: int, min_len: int, max_len: int, vocab: int) -> pa.RecordBatch:
-    """`n` samples as one record batch; token ids stay in [1, vocab-2] (0 = pad, vocab-1 = MASK)."""
+def _chunk(rng: np.random.Generator, n: int, min_len: int, max_len: int, vocab: int,
+           cycle: int = 0) -> pa.RecordBatch:
+    """`n` samples as one record batch; token ids stay in [1, vocab-2] (0 = pad, vocab-1 = MASK).
+    `cycle` > 0: each completion repeats `cycle` ids of its own instead (see write_dataset)."""
     lengths = rng.integers(min_len, max_len + 1, size=n, dtype=np.int64)
     prompt_len = np.maximum(1, (lengths * rng.uniform(0.1, 0.3, size=n)).astype(np.int64))
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -62,6 +64,9 @@ def _chunk(rng: np.random.Generator, n: int, min_len: int, max_len: int, vocab: 
             break
         progression[more] = succ[progression[more]]
         steps = steps - more
+    if cycle:
+        own = rng.integers(0, span, size=(n, cycle))
+        progression = own[sample, np.maximum(cpos, 0) % cycle]
     progression = progression + 1
     noise = rng.integers(1, vocab - 1, size=total)
     tokens = np.where(in_completion, progression, noise).astype(np.int32)
@@ -73,8 +78,14 @@ def _chunk(rng: np.random.Generator, n: int, min_len: int, max_len: int, vocab: 
 
 
 def write_dataset(out_dir: str | os.PathLike, samples: int, *, min_len: int = 48, max_len: int = 160,
-                  vocab: int = 256, seed: int = 0, chunk_samples: int = 65536) -> Path:
+                  vocab: int = 256, seed: int = 0, chunk_samples: int = 65536, cycle: int = 0) -> Path:
     """Write `samples` synthetic samples to `out_dir` atomically; return the directory.
+
+    `cycle` > 0: each completion is `cycle` ids of its own, repeated in order (a loop, as
+    degenerate generations are). Why: at 8K context the successor data did not train the
+    benchmark drafter (acc at chance, BENCHMARKS.md runs 7-8): its signal sits in one key
+    out of ~8K. Here the whole context carries it -- attention's average already names the
+    sample's ids, and the anchor names the phase -- so a long-context run learns.
 
     If `out_dir` appears meanwhile (another run won the race), the other run's copy is kept.
     """
@@ -89,10 +100,10 @@ def write_dataset(out_dir: str | os.PathLike, samples: int, *, min_len: int = 48
             left = samples
             while left > 0:
                 n = min(chunk_samples, left)
-                writer.write_batch(_chunk(rng, n, min_len, max_len, vocab))
+                writer.write_batch(_chunk(rng, n, min_len, max_len, vocab, cycle))
                 left -= n
         (tmp / "SYNTHETIC").write_text(
-            f"samples={samples} min_len={min_len} max_len={max_len} vocab={vocab} seed={seed}\n")
+            f"samples={samples} min_len={min_len} max_len={max_len} vocab={vocab} seed={seed} cycle={cycle}\n")
         try:
             os.rename(tmp, out)
         except OSError:
@@ -112,12 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-len", type=int, default=160)
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cycle", type=int, default=0, help="completions repeat N ids of their own (0: progressions)")
     args = ap.parse_args(argv)
     if Path(args.out).exists():
         print(f"synth: {args.out} exists; not overwriting")
         return 2
     out = write_dataset(args.out, args.samples, min_len=args.min_len, max_len=args.max_len,
-                        vocab=args.vocab, seed=args.seed)
+                        vocab=args.vocab, seed=args.seed, cycle=args.cycle)
     print(f"synth: wrote {args.samples} samples to {out}")
     return 0
 

@@ -11,6 +11,7 @@ arguments); 143 stopped by SIGTERM after saving a checkpoint (resume with --resu
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -22,11 +23,11 @@ from pathlib import Path
 import torch
 
 from . import checkpoint
-from .config import ConfigError, get_preset, with_overrides
-from .data import ArrowDataset, BucketPlan, DataError
-from .metrics import ProgressReporter, WandbLogger, milestone, say
+from .config import PRESETS, ConfigError, RunConfig, get_preset, with_overrides
+from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
+from .metrics import ProgressReporter, WandbLogger, milestone, say, summarise_metrics
 from .model import Drafter, HuggingFaceTarget, hf_config_to_target, load_target
-from .pipeline import BatchingSpec, BatchPositions, Pipeline
+from .pipeline import BatchingSpec, BatchPositions, Pipeline, host_batch_for, host_tensors, run_target
 from .replicas import DrafterReplicas
 from .synth import write_dataset
 
@@ -58,7 +59,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--wandb-project", default="dfctl-dflash")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sequential", action="store_true", help="no threads: data, target, drafter one after another")
+    ap.add_argument("--target-layers", type=_int_list, default=None,
+                    help="comma-separated target layers feeding the drafter (default: the preset's for its own "
+                         "target, else spread from 1 to n-3 as the reference does)")
+    ap.add_argument("--draft-layers", type=int, default=None, help="drafter depth (preset's otherwise)")
+    ap.add_argument("--mask-token-id", type=int, default=None,
+                    help="id fed in the MASK slots; the serving config must use the same (exported)")
+    ap.add_argument("--eval-fraction", type=float, default=0.0, help="share of samples held out for evaluation")
+    ap.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (a multiple of --log-every)")
+    ap.add_argument("--eval-batches", type=int, default=8, help="held-out batches per evaluation")
+    ap.add_argument("--init-drafter", default=None,
+                    help="start from a DFlash drafter directory (trainer.export's or the reference's) to fine-tune")
     return ap.parse_args(argv)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
 
 
 def _device_list(spec: str | None, kind: str, default_index: int) -> list[torch.device]:
@@ -118,86 +137,163 @@ def _report_oom(devices: list[torch.device]) -> None:
         say(torch.cuda.memory_summary(idx, abbreviated=True))
 
 
+@dataclass
+class Session:
+    """What a run holds between build and close (one per process)."""
+
+    args: argparse.Namespace
+    cfg: RunConfig
+    world: int
+    rank: int
+    run_dir: Path
+    dataset: ArrowDataset
+    plan: BucketPlan
+    eval_plan: BucketPlan | None
+    spec: BatchingSpec
+    targets: list
+    target_devices: list[torch.device]
+    drafter_devices: list[torch.device]
+    replicas: DrafterReplicas
+    start_step: int = 0
+    next_pos: int = 0
+    pipeline: Pipeline | None = None
+    reporter: ProgressReporter | None = None
+    wandb_logger: WandbLogger | None = None
+    term: _Termination = field(default_factory=_Termination)
+
+    def out(self, line: str) -> None:
+        if self.rank == 0:
+            say(line)
+
+    @property
+    def layout(self) -> dict:
+        return {"world": self.world, "replicas": len(self.drafter_devices)}
+
+
 def run(args: argparse.Namespace) -> RunResult:
+    """build -> resume -> start -> train_loop -> close."""
+    s = build(args)
+    resume(s)
+    start(s)
+    exit_code, step = EXIT_ERROR, s.start_step
+    try:
+        exit_code, step = train_loop(s)
+    finally:
+        close(s, exit_code, failed=sys.exc_info()[0] is not None)
+    return RunResult(exit_code, step, s.reporter.history)
+
+
+def _distributed(args: argparse.Namespace) -> tuple[int, int, int, str]:
+    """(world, rank, local_rank, device kind); joins the process group under torchrun."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     kind = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if kind == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: no CUDA device is visible")
-    out = say if rank == 0 else (lambda line: None)
     if world > 1:
         import torch.distributed as dist
 
         if kind == "cuda":
             torch.cuda.set_device(local_rank)
         dist.init_process_group(backend="nccl" if kind == "cuda" else "gloo")
+    return world, rank, local_rank, kind
 
-    cfg = get_preset(args.config)
-    target_path = args.target_model
-    if target_path and Path(target_path, "config.json").exists():
-        import json
 
-        raw = json.loads(Path(target_path, "config.json").read_text())
-        raw = raw.get("text_config", raw)       # multimodal wrappers nest the decoder's config
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The preset, with the target's own config.json (when --target-model has one) and the
+    CLI's shape flags applied, feature layers derived and validated against that target."""
+    get_preset(args.config)                   # the name, and the preset as it stands, are valid
+    cfg = PRESETS[args.config]                # unresolved: derived fields follow the final target
+    target = None
+    if args.target_model and Path(args.target_model, "config.json").exists():
+        cfg_file = Path(args.target_model, "config.json")
         try:
-            cfg = with_overrides(cfg, target=hf_config_to_target(raw))
+            target = hf_config_to_target(json.loads(cfg_file.read_text()))
         except KeyError as exc:
-            raise ConfigError(f"{target_path}/config.json: missing {exc}") from None
-    if cfg.needs_target_model and not target_path:
+            raise ConfigError(f"{cfg_file}: missing {exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"{cfg_file}: not a model config ({exc})") from None
+    if cfg.needs_target_model and not args.target_model:
         raise ConfigError(f"--config {cfg.name} needs --target-model (a random {cfg.target.num_layers}-layer "
                           "target is no use for this drafter)")
-    if args.token_budget:
-        cfg = with_overrides(cfg, token_budget=args.token_budget)
-    run_dir = Path(args.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(args.seed)
+    mask_token_id = args.mask_token_id
+    if mask_token_id is None and args.target_model:
+        mask_token_id = tokenizer_mask_id(Path(args.target_model))
+    return with_overrides(cfg, token_budget=args.token_budget or None, target=target,
+                          target_layers=args.target_layers, draft_layers=args.draft_layers,
+                          mask_token_id=mask_token_id)
 
-    # -- data --------------------------------------------------------------------------
+
+MASK_TOKEN = "<|MASK|>"   # the token the reference adds for DFlash (SpecForge / z-lab)
+
+
+def tokenizer_mask_id(model_dir: Path) -> int | None:
+    """The MASK id the target's tokenizer defines, if any: its `mask_token`, else a
+    `<|MASK|>` added token, read from tokenizer_config.json's `added_tokens_decoder` or
+    tokenizer.json's `added_tokens` (the files transformers writes). None when neither says."""
+    added: dict[str, int] = {}
+    mask_name = None
+    tc_file, tj_file = model_dir / "tokenizer_config.json", model_dir / "tokenizer.json"
+    try:
+        if tc_file.is_file():
+            tc = json.loads(tc_file.read_text())
+            mask = tc.get("mask_token")
+            mask_name = mask.get("content") if isinstance(mask, dict) else mask
+            for idx, tok in (tc.get("added_tokens_decoder") or {}).items():
+                if isinstance(tok, dict) and "content" in tok:
+                    added[tok["content"]] = int(idx)
+        if tj_file.is_file():
+            for tok in json.loads(tj_file.read_text()).get("added_tokens") or []:
+                if isinstance(tok, dict) and "content" in tok and "id" in tok:
+                    added.setdefault(tok["content"], int(tok["id"]))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{model_dir}: unreadable tokenizer files ({exc})") from None
+    for name in (mask_name, MASK_TOKEN):
+        if name and name in added:
+            return added[name]
+    return None
+
+
+def _data(args: argparse.Namespace, cfg: RunConfig, out) -> tuple[ArrowDataset, BucketPlan, BucketPlan | None]:
+    """The dataset (written first if synthetic and absent), the training plan over the rows
+    not held out, and the eval plan over those that are (None without --eval-fraction)."""
     data_path = Path(args.data)
     if not data_path.exists():
         if args.synthetic_samples <= 0:
             raise DataError(f"dataset {data_path} does not exist (pass --synthetic-samples N to create one)")
         out(f"Writing {args.synthetic_samples} synthetic samples to {data_path}...")
         write_dataset(data_path, args.synthetic_samples, min_len=cfg.synth_min_len, max_len=cfg.synth_max_len,
-                      vocab=cfg.target.vocab_size, seed=args.seed)
+                      vocab=cfg.synth_vocab or cfg.target.vocab_size, seed=args.seed, cycle=cfg.synth_cycle)
     out(f"Loading dataset from {data_path}...")
     dataset = ArrowDataset(data_path)
+    train_rows, eval_rows = split_eval_rows(len(dataset), args.eval_fraction, args.seed)
     dc, tc = cfg.drafter, cfg.train
-    plan = BucketPlan(dataset, block_size=dc.block_size, token_budget=tc.token_budget, max_length=tc.max_length,
-                      num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples, seed=args.seed)
+    plan_args = dict(block_size=dc.block_size, token_budget=tc.token_budget, max_length=tc.max_length,
+                     num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples, seed=args.seed)
+    plan = BucketPlan(dataset, rows=train_rows, **plan_args)
+    eval_plan = BucketPlan(dataset, rows=eval_rows, **plan_args) if len(eval_rows) else None
     out(f"  {len(dataset)} samples loaded (Arrow-backed, lazy access)")
     out(f"  {plan.filtered} samples filtered (< {plan.min_supervised} supervised tokens = 2 x block_size), "
         f"{len(plan.kept_rows)} kept")
-    if rank == 0:
-        milestone("dataset_loaded", samples=len(dataset))
-    for line in plan.describe():
-        out(line)
+    if eval_plan is not None:
+        out(f"  {len(eval_plan.kept_rows)} samples held out for evaluation (--eval-fraction {args.eval_fraction})")
+    return dataset, plan, eval_plan
 
-    # -- devices and models ------------------------------------------------------------
-    default_index = local_rank if world > 1 else 0
-    target_devices = _device_list(args.target_devices, kind, default_index)
-    drafter_devices = _device_list(args.drafter_devices, kind, default_index)
-    cuda = kind == "cuda"
-    dtype = getattr(torch, tc.dtype) if cuda else torch.float32
-    use_flex = cuda
-    if cuda:
-        import importlib
 
-        importlib.import_module("torch._dynamo").config.recompile_limit = RECOMPILE_LIMIT
-        torch._logging.set_logs(recompiles=True)
-        out(f"[compile] recompile_limit={RECOMPILE_LIMIT}; recompiles are logged (torch._logging recompiles=True)")
+def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -> tuple[list, list[Drafter]]:
+    """The frozen target on each target device and a drafter replica on each drafter device."""
+    dc = cfg.drafter
     out(f"\nLoading {len(target_devices)} target models...")
     targets = []
     for i, dev in enumerate(target_devices):
         out(f"  Target {i} on {dev}...")
-        if target_path and _is_foreign_hf(target_path):
-            targets.append(HuggingFaceTarget(target_path, dc.target_layers, dev, dtype))
+        if args.target_model and _is_foreign_hf(args.target_model):
+            targets.append(HuggingFaceTarget(args.target_model, dc.target_layers, dev, dtype))
         else:
-            targets.append(load_target(cfg.target, dc.target_layers, path=target_path, device=dev, dtype=dtype,
-                                       seed=args.seed))
-        if rank == 0:
-            milestone("target_loaded", index=i, device=dev)
+            targets.append(load_target(cfg.target, dc.target_layers, path=args.target_model, device=dev,
+                                       dtype=dtype, seed=args.seed))
+        out(f"[milestone] target_loaded index={i} device={dev}")
     drafters = []
     for dev in drafter_devices:
         with torch.device(dev):
@@ -212,121 +308,212 @@ def run(args: argparse.Namespace) -> RunResult:
                 layer.compile(dynamic=None)     # automatic: a dim that changes (samples per batch) turns dynamic
         d.train()
         drafters.append(d)
-    replicas = DrafterReplicas(
-        drafters, drafter_devices, lr=tc.lr, weight_decay=tc.weight_decay, grad_clip=tc.grad_clip,
-        total_steps=args.steps, warmup_frac=tc.warmup_frac, min_lr_frac=tc.min_lr_frac, gamma=dc.loss_gamma,
-        chunk_rows=dc.loss_chunk_tokens, use_flex=use_flex, autocast_dtype=dtype if cuda else None,
-        process_group_world=world, compiled=args.compile_drafter)
-    trainable = sum(p.numel() for p in replicas.params)
-    out(f"Drafter: {trainable / 1e6:.1f}M trainable parameters x {len(drafters)} replica(s); "
-        f"target layers {list(dc.target_layers)}; block {dc.block_size}; world {world}")
+    return targets, drafters
 
-    # -- resume ------------------------------------------------------------------------
-    start_step, next_pos = 0, 0
-    layout = {"world": world, "replicas": len(drafters)}
-    if args.resume:
-        ck = checkpoint.latest(run_dir)
-        if ck is None:
-            out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(run_dir)}; starting fresh")
-        else:
-            state = checkpoint.load(ck)
-            missing = replicas.master.load_state_dict(state["drafter"], strict=False)
-            if missing.unexpected_keys:
-                raise ConfigError(f"{ck}: unexpected drafter keys {missing.unexpected_keys[:3]}")
-            replicas.optimizer.load_state_dict(state["optimizer"])
-            replicas.scheduler.load_state_dict(state["scheduler"])
-            replicas.sync_replicas()
-            start_step, next_pos = int(state["step"]), int(state["next_pos"])
-            out(f"resume: {ck} step={start_step} next_batch_pos={next_pos}")
 
-    # -- pipeline ----------------------------------------------------------------------
+def _init_from(drafters: list[Drafter], path: Path, out) -> None:
+    """Fine-tuning: every replica starts from a DFlash drafter directory's weights (the
+    reference names: fc, hidden_norm, layers.N.*, norm); the shapes must be this run's."""
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else []
+    if not files:
+        raise ConfigError(f"--init-drafter {path}: no *.safetensors files")
+    weights: dict[str, torch.Tensor] = {}
+    for f in files:
+        weights.update(load_file(str(f)))
+    want = dict(drafters[0].trainable_parameters())
+    missing, extra = sorted(set(want) - set(weights)), sorted(set(weights) - set(want))
+    bad = [k for k in want if k in weights and weights[k].shape != want[k].shape]
+    if missing or extra or bad:
+        raise ConfigError(f"--init-drafter {path}: does not fit this drafter (missing {missing[:3]}, "
+                          f"unexpected {extra[:3]}, other shape {bad[:3]})")
+    with torch.no_grad():
+        for d in drafters:
+            for name, p in d.trainable_parameters():
+                p.copy_(weights[name])
+    out(f"init: drafter weights from {path} ({len(weights)} tensors)")
+
+
+def _batching(args, cfg: RunConfig, plan: BucketPlan, use_flex: bool) -> BatchingSpec:
+    """--compile-drafter: a few fixed shapes (lengths padded to bucket edges, anchors to the
+    maximum) so the compiled graphs settle; eager mode keeps every batch's own shape."""
+    dc, tc = cfg.drafter, cfg.train
     anchor_multiple = 128 // dc.block_size if use_flex else 1
-    # --compile-drafter: a few fixed shapes (lengths padded to bucket edges, anchors to the
-    # maximum) so the compiled graphs settle; eager mode keeps every batch's own shape.
     length_steps: tuple[int, ...] = ()
     fixed_anchors = None
     if args.compile_drafter:
         step = 128 if use_flex else 1
         length_steps = tuple(sorted({-(-min(b.hi - 1, tc.max_length) // step) * step for b in plan.buckets}))
         fixed_anchors = -(-dc.max_anchors // anchor_multiple) * anchor_multiple
-    spec = BatchingSpec(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
-                        mask_token_id=dc.mask_token_id if dc.mask_token_id >= 0 else cfg.target.vocab_size - 1,
-                        seed=args.seed, len_multiple=128 if use_flex else 1, anchor_multiple=anchor_multiple,
-                        length_steps=length_steps, fixed_anchors=fixed_anchors)
-    positions = BatchPositions(plan, start_pos=next_pos, world=world, rank=rank, replicas=len(drafters))
-    pipeline = Pipeline(dataset=dataset, positions=positions, spec=spec, targets=targets,
-                        target_devices=target_devices, drafter_devices=drafter_devices,
-                        prefetch_workers=args.prefetch_workers, sequential=args.sequential)
-    wandb_logger = None
+    return BatchingSpec(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
+                        mask_token_id=dc.mask_token_id, seed=args.seed, len_multiple=128 if use_flex else 1,
+                        anchor_multiple=anchor_multiple, length_steps=length_steps, fixed_anchors=fixed_anchors)
+
+
+def build(args: argparse.Namespace) -> Session:
+    """Config, data, devices, models, optimizer: everything but the threads."""
+    if args.eval_every and (not args.eval_fraction or args.eval_every % max(1, args.log_every)):
+        raise ConfigError(f"--eval-every {args.eval_every} needs --eval-fraction > 0 and must be a multiple of "
+                          f"--log-every {args.log_every} (its numbers join that step's progress record)")
+    world, rank, local_rank, kind = _distributed(args)
+    out = say if rank == 0 else (lambda line: None)
+    cfg = run_config(args)
+    dc, tc = cfg.drafter, cfg.train
+    run_dir = Path(args.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(args.seed)
+    dataset, plan, eval_plan = _data(args, cfg, out)
     if rank == 0:
-        wandb_logger = WandbLogger(args.wandb_project, run_dir, {**cfg.to_dict(), "args": vars(args), **layout})
-    reporter = ProgressReporter(run_dir=run_dir, block_size=dc.block_size, log_every=args.log_every,
-                                devices=target_devices + drafter_devices, wandb_logger=wandb_logger,
-                                enabled=rank == 0)
-    term = _Termination()
-    term.install()
-    result = RunResult(EXIT_OK, start_step)
-    per_step = world * len(drafters)
+        milestone("dataset_loaded", samples=len(dataset))
+    for line in plan.describe():
+        out(line)
+    default_index = local_rank if world > 1 else 0
+    target_devices = _device_list(args.target_devices, kind, default_index)
+    drafter_devices = _device_list(args.drafter_devices, kind, default_index)
+    cuda = kind == "cuda"
+    dtype = getattr(torch, tc.dtype) if cuda else torch.float32
+    if cuda:
+        import importlib
 
-    def save(step: int) -> None:
-        if rank == 0:
-            path = checkpoint.save(run_dir, step=step, next_pos=next_pos + (step - start_step) * per_step,
-                                   drafter_state=replicas.master.trainable_state_dict(),
-                                   optimizer=replicas.optimizer, scheduler=replicas.scheduler,
-                                   config=cfg.to_dict(), layout=layout)
-            milestone("checkpoint_saved", step=step, path=path)
+        importlib.import_module("torch._dynamo").config.recompile_limit = RECOMPILE_LIMIT
+        torch._logging.set_logs(recompiles=True)
+        out(f"[compile] recompile_limit={RECOMPILE_LIMIT}; recompiles are logged (torch._logging recompiles=True)")
+    targets, drafters = _models(args, cfg, target_devices, drafter_devices, dtype, out)
+    if args.init_drafter:
+        _init_from(drafters, Path(args.init_drafter), out)
+    replicas = DrafterReplicas(
+        drafters, drafter_devices, lr=tc.lr, weight_decay=tc.weight_decay, grad_clip=tc.grad_clip,
+        total_steps=args.steps, warmup_frac=tc.warmup_frac, min_lr_frac=tc.min_lr_frac, gamma=dc.loss_gamma,
+        chunk_rows=dc.loss_chunk_tokens, use_flex=cuda, autocast_dtype=dtype if cuda else None,
+        process_group_world=world, compiled=args.compile_drafter)
+    trainable = sum(p.numel() for p in replicas.params)
+    out(f"Drafter: {trainable / 1e6:.1f}M trainable parameters x {len(drafters)} replica(s); "
+        f"target layers {list(dc.target_layers)} of {cfg.target.num_layers}; block {dc.block_size}; "
+        f"layer types {','.join(t.split('_')[0] for t in dc.layer_types)}; rope_theta {dc.rope_theta:g}; "
+        f"mask_token_id {dc.mask_token_id}; world {world}")
+    return Session(args=args, cfg=cfg, world=world, rank=rank, run_dir=run_dir, dataset=dataset, plan=plan,
+                   eval_plan=eval_plan, spec=_batching(args, cfg, plan, cuda), targets=targets,
+                   target_devices=target_devices, drafter_devices=drafter_devices, replicas=replicas)
 
+
+def resume(s: Session) -> None:
+    """--resume: weights, optimizer, scheduler and the data position of the latest checkpoint."""
+    if not s.args.resume:
+        return
+    ck = checkpoint.latest(s.run_dir)
+    if ck is None:
+        s.out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(s.run_dir)}; starting fresh")
+        return
+    state = checkpoint.load(ck)
+    missing = s.replicas.master.load_state_dict(state["drafter"], strict=False)
+    if missing.unexpected_keys:
+        raise ConfigError(f"{ck}: unexpected drafter keys {missing.unexpected_keys[:3]}")
+    s.replicas.optimizer.load_state_dict(state["optimizer"])
+    s.replicas.scheduler.load_state_dict(state["scheduler"])
+    s.replicas.sync_replicas()
+    s.start_step, s.next_pos = int(state["step"]), int(state["next_pos"])
+    s.out(f"resume: {ck} step={s.start_step} next_batch_pos={s.next_pos}")
+
+
+def start(s: Session) -> None:
+    """The pipeline's threads, the reporter, wandb and the SIGTERM handler."""
+    positions = BatchPositions(s.plan, start_pos=s.next_pos, world=s.world, rank=s.rank,
+                               replicas=len(s.drafter_devices))
+    s.pipeline = Pipeline(dataset=s.dataset, positions=positions, spec=s.spec, targets=s.targets,
+                          target_devices=s.target_devices, drafter_devices=s.drafter_devices,
+                          prefetch_workers=s.args.prefetch_workers, sequential=s.args.sequential)
+    if s.rank == 0:
+        s.wandb_logger = WandbLogger(s.args.wandb_project, s.run_dir,
+                                     {**s.cfg.to_dict(), "args": vars(s.args), **s.layout})
+    s.reporter = ProgressReporter(run_dir=s.run_dir, block_size=s.cfg.drafter.block_size, log_every=s.args.log_every,
+                                  devices=s.target_devices + s.drafter_devices, wandb_logger=s.wandb_logger,
+                                  enabled=s.rank == 0)
+    s.term.install()
+    s.pipeline.start()
+
+
+def save(s: Session, step: int) -> None:
+    """The one save path (periodic, --stop-after, SIGTERM, the end): rank 0 writes."""
+    if s.rank != 0:
+        return
+    per_step = s.world * len(s.drafter_devices)
+    path = checkpoint.save(s.run_dir, step=step, next_pos=s.next_pos + (step - s.start_step) * per_step,
+                           drafter_state=s.replicas.master.trainable_state_dict(),
+                           optimizer=s.replicas.optimizer, scheduler=s.replicas.scheduler,
+                           config=s.cfg.to_dict(), layout=s.layout)
+    milestone("checkpoint_saved", step=step, path=path)
+
+
+def train_loop(s: Session) -> tuple[int, int]:
+    """Steps until --steps, --stop-after or SIGTERM; (exit code, steps done). Every way out
+    saves a checkpoint (once: a periodic save on that step counts)."""
+    args = s.args
+    step = s.start_step
     exit_code = EXIT_OK
-    pipeline.start()
-    try:
-        step = start_step
-        while step < args.steps:
-            t0 = time.perf_counter()
-            batches = pipeline.next_step_batches()
-            wait = time.perf_counter() - t0
-            metrics = replicas.step(batches)
-            step += 1
-            if step == start_step + 1 and rank == 0:
-                milestone("first_step")
-            reporter.update(step, metrics, tokens=sum(b.num_tokens for b in batches) * world,
-                            samples=sum(b.num_samples for b in batches) * world, data_wait_s=wait,
-                            lr=replicas.last_lr)
-            del batches
-            if args.checkpoint_every and step % args.checkpoint_every == 0:
-                save(step)
-            if args.stop_after and step - start_step >= args.stop_after and step < args.steps:
-                out(f"--stop-after {args.stop_after}: saving a checkpoint at step {step} and stopping")
-                if not (args.checkpoint_every and step % args.checkpoint_every == 0):
-                    save(step)
-                break
-            if _stop_requested(term.requested, world, drafter_devices[0]):
-                out(f"SIGTERM: saving a checkpoint at step {step} and stopping")
-                if not (args.checkpoint_every and step % args.checkpoint_every == 0):
-                    save(step)
-                exit_code = EXIT_SIGTERM
-                break
-        else:
-            if args.checkpoint_every and step % args.checkpoint_every:
-                save(step)
-        result.steps_done = step
-        if world > 1:
-            _check_ranks_agree(replicas, out)
-        out(f"[done] steps={step} exit_code={exit_code}")
-    finally:
-        failed = sys.exc_info()[0] is not None
-        pipeline.stop()
-        replicas.close()
-        reporter.close()
-        term.restore()
-        if wandb_logger is not None:
-            wandb_logger.finish(exit_code=1 if failed or exit_code not in (EXIT_OK, EXIT_SIGTERM) else 0)
-        if world > 1:
-            import torch.distributed as dist
+    while step < args.steps:
+        t0 = time.perf_counter()
+        batches = s.pipeline.next_step_batches()
+        wait = time.perf_counter() - t0
+        metrics = s.replicas.step(batches)
+        step += 1
+        if step == s.start_step + 1 and s.rank == 0:
+            milestone("first_step")
+        evaluation = evaluate(s) if args.eval_every and step % args.eval_every == 0 else None
+        s.reporter.update(step, metrics, tokens=sum(b.num_tokens for b in batches) * s.world,
+                          samples=sum(b.num_samples for b in batches) * s.world, data_wait_s=wait,
+                          lr=s.replicas.last_lr, evaluation=evaluation)
+        del batches
+        saved = bool(args.checkpoint_every) and step % args.checkpoint_every == 0
+        if saved:
+            save(s, step)
+        stop = None
+        if args.stop_after and step - s.start_step >= args.stop_after and step < args.steps:
+            stop = f"--stop-after {args.stop_after}"
+        if _stop_requested(s.term.requested, s.world, s.drafter_devices[0]):
+            stop, exit_code = "SIGTERM", EXIT_SIGTERM
+        if stop or step == args.steps:
+            s.out(f"{stop or 'finished'}: {'saving a' if not saved else 'saved the'} checkpoint at step {step}"
+                  + (" and stopping" if stop else ""))
+            if not saved:
+                save(s, step)
+            break
+    if s.world > 1:
+        _check_ranks_agree(s.replicas, s.out)
+    s.out(f"[done] steps={step} exit_code={exit_code}")
+    return exit_code, step
 
-            dist.destroy_process_group()
-    result.exit_code = exit_code
-    result.history = reporter.history
-    return result
+
+def evaluate(s: Session) -> dict:
+    """Loss, acc, tau and accept_len of the master drafter on the held-out batches (at most
+    --eval-batches of them, the same ones every time), no gradient, keys prefixed eval_."""
+    assert s.eval_plan is not None
+    positions = BatchPositions(s.eval_plan, start_pos=0, world=1, rank=0, replicas=1)
+    dev = s.drafter_devices[0]
+    total = None
+    for seq in range(min(s.args.eval_batches, s.eval_plan.num_batches)):
+        hb = host_batch_for(s.dataset, positions, s.spec, seq)
+        batch = run_target(s.targets[0], host_tensors(hb, False), hb, s.target_devices[0], dev, None)
+        vec = s.replicas.evaluate(batch)
+        total = vec if total is None else total + vec
+    summary = summarise_metrics(total.float().cpu().tolist(), s.cfg.drafter.block_size)
+    return {f"eval_{k}": summary[k] for k in ("loss", "acc", "tau", "accept_len")}
+
+
+def close(s: Session, exit_code: int, *, failed: bool) -> None:
+    """Stop the threads, flush metrics, finish wandb, leave the process group."""
+    if s.pipeline is not None:
+        s.pipeline.stop()
+    s.replicas.close()
+    if s.reporter is not None:
+        s.reporter.close()
+    s.term.restore()
+    if s.wandb_logger is not None:
+        s.wandb_logger.finish(exit_code=1 if failed or exit_code not in (EXIT_OK, EXIT_SIGTERM) else 0)
+    if s.world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
 
 
 def _stop_requested(local: bool, world: int, device: torch.device) -> bool:
@@ -343,8 +530,6 @@ def _stop_requested(local: bool, world: int, device: torch.device) -> bool:
 
 def _is_foreign_hf(path: str) -> bool:
     """A model directory whose config.json names a model type other than qwen3."""
-    import json
-
     cfg_file = Path(path, "config.json")
     if not cfg_file.exists():
         return False

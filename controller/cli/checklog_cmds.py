@@ -127,7 +127,7 @@ def _render_human(report: dict[str, Any], code: int) -> None:
 
         tok = t["tok_per_s"]
         line = (f"throughput: median {fmt_tok_per_s(tok['median'])} tok/s (p10 {fmt_tok_per_s(tok['p10'])}, "
-                f"p90 {fmt_tok_per_s(tok['p90'])}) over steps {t['window']['first_step']}-{t['window']['last_step']}"
+                f"p90 {fmt_tok_per_s(tok['p90'])}) over the {t['window']['label']}"
                 f" ({t['samples_used']} samples{'' if t['warm'] else ', no warm-up excluded: short log'})")
         deficit = t.get("deficit_pct")
         if deficit is not None:

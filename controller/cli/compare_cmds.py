@@ -2,7 +2,7 @@
 
 compare-runs resolves each RUN (a path, a registry run, a wandb path), summarises and
 judges them (controller.compare) and renders one format: a terminal table (default),
---json (one document), --csv (one row per run), --markdown; --plot adds a PNG. Bad input
+--json (one document), --csv (one row per run), --markdown; --plot adds an image (format from its extension). Bad input
 raises BadInputError (exit 2), an unreachable wandb API UnreachableError (exit 3); the
 mapping to exit codes lives in controller/cli/__init__.py.
 """
@@ -30,8 +30,11 @@ def compare_runs(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
     csv_out: bool = typer.Option(False, "--csv", help="Print CSV, one row per run."),
     markdown_out: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
-    plot_path: Optional[Path] = typer.Option(None, "--plot", help="Also write tok/s over time and loss by step "
-                                                                  "to this PNG file."),
+    plot_path: Optional[Path] = typer.Option(None, "--plot", metavar="FILE",
+                                             help="Also write tok/s, loss and τ of every run to this image; the "
+                                                  "format follows the extension (.png, .svg, .pdf, …)."),
+    plot_x: str = typer.Option("time", "--plot-x", metavar="time|step",
+                               help="The x axis of every --plot panel: minutes since the first sample, or step."),
     warmup_s: Optional[float] = typer.Option(None, "--warmup-s", help="Seconds after the first sample left out of "
                                                                      "throughput figures, for every run (default: "
                                                                      "each run's playbook watch.warmup_s, else 60)."),
@@ -53,6 +56,12 @@ def compare_runs(
         raise BadInputError("--warmup-s and --warmup-steps must not be negative")
     if plot_path is not None and not plot_path.parent.is_dir():
         raise BadInputError(f"--plot {plot_path}: directory {plot_path.parent} does not exist")
+    if plot_path is not None:
+        from controller.compare.plot import X_AXES, plot_format
+
+        plot_format(str(plot_path))   # refuse an unknown extension before reading any run
+        if plot_x not in X_AXES:
+            raise BadInputError(f"--plot-x {plot_x!r}: expected one of {', '.join(X_AXES)}")
     store = RunStore()
     try:
         base = None
@@ -63,7 +72,7 @@ def compare_runs(
     finally:
         store.close()
     if plot_path is not None:
-        compare.plot(result, str(plot_path))
+        compare.write_plot(result, str(plot_path), plot_x)
         print(f"dfctl: plot written to {plot_path}", file=sys.stderr)
     if json_out:
         typer.echo(compare.render_json(result))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.errors import BadInputError, DeployError, DfctlError
-from controller.playbook import Playbook, TargetConfig, load_playbook
+from controller.errors import BadInputError, DeployError, DfctlError, UnreachableError, one_line
+from controller.playbook import Playbook, RunConfig, TargetConfig, check_run_name, load_playbook
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 
@@ -49,8 +48,8 @@ class _LazyProgress:
 
     def __init__(self, label: str, after_s: float = 0.5):
         self.label, self.after_s, self.t0 = label, after_s, time.monotonic()
-        self.progress = None
-        self.task = None
+        self.progress: Any = None       # rich.progress.Progress, imported only when shown
+        self.task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None:
@@ -81,19 +80,29 @@ def deploy(
     replace: bool = typer.Option(False, "--replace", help="Stop this target's live runs (SIGTERM, run.stop_grace_s, "
                                                        "SIGKILL) once the new release is in place, then launch."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="After the launch, stream the log and start-up "
+                                                           "milestones until --until; a failure exits with its "
+                                                           "finding's code, quoting the cause."),
+    until: str = typer.Option("first_step", "--until", metavar="first_step|end",
+                              help="With --follow: stop following at the first step, or at the run's end."),
 ) -> None:
     """Bundle the code, push it as a new release, switch `current`, launch the run detached.
 
     A run is exclusive by default (run.exclusive): while another run of the target is
     alive, deploy refuses (exit 2, nothing changed) unless --replace."""
     from controller.bundle import build_bundle, local_git_state, project_root
+    from controller.cli.follow import UNTIL
     from controller.deploy import deploy_bundle, resolve_workdir
     from controller.launch import launch_registered, launch_spec, live_runs_of, refuse_if_live, replace_runs
     from controller.transport.factory import open_transport, target_label
 
+    if until not in UNTIL:
+        raise BadInputError(f"--until {until!r}: expected one of {', '.join(UNTIL)}")
+    if follow and (no_launch or dry_run):
+        raise BadInputError("--follow: nothing to follow with --no-launch or --dry-run")
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
-    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name):
-        raise BadInputError(f"--name: expected letters, digits, '.', '_' or '-' (at most 64), got {name!r}")
+    if name is not None:
+        check_run_name(name)
     root = project_root()
     bundle, workdir, transport = build_bundle(root, pb.bundle), resolve_workdir(pb.target, root), open_transport(pb.target)
     store = RunStore()
@@ -127,6 +136,19 @@ def deploy(
         store.close()
     if json_out:
         _emit_json(out)
+    if follow and out["run"] is not None:
+        _follow_launched(out["run"]["run_id"], until, json_out)
+
+
+def _follow_launched(run_id: str, until: str, json_out: bool) -> None:
+    from controller.cli.follow import follow_run
+
+    store = RunStore()
+    try:
+        code = follow_run(store.get_run(run_id), store, until=until, json_out=json_out)
+    finally:
+        store.close()
+    raise typer.Exit(code)
 
 
 def _print_dry_run(pb: Playbook, transport: Transport, workdir: str, bundle, live: list[RunRecord], *,
@@ -185,41 +207,59 @@ def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
+    from controller.importers import imported_end_state, is_imported
+
+    state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
-            "pid": rec.pid, "state": rec.state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+            "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
             "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
 
 
 @app.command()
-def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
-    """List known runs with their live state (one round trip per target)."""
-    from controller.launch import record_statuses, runs_status, target_identity
+def runs(
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    watch_table: bool = typer.Option(False, "--watch", "-w", help="A live table of every run (state, step/total, "
+                                                                 "tok/s, vs baseline, age, worst finding), "
+                                                                 "redrawn each --interval until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between redraws of --watch."),
+) -> None:
+    """List known runs with their live state (one round trip per target).
+
+    A target that cannot be read: its runs are listed as `unknown` (with `read_error`
+    in --json), the target is named on stderr, and the exit code is 3 (a partial list)."""
+    if watch_table:
+        if json_out:
+            raise BadInputError("dfctl runs: --watch draws a table; --json prints one document: choose one")
+        from controller.cli.runs_live import live_table
+
+        raise typer.Exit(live_table(interval))
+    from controller.importers import is_imported
+    from controller.launch import refresh_states
 
     store = RunStore()
     try:
         records = store.runs()
-        groups: dict[tuple, list[RunRecord]] = {}
-        for rec in records:
-            groups.setdefault(target_identity(target_of(rec)), []).append(rec)
-        for recs in groups.values():
-            try:
-                target, transport = _open_for(recs[0])
-                statuses = runs_status(transport, target, recs)
-            except DfctlError as exc:
-                for rec in recs:
-                    rec.state = "unknown"
-                print(f"dfctl: {recs[0].target}: {exc.message}", file=sys.stderr)
-                continue
-            record_statuses(store, recs, statuses)
+        # an imported run has no process to ask about: its end state is what the import found
+        unreadable = refresh_states(store, [r for r in records if not is_imported(r)], _open_for)
     finally:
         store.close()
-    rows = [_run_row(r) for r in records]
+    errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
+    for label, message, _ in unreadable:
+        print(f"dfctl: {label}: {message}", file=sys.stderr)
+    rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
     if json_out:
         _emit_json(rows)
-        return
-    if not rows:
+    elif not rows:
         typer.echo("no runs yet (dfctl deploy PLAYBOOK starts one)", err=True)
-        return
+    else:
+        _print_runs_table(rows)
+    if unreadable:
+        _fail_after_result(UnreachableError(
+            f"runs: could not read {', '.join(label for label, _, _ in unreadable)}; the state of its runs "
+            f"is unknown (the rest of the list is current)"), json_out)
+
+
+def _print_runs_table(rows: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -228,24 +268,29 @@ def runs(json_out: bool = typer.Option(False, "--json", help="Print one JSON doc
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started_s"])) if r["started_s"] else "-"
         state = r["state"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")
         table.add_row(r["run_id"], r["target"], state, str(r["pid"] or "-"), started, r["run_dir"])
-    Console(width=max(100, os.get_terminal_size(1).columns if sys.stdout.isatty() else 160)).print(table)
+    Console(width=os.get_terminal_size(1).columns if sys.stdout.isatty() else 160).print(table)
 
 
 @app.command()
 def logs(
-    run: str = typer.Argument(..., help="Run id, name (newest of that name) or unique id prefix."),
+    run: Optional[str] = typer.Argument(None, help="Run id, name (newest of that name) or unique id prefix "
+                                                    "(default: the one live run, else the newest)."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the log grows, until the run ends."),
-    tail: int = typer.Option(50, "--tail", "-n", help="Lines from the end to print first."),
+    tail: int = typer.Option(50, "--tail", "-n", min=0, help="Lines from the end to print first (0: none)."),
 ) -> None:
     """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
     offset and fingerprint, through renames, truncations and deletions)."""
+    from controller.importers import imported_source, is_imported
     from controller.logstream import LogStream
 
     store = RunStore()
     try:
-        rec = store.get_run(run)
+        rec = store.get_run(run) if run is not None else store.default_run("logs")
     finally:
         store.close()
+    if is_imported(rec) and not rec.log_path and not rec.run_dir:
+        raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)}, which has no log file",
+                            hint=f"dfctl compare-runs {rec.name} shows what the import recorded")
     stream = LogStream(rec)
     try:
         out = sys.stdout.buffer
@@ -257,19 +302,44 @@ def logs(
         stream.close()
 
 
+def _confirmed_default(store: RunStore, yes: bool) -> RunRecord:
+    """`dfctl stop` with no RUN: the default run, once the user said yes (or --yes)."""
+    rec = store.default_run("stop")
+    if yes:
+        return rec
+    if not sys.stdin.isatty():
+        raise BadInputError(f"dfctl stop: no RUN named and no terminal to ask on: would stop {rec.run_id}",
+                            hint=f"dfctl stop {rec.run_id}, or dfctl stop --yes")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rec.started_s)) if rec.started_s else "?"
+    if not typer.confirm(f"stop {rec.run_id} ({rec.target}, started {started})?", default=False, err=True):
+        raise typer.Exit(1)
+    return rec
+
+
 @app.command()
 def stop(
-    run: str = typer.Argument(..., help="Run id, name or unique id prefix."),
-    grace_s: float = typer.Option(10.0, "--grace-s", help="Seconds between SIGTERM and SIGKILL."),
+    run: Optional[str] = typer.Argument(None, help="Run id, name or unique id prefix (default: the one live "
+                                                    "run, else the newest; asks before stopping it)."),
+    grace_s: Optional[float] = typer.Option(None, "--grace-s", min=0, max=3600,
+                                            help="Seconds between SIGTERM and SIGKILL (default: the run's "
+                                                 "playbook run.stop_grace_s, 60 when unset)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Stop the default run without asking."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
+    from controller.importers import imported_end_state, imported_source, is_imported
     from controller.launch import stop_recorded
 
     store = RunStore()
     try:
-        rec = store.get_run(run)
+        rec = store.get_run(run) if run is not None else _confirmed_default(store, yes)
+        if is_imported(rec):
+            raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
+                                f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
+        if grace_s is None:   # the grace the playbook gave the run (the trainer checkpoints in it)
+            grace_s = float(((rec.playbook or {}).get("run") or {}).get("stop_grace_s")
+                            or RunConfig.__dataclass_fields__["stop_grace_s"].default)
         res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []
     finally:
@@ -280,6 +350,40 @@ def stop(
         raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {left}")
     if not json_out:
         typer.echo(_stopped_text(rec, res))
+
+
+@app.command()
+def prune(
+    playbook: Path = typer.Argument(..., help="Playbook whose target's releases to prune."),
+    keep: int = typer.Option(3, "--keep", min=0, help="Newest releases kept besides `current` and live runs'."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Remove old releases of the target: never `current`, never one a live run uses."""
+    from controller.bundle import project_root
+    from controller.deploy import prune_releases, resolve_workdir
+    from controller.launch import live_runs_of
+    from controller.transport.factory import open_transport, target_label
+
+    pb = load_playbook(playbook)
+    transport = open_transport(pb.target)
+    store = RunStore()
+    try:
+        live = live_runs_of(store, transport, pb.target)
+    finally:
+        store.close()
+    res = prune_releases(transport, resolve_workdir(pb.target, project_root()), keep=keep,
+                         live_release_ids=[r.release_id for r in live if r.release_id], dry_run=dry_run)
+    if json_out:
+        _emit_json({"target": target_label(pb.target), **dataclasses.asdict(res)})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for rid in res.removed:
+        typer.echo(f"{verb} release {rid}")
+    for rid, why in res.kept.items():
+        typer.echo(f"kept release {rid} ({why.replace('-', ' ')})")
+    if not res.removed:
+        typer.echo("nothing to prune", err=True)
 
 
 @app.command()
@@ -300,4 +404,14 @@ def doctor(
             typer.echo(f"{mark}  {c.check:<15} {c.detail}")
     error = failure(checks, str(playbook))
     if error is not None:
+        _fail_after_result(error, json_out)
+
+
+def _fail_after_result(error: DfctlError, json_out: bool) -> None:
+    """A failure found after the result was printed (doctor's failed checks, runs' partial
+    list): with --json that result stays the ONE document on stdout (it says what failed),
+    so only the stderr line and the exit code follow; without --json, the usual error."""
+    if not json_out:
         raise error
+    print(f"dfctl: error: {one_line(error.message)}", file=sys.stderr)
+    raise typer.Exit(error.exit_code)

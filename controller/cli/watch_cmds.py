@@ -17,16 +17,18 @@ import json
 import os
 import select
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 
 from controller.cli.app import app
+from controller.cli.interrupts import interrupts_unwind
 from controller.errors import BadInputError, UnknownRunError, UnreachableError
 from controller.records import Finding, RunState, tick_document, to_jsonable
 
@@ -40,7 +42,7 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
     if playbook is not None:
         from controller.playbook import load_playbook
 
-        pb = load_playbook(playbook)
+        pb = load_playbook(playbook, require_target=False)   # only its run.name is used
         try:
             records.append(store.get_run(pb.run.name))
         except UnknownRunError:
@@ -49,6 +51,8 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
                                   hint=f"dfctl deploy {playbook} launches one") from None
     for ref in runs:
         records.append(store.get_run(ref))
+    if not records:   # nothing named: the one live run, else the newest
+        records.append(store.default_run("watch"))
     seen, out = set(), []
     for r in records:
         if r.run_id not in seen:
@@ -61,9 +65,16 @@ def _resolve_records(store, runs: list[str], playbook: Optional[Path]):
 
 
 def _notifier(command: str):
-    argv = shlex.split(command)
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:   # an unbalanced quote
+        raise BadInputError(f"--notify {command!r}: {exc}") from None
     if not argv:
         raise BadInputError("--notify: empty command")
+    if shutil.which(argv[0]) is None:   # refused now, not silently at the first finding
+        where = "not an executable file" if os.sep in argv[0] else "not found on PATH"
+        raise BadInputError(f"--notify {argv[0]}: {where}",
+                            hint="give a command that exists, e.g. --notify 'notify-send dfctl'")
 
     def notify(state: RunState, finding: Finding) -> None:
         doc = dict(to_jsonable(finding), run_name=state.name, target=state.target)
@@ -84,7 +95,9 @@ def _notifier(command: str):
 
 class _HistoryHook:
     """Feeds new progress samples to the Parquet history (controller.history): one writer
-    per run, flushed on close (the watch's only coupling to history is this call)."""
+    per run (the watch's only coupling to history is this call). Progress rows are flushed
+    as they come -- the Watch calls this before it persists the cursor covering them, so no
+    kill can leave a cursor past rows the history lacks; GPU rows are flushed on close."""
 
     def __init__(self) -> None:
         self._writers: dict = {}
@@ -98,7 +111,9 @@ class _HistoryHook:
         return w
 
     def __call__(self, run_id: str, samples) -> None:
-        self._writer(run_id).append_progress(samples)
+        w = self._writer(run_id)
+        w.append_progress(samples)
+        w.flush("progress")
 
     def record_gpus(self, report) -> None:
         """Each tick's GPU rows per run, so compare-runs sees peak memory of watched runs."""
@@ -117,6 +132,7 @@ class _HistoryHook:
 
         names = [f for f in ProgressSample.__dataclass_fields__ if f != "source"]
         for r in w.runs:
+            _HistoryHook.backfill(r)
             if r.state.progress:
                 continue
             try:
@@ -128,6 +144,30 @@ class _HistoryHook:
             rows = table.slice(max(0, table.num_rows - keep)).to_pylist()
             r.state.progress = [ProgressSample(**{k: row.get(k) for k in names}, source=row.get("source") or "log")
                                 for row in rows if row.get("step") is not None]
+
+    @staticmethod
+    def backfill(r) -> None:
+        """A gap in a run's history (rows an older dfctl lost to SIGTERM) is filled from its
+        metrics.jsonl -- the part the watch's cursor has passed, which the watch will not
+        read again -- when that file is on this machine (the local target, bounded size)."""
+        from controller.history import backfill_progress
+        from controller.importers import LOCAL_METRICS_MAX_BYTES, metrics_samples
+
+        if r.target.kind != "local" or not r.record.run_dir or not r.metrics_offset:
+            return
+        path = Path(r.record.run_dir) / "metrics.jsonl"
+        try:
+            if not path.is_file() or path.stat().st_size > LOCAL_METRICS_MAX_BYTES:
+                return
+            with open(path, "rb") as fh:
+                passed = fh.read(r.metrics_offset)
+            added = backfill_progress(r.record.run_id, metrics_samples(passed.splitlines()))
+        except (OSError, ValueError) as exc:
+            print(f"dfctl: history backfill of {r.record.run_id}: {exc}", file=sys.stderr)
+            return
+        if added:
+            print(f"dfctl: history of {r.record.run_id}: {added} missing step(s) filled from {path}",
+                  file=sys.stderr)
 
     def close(self) -> None:
         for w in self._writers.values():
@@ -156,6 +196,10 @@ def status_line(state: RunState) -> str:
             bits.append(f"loss={p.loss:.4g}")
     if state.log.size_bytes is not None:
         bits.append(f"log={state.log.size_bytes}B")
+    if state.log.event:                      # a rotation/truncation/deletion is an event, said once per tick
+        bits.append(f"log_{state.log.event}" + (f"({state.log.followed})" if state.log.followed else ""))
+    elif state.log.error:
+        bits.append(f"log_unreadable({state.log.error[:80]})")
     if state.last_log_growth_s is not None and state.updated_s is not None:
         bits.append(f"log_age={state.updated_s - state.last_log_growth_s:.0f}s")
     busy = [g for g in state.gpus if g.util_pct is not None]
@@ -168,21 +212,24 @@ def status_line(state: RunState) -> str:
     return f"[{time.strftime('%H:%M:%S')}] " + " ".join(bits)
 
 
-def closing_lines(states: list[RunState]) -> list[str]:
-    """What a person needs when the watch ends: how each run ended, its numbers, what next."""
+def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]:
+    """What a person needs when the watch ends: how each run ended, its numbers, what next.
+    The tok/s median is the warm window's of each run's own watch config (`cfgs` by run
+    id; default warm-up otherwise) -- the figure check-log and compare-runs print."""
+    from controller.playbook import WatchConfig
     from controller.records import SEVERITY_RANK
-    from controller.throughput import fmt_tok_per_s
+    from controller.throughput import fmt_tok_per_s, throughput_summary
 
     out = []
     for st in states:
         name = st.name or st.run_id
         code = st.process.exit_code
-        how = st.state
+        how: str = st.state
         if st.state == "stopped" and st.process.stopped_by:
             how += f" by {st.process.stopped_by}"
             if st.process.stop_requested_s:
                 how += time.strftime(" at %H:%M:%S", time.localtime(st.process.stop_requested_s))
-        how += f", exit {code}" if code is not None else ""
+        how += f", exit {code}" if code is not None else (", exit code unknown" if st.state == "ended" else "")
         bits = [f"{st.run_id}: {how}"]
         prog = [p for p in st.progress if p.step is not None]
         if prog:
@@ -193,9 +240,9 @@ def closing_lines(states: list[RunState]) -> list[str]:
             losses = [p.loss for p in prog if p.loss is not None]
             if losses:
                 bits.append(f"loss {losses[0]:.4g} -> {losses[-1]:.4g}")
-            toks = sorted(p.tok_per_s for p in prog if p.tok_per_s is not None)
-            if toks:
-                bits.append(f"median {fmt_tok_per_s(toks[len(toks) // 2])} tok/s")
+            tput = throughput_summary(prog, (cfgs or {}).get(st.run_id) or WatchConfig())
+            if tput["tok_per_s"]:
+                bits.append(f"median {fmt_tok_per_s(tput['tok_per_s']['median'])} tok/s ({tput['window']['label']})")
         worst = sorted(st.findings, key=lambda f: -SEVERITY_RANK.get(f.severity, 0))
         bits.append(f"{len(worst)} finding(s), worst: {worst[0].kind}: {worst[0].summary}" if worst else "no findings")
         out.append("; ".join(bits))
@@ -217,7 +264,7 @@ def _duration(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def _cbreak_keys() -> Iterator[callable]:
+def _cbreak_keys() -> Iterator[Callable[[float], str | None]]:
     """Yield a `wait_key(timeout_s) -> str | None`; the terminal is restored on exit."""
     fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
     if fd is None:
@@ -252,7 +299,8 @@ def _check_reachable_once(w) -> None:
 
 @app.command()
 def watch(
-    runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name)."),
+    runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name); default: the one "
+                                                "live run, else the newest."),
     playbook: Optional[Path] = typer.Option(None, "--playbook", help="Watch this playbook's latest run."),
     interval: Optional[float] = typer.Option(None, "--interval", min=0.05, help="Seconds between ticks (default: the playbook's watch.interval_s)."),
     once: bool = typer.Option(False, "--once", help="One tick, print, exit with the verdict."),
@@ -264,8 +312,12 @@ def watch(
     from controller.watch import Watch
 
     store = RunStore()
+    notify_hook = _notifier(notify) if notify else None   # a bad one is refused before anything else
     records = _resolve_records(store, list(runs or []), playbook)
-    notify_hook = _notifier(notify) if notify else None
+    records, imported_code = _show_imported(store, records, json_out, once)
+    if not records:   # only imported runs: nothing to probe, their verdict is known
+        store.close()
+        raise typer.Exit(imported_code)
     tty_mode = not json_out and sys.stdout.isatty() and not once
     line_mode = not json_out and not tty_mode
 
@@ -281,6 +333,8 @@ def watch(
     w.on_tick = history.record_gpus
     _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
     interval_s = w.settings.interval_s
+    signals = contextlib.ExitStack()
+    signals.enter_context(interrupts_unwind())   # SIGTERM/SIGHUP unwind through the finally below
     try:
         if once:
             rep = w.tick()
@@ -300,15 +354,43 @@ def watch(
         if tty_mode:
             code = _live_loop(w, interval_s)
         else:
-            code = _plain_loop(w, interval_s, json_out)
+            code = _plain_loop(w, interval_s, json_out,
+                               status_every_s=interval_s if interval is not None else max(STATUS_EVERY_S, interval_s))
         if w.all_done:
-            for line in closing_lines(w.states):
+            for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}):
                 print(line, file=sys.stderr if json_out else sys.stdout, flush=True)
         raise typer.Exit(code)
     finally:
         w.close()
         history.close()
         store.close()
+        signals.close()
+
+
+def _show_imported(store, records: list, json_out: bool, once: bool) -> tuple[list, int]:
+    """Imported runs have no process to watch: print each one's recorded end state once
+    (as a finished watch would) and hand back the runs left to watch, with the imported
+    runs' verdict."""
+    from controller.detectors import verdict_exit_code
+    from controller.importers import imported_state, is_imported
+
+    shown = [imported_state(r, store.findings(r.run_id)) for r in records if is_imported(r)]
+    if json_out and once and shown and len(shown) == len(records):
+        print(json.dumps({"runs": to_jsonable(shown), "hosts": []}, ensure_ascii=False), flush=True)
+        shown_json = []
+    else:
+        shown_json = shown
+    for st in shown_json:
+        if json_out:
+            print(json.dumps(to_jsonable(st), ensure_ascii=False), flush=True)
+            continue
+        print(status_line(st), flush=True)
+        for f in st.findings:
+            print(finding_line(st, f), flush=True)
+        for line in closing_lines([st]):
+            print(line, flush=True)
+    code = verdict_exit_code([f for st in shown for f in st.findings])
+    return [r for r in records if not is_imported(r)], code
 
 
 def once_document(rep) -> dict:
@@ -338,9 +420,15 @@ def _report_errors(w, shown: set) -> None:
             print(f"dfctl: watch: {msg}", file=sys.stderr, flush=True)
 
 
-def _plain_loop(w, interval_s: float, json_out: bool) -> int:
-    last_status = 0.0
+def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = STATUS_EVERY_S) -> int:
+    """Not a terminal: JSON lines, or a status line per run every `status_every_s` (the
+    --interval the user gave, else STATUS_EVERY_S) -- an ended run's line once, not again
+    at every later status round nor at the end."""
+    from controller.records import ENDED_STATES
+
+    last_status = float("-inf")
     shown: set = set()
+    ended_shown: set[str] = set()
     while True:
         t0 = time.monotonic()
         rep = w.tick()
@@ -349,10 +437,14 @@ def _plain_loop(w, interval_s: float, json_out: bool) -> int:
             seen = {o.run_id: o for o in rep.observations}
             for s in rep.states:
                 print(json.dumps(tick_document(s, seen.get(s.run_id)), ensure_ascii=False), flush=True)
-        elif time.monotonic() - last_status >= max(STATUS_EVERY_S, interval_s) or w.all_done:
+        elif time.monotonic() - last_status >= status_every_s or w.all_done:
             last_status = time.monotonic()
             for s in rep.states:
+                if s.run_id in ended_shown:
+                    continue
                 print(status_line(s), flush=True)
+                if s.state in ENDED_STATES:
+                    ended_shown.add(s.run_id)
         if w.all_done:
             return w.exit_code()
         _sleep_until(t0 + interval_s)
@@ -399,10 +491,18 @@ def _live_loop(w, interval_s: float) -> int:
             elif key in ("k", "\x1b[A", "p"):
                 selected = (selected - 1) % len(w.runs)
                 dirty = True
-    for s in w.states:
-        print(status_line(s))
-    for r in w.runs:
-        for f in r.state.findings:
-            print(finding_line(r.state, f))
+    for line in after_quit_lines(w.states, shutil.get_terminal_size((80, 24)).columns):
+        print(line)
     _report_errors(w, set())
     return w.exit_code()
+
+
+def after_quit_lines(states: list[RunState], width: int) -> list[str]:
+    """What stays on the terminal after the dashboard quits: each run's status and findings,
+    every line cut to the terminal's width (`…`), so none wraps into the next."""
+    def fit(line: str) -> str:
+        return line if len(line) <= width else line[:max(1, width - 1)] + "…"
+
+    out = [fit(status_line(s)) for s in states]
+    out += [fit(finding_line(s, f)) for s in states for f in s.findings]
+    return out

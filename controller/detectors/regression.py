@@ -35,8 +35,12 @@ def detect_regression(progress: Sequence[ProgressSample], cfg, baseline_tok_per_
         return None
     overall = median(s.tok_per_s for s in judged)  # type: ignore[misc]
     deficit = (1.0 - overall / baseline_tok_per_s) * 100.0
-    evidence = [f"window steps {w[0].step}-{w[-1].step}: median {fmt_tok_per_s(m)} tok/s"
-                for w, m in zip(windows, medians)]
+    # the summary's figure is the recent windows' median, not the warm window's (which
+    # check-log, the closing line and compare-runs print): say so, with its steps
+    evidence = [f"{fmt_tok_per_s(overall)} tok/s = median of the last {n_windows} windows, "
+                f"steps {judged[0].step}-{judged[-1].step}"]
+    evidence += [f"window steps {w[0].step}-{w[-1].step}: median {fmt_tok_per_s(m)} tok/s"
+                 for w, m in zip(windows, medians)]
     evidence.append(f"baseline {fmt_tok_per_s(baseline_tok_per_s)} tok/s, threshold "
                     f"{cfg.regression_threshold_pct:g}% (below {fmt_tok_per_s(limit)} tok/s)")
     hint = "compare with the baseline run (dfctl compare-runs) and its config/code diff"

@@ -214,6 +214,11 @@ def _startup_stall(state: RunState, cfg, now_s: float) -> list[Finding]:
     return out
 
 
+DISK_FULL_BYTES = 64 << 20
+"""Less free space than this on the run dir's filesystem when a run vanished: the disk,
+not a kill -9, is the likely cause (issue 12 item 8)."""
+
+
 def _process_end(state: RunState, cfg, now_s: float) -> Finding | None:
     ps = state.process
     if ps.state not in ("exited", "zombie"):
@@ -223,9 +228,21 @@ def _process_end(state: RunState, cfg, now_s: float) -> Finding | None:
     code = ps.exit_code
     tail = tuple(clip(x) for x in state.log_tail[-EVIDENCE_LINES:])
     text_kinds = {f.kind for f in state.findings if f.kind in FAILURE_KINDS}
+    if code is None and not ps.exit_code_known:
+        return None   # an attached run: no wrapper of ours records a code (controller.attached judges its end)
     if code is None:
         if ps.state != "exited":
             return None  # a zombie whose wrapper has not written the exit code yet
+        if ps.disk_free_bytes is not None and ps.disk_free_bytes < DISK_FULL_BYTES:
+            left = ("; exit_code.tmp left empty: the wrapper died writing the exit code"
+                    if ps.exit_code_tmp_bytes == 0 else "")
+            return Finding(kind="crash", severity="critical",
+                           summary="process vanished with the disk full: no exit code recorded",
+                           evidence=(f"pid {ps.pid} is gone; the run dir's filesystem has {ps.disk_free_bytes // 1024} KiB "
+                                     f"free{left}",) + tail,
+                           hint="the trainer and then its wrapper died of ENOSPC (No space left on device): free space "
+                                "under the workdir (old releases, checkpoints, wandb dirs; `df -h` there), then redeploy",
+                           first_seen_s=now_s, run_id=state.run_id)
         return Finding(kind="crash", severity="critical", summary="process vanished: no exit code recorded",
                        evidence=(f"pid {ps.pid} is gone and the wrapper wrote no exit_code file",) + tail,
                        hint="the wrapper died with it (kill -9 of the process group, container restart, "

@@ -47,13 +47,16 @@ class RunProbeRequest:
     log_context_bytes: int = 0         # also this many bytes before the cursor (a restarted watch's tail)
     log_tail_lines: int = 0            # with no cursor: read from where the last N lines begin (`dfctl logs`)
     cgroup: dict[str, Any] | None = None  # {"version", "path"} last seen: read it once the process is gone
+    attached: bool = False             # a run dfctl did not launch: no pid/exit_code/stop files of ours
+    start_ticks: int | None = None     # attached: the pid is the run's only while its start time is this
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "log_path": self.log_path, "run_dir": self.run_dir,
                 "pid": self.pid, "vmid": self.vmid, "cursor": self.cursor.to_json(),
                 "log_carry": self.log_carry_bytes, "log_context": self.log_context_bytes,
                 "fp_bytes": self.want_fingerprint_bytes, "wandb_path": self.wandb_path,
-                "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines}
+                "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines,
+                "attached": self.attached, "start_ticks": self.start_ticks}
 
 
 @dataclass
@@ -112,10 +115,12 @@ def probe_source() -> str:
     return _SOURCE
 
 
-def probe_stdin(request: HostProbeRequest | dict[str, Any]) -> bytes:
-    """The program `python3 -` reads (remote.program: the script, executed, then main)."""
+def probe_stdin(request: HostProbeRequest | dict[str, Any], source: str | None = None) -> bytes:
+    """The program `python3 -` reads (remote.program: the script, executed, then main).
+    `source`: a script shipped the same way (the scan: the probe's text followed by
+    scan_remote.py's, whose main replaces the probe's)."""
     req = request.to_json() if isinstance(request, HostProbeRequest) else request
-    return remote.program(probe_source(), req).encode("utf-8")
+    return remote.program(source if source is not None else probe_source(), req).encode("utf-8")
 
 
 # The GPU queries start in the shell *before* the probe's Python, and their output reaches
@@ -151,7 +156,7 @@ def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], 
     ssh exit 255, timeout), ProbeError(unreachable=False) when the host answered but the
     probe failed (no python3 there, a crash): the message says which and where.
     """
-    where = getattr(transport, "name", "host")
+    where = transport.name
     try:
         if isinstance(request, HostProbeRequest):
             argv = probe_argv(request, python)

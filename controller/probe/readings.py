@@ -107,6 +107,10 @@ GPU_STALE_S = 15.0
 """An agent's background GPU sample older than this is flagged (kept, but said to be old)."""
 
 
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _exit_code(text: str | None) -> int | None:
     if text is None:
         return None
@@ -160,8 +164,13 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             state = "running"      # the leader is gone but its children still work
         if code is not None and totals is None:
             state = "exited"       # the wrapper wrote the exit code: it is over
-        r.process = ProcessState(state=state, pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
-                                 replaced_by=nxt,
+        disk_doc = doc.get("disk")
+        disk: dict[str, Any] = disk_doc if isinstance(disk_doc, dict) else {}
+        r.process = ProcessState(state=state,  # type: ignore[arg-type]  # leader_state's words are ProcessState's
+                                 pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
+                                 replaced_by=nxt, exit_code_known=not doc.get("attached"),
+                                 disk_free_bytes=_opt_int(disk.get("free_bytes")),
+                                 exit_code_tmp_bytes=_opt_int(disk.get("exit_code_tmp_bytes")),
                                  rss_bytes=totals.rss_bytes if totals else None,
                                  threads=totals.threads if totals else None)
         r.tree_cpu_ticks = totals.cpu_ticks if totals else None

@@ -20,9 +20,11 @@ The controller sends: `_SRC = <this file>; exec(_SRC); main(<request>, _SRC)`.
 """
 
 import base64
+import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import time
@@ -36,14 +38,6 @@ def _blob(data):
     if len(data) > ZIP_ABOVE_BYTES:
         return {"enc": "zb64", "data": base64.b64encode(zlib.compress(data, 1)).decode("ascii")}
     return {"enc": "b64", "data": base64.b64encode(data).decode("ascii")}
-
-
-def _read_text(path, limit=65536):
-    try:
-        with open(path, "rb") as f:
-            return f.read(limit).decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return None
 
 
 def _run(argv, timeout_s, stdin=None):
@@ -83,7 +77,7 @@ FP_BYTES = 256
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
 _SYS_OPENAT2 = 437            # the same number on every Linux architecture (asm-generic)
-_OPENAT2 = []                 # [callable or None], probed once
+_OPENAT2 = []  # type: list  # [callable or None], probed once
 MAX_LINK_HOPS = 40            # the kernel's own limit (ELOOP)
 
 
@@ -92,7 +86,6 @@ class RefusedFile(Exception):
 
 
 def _kind_of(mode):
-    import stat
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink")):
@@ -149,7 +142,6 @@ def _walk_in_root(rootfd, rel):
             except OSError:
                 raise
             st = os.fstat(fd)
-            import stat
             if stat.S_ISLNK(st.st_mode):
                 os.close(fd)
                 hops += 1
@@ -189,19 +181,47 @@ def _path_fd(path, root):
 _FORCE_WALK = False   # set by a request's "resolve": "walk" (tests of the fallback)
 
 
+class RawFile(object):
+    """A read-only descriptor read with pread: no buffered file object per open (a tick
+    opens every run file; io.open's BufferedReader was a third of that cost)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def fileno(self):
+        return self.fd
+
+    def pread(self, offset, n):
+        chunks, left = [], n
+        while left > 0:
+            block = os.pread(self.fd, left, offset + n - left)
+            if not block:
+                break
+            chunks.append(block)
+            left -= len(block)
+        return b"".join(chunks)
+
+    def read(self, n):
+        return self.pread(0, n)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def open_regular(path, root=""):
     """(file, fstat) of a regular file at `path` inside `root`; OSError when absent or
     unreadable, RefusedFile (what is there) for a FIFO, device, socket, directory.
     O_NONBLOCK: a FIFO (which `fstat` then refuses) can never hold the probe."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-    import stat
     if not root:                       # the probe's own view: one open, one fstat
         fd = os.open(path, flags)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise RefusedFile("%s is %s, not a regular file: not read" % (path, _kind_of(st.st_mode)))
-        return os.fdopen(fd, "rb"), st
+        return RawFile(fd), st
     pfd = _path_fd(path, root)
     try:
         st = os.fstat(pfd)
@@ -210,7 +230,7 @@ def open_regular(path, root=""):
         fd = os.open("/proc/self/fd/%d" % pfd, flags)   # the file this descriptor is, nothing else
     finally:
         os.close(pfd)
-    return os.fdopen(fd, "rb"), os.fstat(fd)
+    return RawFile(fd), os.fstat(fd)
 
 
 def _read_text(path, limit=65536, root=""):
@@ -226,6 +246,33 @@ def _read_text(path, limit=65536, root=""):
         f.close()
 
 
+def run_dir_disk(run_dir, root=""):
+    """Free space on the run dir's filesystem (and an exit_code.tmp's size), the dir resolved
+    inside `root` like every other path: read while no exit code is recorded, so a run that
+    vanished can be told apart from a kill -9 -- a full disk kills the trainer, then the
+    wrapper, leaving exit_code.tmp empty."""
+    try:
+        fd = _path_fd(run_dir, root)
+    except OSError:
+        return None
+    try:
+        st = os.statvfs(fd)            # fstatfs works on an O_PATH descriptor (Linux >= 3.12)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        tfd = _path_fd(run_dir + "/exit_code.tmp", root)
+        try:
+            tmp_bytes = os.fstat(tfd).st_size
+        finally:
+            os.close(tfd)
+    except OSError:
+        tmp_bytes = None
+    return {"free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize,
+            "exit_code_tmp_bytes": tmp_bytes}
+
+
 def _open_stat(path, root=""):
     """(file, fstat, None) or (None, None, why)."""
     try:
@@ -238,15 +285,13 @@ def _open_stat(path, root=""):
 
 
 def _digest(data):
-    import hashlib
     return "%d:%s" % (len(data), hashlib.sha1(data).hexdigest())
 
 
 def _pread(f, offset, n):
     if n <= 0:
         return b""
-    f.seek(offset)
-    return f.read(n)
+    return f.pread(offset, n)
 
 
 def _matches(f, size, offset, fingerprint):
@@ -289,7 +334,6 @@ def _siblings(path, root):
                     st = os.stat(name, dir_fd=listing, follow_symlinks=False)
                 except OSError:
                     continue
-                import stat
                 if stat.S_ISREG(st.st_mode):
                     out.append((d.rstrip("/") + "/" + name, st))
         finally:
@@ -332,7 +376,7 @@ def _copy_of(path, root, cur):
     return None
 
 
-_HELD = {}
+_HELD = {}  # type: dict
 """Agent mode: path -> (file, inode) of each followed log, kept open between ticks, so a
 log deleted or renamed out of sight is read to its end through the descriptor (as
 `tail -F` does). A one-shot probe holds them only for its own life."""
@@ -382,7 +426,6 @@ def _writer_fd(path, root, proc_root, pid, inode):
             continue
         try:
             st = os.fstat(pfd)
-            import stat
             if not stat.S_ISREG(st.st_mode) or st.st_dev != dev or (inode is not None and st.st_ino != inode):
                 continue
             fd = os.open("/proc/self/fd/%d" % pfd, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -390,7 +433,7 @@ def _writer_fd(path, root, proc_root, pid, inode):
             continue
         finally:
             os.close(pfd)
-        f = os.fdopen(fd, "rb")
+        f = RawFile(fd)
         return f, os.fstat(f.fileno()), link
     return None
 
@@ -420,6 +463,9 @@ def _pick_file(path, cur, carry, root, proc_root, pid):
                 if cf is not None:
                     f.close()
                     return cf, cst, copy, "copytruncate", None
+            return f, st, None, "truncated", None
+        if offset and not _head_matches(f, st.st_size, cur.get("log_head")):
+            return f, st, None, "replaced", None       # a new file that got the old inode number
         return f, st, None, None, None
     path_quiet = st is None or st.st_size == 0
     cands = []
@@ -513,14 +559,12 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
         rotated = False
         if event == "copytruncate":
             pass                            # the copy holds the cursor's bytes
+        elif event in ("truncated", "replaced"):
+            rotated = True                  # shorter than the cursor, or its bytes changed (_pick_file)
         elif inode is not None and st.st_ino != inode:
             rotated, event = True, event or "replaced"
         elif st.st_size < offset:
             rotated, event = True, "truncated"
-        elif offset and not _matches(f, st.st_size, offset, cur.get("log_fingerprint")):
-            rotated, event = True, "truncated"     # truncated, then written past the offset
-        elif offset and not _head_matches(f, st.st_size, cur.get("log_head")):
-            rotated, event = True, "replaced"      # a new file that got the old inode number
         start = 0 if rotated else offset + (carry or 0)
         if start > st.st_size:
             start = st.st_size
@@ -591,7 +635,42 @@ def process_tree(root, leader):
     return out
 
 
-_PROC_SCANS = {}  # root -> [(fields, stat text)], one scan per probe however many runs
+_PROC_SCANS = {}  # type: dict  # root -> [(fields, stat text)], one scan per probe however many runs
+
+
+def attached_tree(root, pid, start_ticks):
+    """A run dfctl attached to: the process (only while its start time is the recorded one:
+    a pid reused by another process is not the run) and its descendants."""
+    out = {"leader_stat": _read_text("/proc/%d/stat" % pid, root=root), "tree": []}
+    text = out["leader_stat"] or ""
+    try:
+        ticks = int(text[text.rfind(")") + 2:].split()[19])
+    except (IndexError, ValueError):
+        ticks = None
+    if ticks is None or (start_ticks is not None and ticks != int(start_ticks)):
+        out["leader_stat"] = None
+        out["pid_reused"] = ticks is not None
+        return out
+    table = _PROC_SCANS.get(root)
+    if table is None:
+        table = _PROC_SCANS[root] = _scan_stats(root)
+    if isinstance(table, str):
+        out["error"] = table
+        return out
+    kids = {}
+    for f, t in table:
+        if len(f) > 1:
+            kids.setdefault(f[1], []).append((t[:t.find(" ")], t))
+    todo, seen = [str(pid)], set()
+    while todo:
+        p = todo.pop()
+        for child, t in kids.get(p, []):
+            if child not in seen:
+                seen.add(child)
+                out["tree"].append(t)
+                todo.append(child)
+    out["tree"].append(text)
+    return out
 
 
 def _listdir(path, root=""):
@@ -740,19 +819,24 @@ def probe_run(run, root, cap, host_cgroup, hold=False):
     rd = run.get("run_dir") or ""
     out = {"run_id": run["run_id"]}
     cur = run.get("cursor") or {}
-    pid = _int_file(rd + "/pid", root) if rd else None
+    attached = bool(run.get("attached"))   # not dfctl's run dir: its pid/exit_code/stop files are not ours
+    pid = _int_file(rd + "/pid", root) if rd and not attached else None
     if pid is None:
         pid = run.get("pid")
+    if attached:
+        out["attached"] = True
     out["pid"] = pid
     out["log"] = read_since(run["log_path"], None, 0, cap, run.get("log_context", 0), root=root, cursor=cur,
                             carry=run.get("log_carry", 0), proc_root=root + "/proc", pid=pid, hold=hold,
                             fp_bytes=run.get("fp_bytes", False), tail_lines=run.get("log_tail_lines", 0))
-    out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd else None
-    out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd else None
-    if run.get("want_launch") and rd:
+    out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd and not attached else None
+    if rd and not attached and out["exit_code_text"] is None:
+        out["disk"] = run_dir_disk(rd, root)
+    out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd and not attached else None
+    if run.get("want_launch") and rd and not attached:
         out["launch_json"] = _read_text(rd + "/launch.json", 65536, root)
     if pid:
-        out["proc"] = process_tree(root, pid)
+        out["proc"] = attached_tree(root, pid, run.get("start_ticks")) if attached else process_tree(root, pid)
         if host_cgroup:
             out["cgroup"] = cgroup_files(_read_text("/proc/%d/cgroup" % pid, root=root))
     if host_cgroup and not out.get("cgroup") and run.get("cgroup"):

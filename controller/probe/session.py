@@ -34,21 +34,23 @@ class ProbeSession:
     """The agent on one host, over a pipe (local) or an SSH channel (paramiko)."""
 
     def __init__(self, transport: Transport, python: str = "python3", *, connect_timeout_s: float = 10.0):
-        self.where = getattr(transport, "name", "host")
+        self.where = transport.name
         self._buf = b""
-        self._proc: subprocess.Popen | None = None
-        self._chan = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._chan: Any = None                 # paramiko.Channel (untyped library)
         argv = [python, "-S", "-c", BOOT]
         if isinstance(transport, LocalTransport):
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, start_new_session=True, cwd=transport.cwd,
                                           env=transport.env)
         else:
-            connected = getattr(transport, "_connected", None)   # SshTransport's reused client
-            if connected is None:
+            from controller.transport.ssh import SshTransport  # paramiko: only for an SSH host (start-up)
+
+            if not isinstance(transport, SshTransport):
                 raise SessionUnsupported(f"{self.where}: no streaming channel")
             try:
-                chan = connected().get_transport().open_session(timeout=connect_timeout_s)
+                # the transport's own reused connection (ssh.py has no public channel call yet)
+                chan = transport._connected().get_transport().open_session(timeout=connect_timeout_s)
                 chan.exec_command(join_argv(argv))
             except Exception as exc:  # noqa: BLE001 - paramiko raises many kinds
                 raise ProbeError(f"{self.where}: cannot start the probe agent: {exc}", unreachable=False) from None
@@ -60,8 +62,10 @@ class ProbeSession:
     def _send(self, data: bytes) -> None:
         try:
             if self._proc is not None:
-                self._proc.stdin.write(data)
-                self._proc.stdin.flush()
+                stdin = self._proc.stdin
+                assert stdin is not None             # opened with PIPE
+                stdin.write(data)
+                stdin.flush()
             else:
                 self._chan.sendall(data)
         except Exception as exc:  # noqa: BLE001
@@ -69,6 +73,7 @@ class ProbeSession:
 
     def _recv_some(self, timeout_s: float) -> bytes:
         if self._proc is not None:
+            assert self._proc.stdout is not None     # opened with PIPE
             fd = self._proc.stdout.fileno()
             r, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
             if not r:
@@ -121,7 +126,8 @@ class ProbeSession:
     def close(self) -> None:
         if self._proc is not None:
             try:
-                self._proc.stdin.close()
+                if self._proc.stdin is not None:
+                    self._proc.stdin.close()
             except OSError:
                 pass
             try:

@@ -2,8 +2,12 @@
 
 Why paramiko and not the `ssh` binary: one connection is opened per host and reused for
 every command (FIELD-NOTES: a new OpenSSH connection costs ~350 ms, a reused one's exec
-~50 ms), and host-key policy, timeouts and keepalive are under our control. Fabric is not
-used: it hard-codes AutoAddPolicy and loads no known_hosts.
+~50 ms), and host-key policy, timeouts and keepalive are under our control. Why not
+fabric.Connection: its `client` is public and takes our RejectPolicy and known_hosts, and
+it would resolve ssh_config and ProxyJump for us -- but measured side by side on the rig
+(bench/ssh.py, BENCHMARKS.md "SSH transport") it connects and execs no faster and costs
+~0.5 s more import on every `dfctl` start (fabric + invoke: 676 ms against 192 ms), and
+fabric 3.2.3 pins invoke < 3 where paramiko 5 brings invoke 3. So this module stays.
 
 What is honoured: ~/.ssh/config (or `target.ssh_config`) aliases with HostName, User,
 Port, IdentityFile, ProxyJump (chains too), ProxyCommand, UserKnownHostsFile,
@@ -11,16 +15,20 @@ ConnectTimeout; ssh-agent; explicit playbook values win over the config file.
 
 Host keys are checked against known_hosts. An unknown key is refused with its SHA256
 fingerprint and the way to accept it (`--accept-new-host-key`, which appends it); a
-changed key is always refused. Both output streams are drained concurrently (reading one
+changed key is always refused. paramiko's own log is routed (ParamikoFailureLines): one
+line per failure, never its tracebacks on stderr. Both output streams are drained concurrently (reading one
 to EOF first deadlocks past the ~2 MiB window); stdin may be a stream, copied in chunks.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
+import logging
 import os
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -33,6 +41,57 @@ from controller.errors import HostKeyError, UnreachableError
 from controller.transport.base import Result, Stdin, Transport, join_argv
 
 _CHUNK = 1 << 16
+
+
+class ParamikoFailureLines(logging.Handler):
+    """paramiko's own log, one line per failure, printed nowhere by default.
+
+    paramiko's transport thread logs a failure as an `Exception (client): …` or `Socket
+    exception: No route to host (113)` record followed by one record per traceback line
+    (paramiko/transport.py, Transport.run: `self._log(ERROR, util.tb_strings())`). With no
+    handler configured, Python's last-resort handler printed all of them on stderr ahead of
+    dfctl's own message for the same failure. This handler keeps the first line of each
+    failure (the traceback lines are dropped) in `recent` -- dfctl's UnreachableError says
+    the same thing in its one line -- and prints it as `dfctl: ssh: …` only when
+    DFCTL_SSH_DEBUG=1."""
+
+    def __init__(self, keep: int = 20):
+        super().__init__(level=logging.WARNING)
+        self.recent: collections.deque[str] = collections.deque(maxlen=keep)
+        self._in_traceback: dict[int, bool] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record must not break paramiko's thread
+            return
+        tid = record.thread or 0
+        if line.startswith("Traceback (most recent call last)") or line.startswith("During handling of"):
+            self._in_traceback[tid] = True
+            return
+        if self._in_traceback.get(tid):
+            if line and not line[0].isspace():   # the exception line closes the traceback
+                self._in_traceback[tid] = False
+            return
+        if not line.strip():
+            return
+        self.recent.append(line)
+        if os.environ.get("DFCTL_SSH_DEBUG") == "1":
+            print(f"dfctl: ssh: {line}", file=sys.stderr)
+
+
+PARAMIKO_LOG = ParamikoFailureLines()
+
+
+def _route_paramiko_log() -> None:
+    """Once per process: paramiko's records go to PARAMIKO_LOG, not to the root logger."""
+    logger = logging.getLogger("paramiko")
+    if PARAMIKO_LOG not in logger.handlers:
+        logger.addHandler(PARAMIKO_LOG)
+        logger.propagate = False
+
+
+_route_paramiko_log()
 
 
 @dataclass(frozen=True)
@@ -77,8 +136,11 @@ def resolve_endpoint(host: str, *, user: str | None = None, port: int | None = N
                      identity_file: str | None = None, known_hosts: str | None = None,
                      ssh_config: str | None = None, connect_timeout_s: float = 10.0,
                      keepalive_s: int = 15, accept_new_host_key: bool = False) -> SshEndpoint:
-    """Merge an alias's ssh_config entry with explicit values (explicit wins)."""
-    spec_user, spec_host, spec_port = _split_jump_spec(host)
+    """Merge an alias's ssh_config entry with explicit values (explicit wins); a [hosts]
+    alias of the user's dfctl config (controller.userconfig) is expanded first."""
+    from controller.userconfig import host_alias
+
+    spec_user, spec_host, spec_port = _split_jump_spec(host_alias(host))
     cfg = _load_ssh_config(ssh_config).lookup(spec_host)
     ids = tuple(os.path.expanduser(p) for p in ([identity_file] if identity_file else cfg.get("identityfile", [])))
     kh = known_hosts or (cfg.get("userknownhostsfile") or "").split(" ")[0] or "~/.ssh/known_hosts"

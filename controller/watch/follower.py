@@ -18,9 +18,10 @@ from dataclasses import replace
 from typing import Callable
 
 from controller import detectors
+from controller.attached import ended_verdict, explain_stale_log
 from controller.logcursor import LogChunk, LogFollower
 from controller.logparse import LineParser, split_lines
-from controller.playbook import TargetConfig, watch_config_from
+from controller.playbook import TargetConfig, total_steps_of, watch_config_from
 from controller.probe import RunProbeRequest
 from controller.probe.procfs import cpu_pct
 from controller.probe.readings import HostReading, RunReading
@@ -34,6 +35,7 @@ from controller.records import (
     ProgressSample,
     RunCursor,
     RunState,
+    RunStatus,
     TickObservation,
     WandbInfo,
 )
@@ -74,6 +76,7 @@ class RunFollower:
                               vmid=record.vmid, release_id=record.release_id, run_dir=record.run_dir,
                               started_s=record.started_s, state="starting",
                               baseline_tok_per_s=self.cfg.baseline_tok_per_s,
+                              total_steps=total_steps_of(((record.playbook or {}).get("run") or {}).get("args")),
                               log=LogStatus(path=record.log_path, inode=cur.log_inode, offset_bytes=cur.log_offset))
         self.state.findings = store.findings(record.run_id)
         self.parser = LineParser(self.cfg.progress_pattern)
@@ -89,6 +92,9 @@ class RunFollower:
         self.log_end_read: int | None = None     # read offset whose partial last line was delivered
         self.tail_context_wanted = True          # ask for the log before the cursor (once, for the tail)
         self.done = False
+        # a run dfctl did not launch (dfctl attach): what attach saw, for its findings
+        self.attachment = store.attachment(record.run_id) if record.origin == "attached" else None
+        self.end_judged = False
 
     @property
     def vmid(self) -> int | None:
@@ -104,8 +110,9 @@ class RunFollower:
             run_id=rec.run_id, log_path=rec.log_path or f"{rec.run_dir}/train.log", run_dir=rec.run_dir,
             pid=rec.pid, vmid=self.vmid, cursor=self.cursor(), log_carry_bytes=len(self.log.carry),
             want_fingerprint_bytes=self.log.wants_fingerprint_bytes, wandb_path=self.wandb_path,
-            want_launch=not self.launch_read, cgroup=self.cgroup_seen,
-            log_context_bytes=LOG_CONTEXT_BYTES if self.tail_context_wanted and self.log.read_offset > 0 else 0)
+            want_launch=not self.launch_read and rec.origin != "attached", cgroup=self.cgroup_seen,
+            log_context_bytes=LOG_CONTEXT_BYTES if self.tail_context_wanted and self.log.read_offset > 0 else 0,
+            attached=rec.origin == "attached", start_ticks=rec.pid_start_ticks)
 
     # -- one tick --------------------------------------------------------------------
     def apply(self, reading: HostReading, now: float) -> tuple[TickObservation, list[Finding]]:
@@ -137,6 +144,8 @@ class RunFollower:
         st.gpus = self.attribute_gpus(reading, rd)
         self.note_gpu_use(now)
         st.state = run_state(st, st.process)
+        if self.attachment is not None:
+            self.attached_facts(now)
         lr = rd.log
         if st.state in ENDED_STATES and lr is not None and lr.exists and lr.start + len(lr.data) >= (lr.size_bytes or 0):
             log_found += self.flush_log_end(obs, now)
@@ -331,8 +340,8 @@ class RunFollower:
     def process(self, rd: RunReading, reading: HostReading) -> ProcessState:
         proc = rd.process
         if rd.tree_cpu_ticks is not None and reading.uptime_s is not None:
-            proc.cpu_pct = cpu_pct(*(self.prev_cpu or (None, None)), rd.tree_cpu_ticks, reading.uptime_s,
-                                   reading.clk_tck)
+            prev_ticks, prev_uptime_s = self.prev_cpu or (None, None)
+            proc.cpu_pct = cpu_pct(prev_ticks, prev_uptime_s, rd.tree_cpu_ticks, reading.uptime_s, reading.clk_tck)
             self.prev_cpu = (rd.tree_cpu_ticks, reading.uptime_s)
         return proc
 
@@ -388,10 +397,39 @@ class RunFollower:
                 st.gpu_busy_seen_s[g.index] = now
 
     def judge(self, log_found: list[Finding], now: float) -> list[Finding]:
-        """Text findings first (evaluate() reads them), then the whole state's."""
+        """Text findings first (evaluate() reads them), then the whole state's; an attached
+        run's stale_log explained by what attach saw, and its end judged once."""
         new = self.record_findings(log_found)
-        return new + self.record_findings(self.guarded("evaluate",
-                                                       lambda: detectors.evaluate(self.state, self.cfg, now)))
+        found = self.guarded("evaluate", lambda: detectors.evaluate(self.state, self.cfg, now))
+        if self.attachment is not None:
+            found = [explain_stale_log(f, self.state, self.attachment, now) for f in found]
+            found += self.attached_end(now)
+        return new + self.record_findings(found)
+
+    def attached_facts(self, now: float) -> None:
+        """An attached run: the CT cgroup's oom_kill counter when the watch first saw it (its
+        launch is unknown), and `stopped` once `dfctl stop` recorded it so; gone otherwise is
+        `ended` -- exit code unknown, never invented."""
+        st = self.state
+        hs = st.host_sample
+        if st.oom_kill_at_launch is None and hs is not None and hs.oom_kill_count is not None \
+                and st.process.state == "running":
+            st.oom_kill_at_launch = hs.oom_kill_count
+        if st.state in ("finished", "failed"):
+            try:
+                stopped = self.store.get_run(self.record.run_id).state == "stopped"
+            except Exception:  # noqa: BLE001 - the registry row is informational here
+                stopped = False
+            st.state = "stopped" if stopped else "ended"
+
+    def attached_end(self, now: float) -> list[Finding]:
+        st = self.state
+        if self.end_judged or st.state != "ended":
+            return []
+        self.end_judged = True
+        after = st.host_sample.oom_kill_count if st.host_sample else None
+        f = ended_verdict(self.record.run_id, st.findings, st.log_tail, st.oom_kill_at_launch, after, now)
+        return [f] if f is not None else []
 
     def guarded(self, what: str, call: Callable[[], list[Finding]]) -> list[Finding]:
         """A detector bug costs that detector's findings for this tick, never the watch:
@@ -445,13 +483,17 @@ class RunFollower:
         self.ended_ticks += 1
         if self.ended_ticks >= 2:
             self.done = True
+            if st.wandb is not None and st.wandb.state in (None, "running"):
+                # the process is gone: wandb's word for how it ended (no exit record read)
+                st.wandb = replace(st.wandb, state="finished" if st.process.exit_code == 0 else
+                                   "killed" if st.state == "stopped" else "crashed")
             try:
                 self.store.update_run(self.record.run_id, state=st.state, exit_code=st.process.exit_code, ended_s=now)
             except Exception:  # noqa: BLE001 - the registry row is informational here
                 pass
 
 
-def run_state(st: RunState, proc: ProcessState) -> str:
+def run_state(st: RunState, proc: ProcessState) -> RunStatus:
     if proc.state in ("exited", "zombie"):
         if proc.stopped_by:
             return "stopped"        # an operator's stop (dfctl stop, deploy --replace), whatever the code

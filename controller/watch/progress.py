@@ -50,18 +50,26 @@ def metrics_samples(data: bytes, now: float) -> tuple[list[ProgressSample], int]
 def add_progress(st: RunState, samples: list[ProgressSample], now: float,
                  last_step: int | None) -> tuple[list[ProgressSample], int | None]:
     """Merge samples into the run's bounded history (one per step): (the fresh ones, the
-    new highest step). A step already known takes only the fields it lacked."""
+    new highest step). A step already known -- from any source, however far back (the
+    .wandb file lags metrics.jsonl by up to its 15 s flush) -- only gives the fields it
+    lacked, and is not delivered again."""
     fresh: list[ProgressSample] = []
+    by_step: dict[int, ProgressSample] | None = None
     for s in sorted(samples, key=lambda x: x.step):
         last = st.progress[-1] if st.progress else None
-        if last is not None and s.step == last.step:
+        known = last if last is not None and s.step == last.step else None
+        if known is None and last is not None and s.step < last.step:
+            if by_step is None:
+                by_step = {p.step: p for p in st.progress}
+            known = by_step.get(s.step)
+        if known is not None:
             for f in fields(ProgressSample):
-                if getattr(last, f.name) is None and getattr(s, f.name) is not None:
-                    setattr(last, f.name, getattr(s, f.name))
+                if getattr(known, f.name) is None and getattr(s, f.name) is not None:
+                    setattr(known, f.name, getattr(s, f.name))
             continue
-        if last is not None and s.step < last.step and any(p.step == s.step for p in st.progress[-50:]):
-            continue   # an older step from a slower source: already known
         st.progress.append(s)
+        if by_step is not None:
+            by_step[s.step] = s
         fresh.append(s)
         if last_step is None or s.step > last_step:
             last_step = s.step

@@ -36,6 +36,8 @@ class WatchSettings:
     persistent: bool = True            # a long-lived probe agent per host (else one-shot per tick)
     backoff_max_s: float = BACKOFF_MAX_S
     agent_idle_exit_s: float = AGENT_IDLE_MIN_S
+    auto_stacks: bool = True           # a py-spy dump of a run found hung / its log stale (off the tick)
+    auto_stacks_deadline_s: float = 60.0
 
     @property
     def gpu_every_s(self) -> float:

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from controller import detectors
+from controller.auto_stacks import AutoStacks
 from controller.records import Finding, HostSample, RunState, TickObservation
 from controller.runstore import RunRecord, RunStore, target_of
+from controller.stacks import dump_document
 from controller.watch.follower import FindingHook, LogBytesHook, ProgressHook, RunFollower
 from controller.watch.poller import HostHealth, HostPoller, TransportFor, default_transport, host_key
 from controller.watch.settings import WatchSettings, resolve_settings
@@ -58,6 +60,8 @@ class Watch:
                 self.pollers[key] = HostPoller(key, r.target, self.settings, transport_for or default_transport, clock)
         self._pending: dict[str, tuple[Future, list[RunFollower], float]] = {}
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.pollers))))
+        self.auto_stacks = AutoStacks(deadline_s=self.settings.auto_stacks_deadline_s) \
+            if self.settings.auto_stacks else None
 
     # -- what the faces read ---------------------------------------------------------
     @property
@@ -98,6 +102,7 @@ class Watch:
     # -- the tick ----------------------------------------------------------------------
     def tick(self) -> TickReport:
         t0 = time.monotonic()
+        self._take_dumps()
         for key, runs in self._unfinished_by_host().items():
             if key not in self._pending:
                 pythons: dict[int, str] = {}
@@ -129,6 +134,9 @@ class Watch:
                 obs, new = r.apply(reading, now)
                 report.observations.append(obs)
                 report.new_findings += new
+                if self.auto_stacks is not None and r.record.pid is not None:
+                    for f in new:
+                        self.auto_stacks.consider(r.record, f)
         report.time_s, report.hosts = self.clock(), list(self.hosts.values())
         report.duration_s = time.monotonic() - t0
         if self.on_tick is not None:
@@ -137,6 +145,24 @@ class Watch:
             except Exception as exc:  # noqa: BLE001 - a side record never ends the watch
                 self.errors.append(f"on_tick: {exc}")
         return report
+
+    def _take_dumps(self) -> None:
+        """Automatic stack dumps finished since the last tick (never waited for): each
+        finding's evidence gains its run's thread frames, and the dump is kept."""
+        if self.auto_stacks is None:
+            return
+        for done in self.auto_stacks.finished():
+            f = done.finding
+            follower = next((r for r in self.runs if r.record.run_id == f.run_id), None)
+            if follower is None:
+                continue
+            follower.state.findings = [f if k.key == f.key else k for k in follower.state.findings]
+            try:
+                self.store.update_finding_evidence(follower.record.run_id, f)
+                if done.dump is not None:
+                    self.store.add_stacks(follower.record.run_id, done.dump.taken_s, dump_document(done.dump))
+            except Exception as exc:  # noqa: BLE001 - a side record never ends the watch
+                self.errors.append(f"stack dump record: {exc}")
 
     def _unfinished_by_host(self) -> dict[str, list[RunFollower]]:
         by_host: dict[str, list[RunFollower]] = {}
@@ -156,5 +182,7 @@ class Watch:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.auto_stacks is not None:
+            self.auto_stacks.close()
         for p in self.pollers.values():
             p.close()

@@ -15,7 +15,7 @@ SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_LABEL = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 STATE_STYLE = {
     "running": "green", "starting": "cyan", "finished": "blue", "failed": "bold red", "stopped": "yellow",
-    "unreachable": "bold magenta", "unknown": "dim",
+    "ended": "blue", "unreachable": "bold magenta", "unknown": "dim",
 }
 
 

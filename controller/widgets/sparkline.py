@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from controller.widgets.format import known
+from controller.widgets.format import known, si
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -41,11 +41,27 @@ def _column_style(value: float, baseline: float | None) -> str:
     return "green" if ratio >= 0.95 else ("yellow" if ratio >= 0.85 else "red")
 
 
+AXIS_WIDTH = 7
+"""Cells of the y-axis gutter: a value like `21.5K` and a tick (`┤`)."""
+
+
+def _axis_labels(rows: int, top: float, base_row: int | None, baseline: float | None) -> dict[int, tuple[str, str]]:
+    """{row: (label, style)}: the scale's top, 0 at the bottom, the baseline's value on its row."""
+    labels = {rows - 1: (si(top), "dim"), 0: ("0", "dim")}
+    if base_row is not None and known(baseline):
+        labels[base_row] = (si(baseline), "yellow")
+    return labels
+
+
 def chart(values: list[float | None], xs: list[float | None], width: int, rows: int,
-          baseline: float | None = None) -> list[Text]:
-    """`rows` lines of `width` cells; the top of the scale is max(series, baseline) + 5%."""
+          baseline: float | None = None, *, axis: bool = False) -> list[Text]:
+    """`rows` lines of `width` cells; the top of the scale is max(series, baseline) + 5%.
+    With `axis`, the first AXIS_WIDTH cells are a y-axis: the top value, 0, and the
+    baseline's value on the row its line is drawn in."""
     if width <= 0 or rows <= 0:
         return []
+    gutter = AXIS_WIDTH if axis and width > AXIS_WIDTH + 8 else 0
+    width -= gutter
     cols = resample(values, xs, width)
     top = max([v for v in cols if v is not None] + ([baseline] if known(baseline) else []), default=0.0)
     top = top * 1.05 if top > 0 else 1.0
@@ -54,9 +70,14 @@ def chart(values: list[float | None], xs: list[float | None], width: int, rows: 
     if known(baseline) and baseline > 0:
         base_h = round(baseline / top * rows * 8)             # in eighths from the bottom
         base_row = min(rows - 1, base_h // 8)                 # 0 = bottom row
+    labels = _axis_labels(rows, top, base_row, baseline) if gutter else {}
     lines = []
     for r in range(rows - 1, -1, -1):
         line = Text(no_wrap=True, overflow="crop")
+        if gutter:
+            label, style = labels.get(r, ("", "dim"))
+            line.append(label.rjust(gutter - 1)[-(gutter - 1):], style=style)
+            line.append("┤" if r in labels else "│", style="dim")
         for v, h in zip(cols, heights):
             cell_h = 0 if h is None else min(8, max(0, h - r * 8))
             if r == base_row and (h is None or h < base_h):  # the column stays below the line

@@ -63,5 +63,5 @@ def throughput_lines(state: RunState, width: int, max_lines: int, now_s: float =
         if not any(known(v) for v in values):
             lines.append(Text("no throughput samples yet", style="dim"))
         else:
-            lines += chart(values, xs, width, rows, state.baseline_tok_per_s)
+            lines += chart(values, xs, width, rows, state.baseline_tok_per_s, axis=True)
     return lines

@@ -24,12 +24,40 @@ def since_last_step_s(state: RunState, now_s: float) -> float | None:
     return now_s - last if known(last) else None
 
 
+ETA_SAMPLES = 20
+"""Progress samples the ETA's pace is taken over (the recent pace, not the whole run's)."""
+
+
+def eta_s(state: RunState) -> float | None:
+    """Seconds to `total_steps` at the recent pace (seconds per step over the last
+    ETA_SAMPLES timed samples); None without a total, a pace or steps left."""
+    total = state.total_steps
+    timed = [p for p in state.progress if known(p.time_s)][-ETA_SAMPLES:]
+    if not total or len(timed) < 2 or timed[-1].step >= total:
+        return None
+    steps = timed[-1].step - timed[0].step
+    secs = timed[-1].time_s - timed[0].time_s
+    if steps <= 0 or secs <= 0:
+        return None
+    return (total - timed[-1].step) * secs / steps
+
+
+def step_text(state: RunState) -> str:
+    """'220/300 · ETA 4m10s' (or '220' without a known total)."""
+    p = state.progress
+    if not p:
+        return NA
+    if not state.total_steps:
+        return str(p[-1].step)
+    eta = eta_s(state)
+    return f"{p[-1].step}/{state.total_steps}" + (f" · ETA {duration(eta)}" if eta is not None else "")
+
+
 def training_fields(state: RunState, now_s: float) -> list[tuple[str, str]]:
     """(label, value) pairs in display order; unknown values read 'n/a'."""
     p = state.progress
-    step = str(p[-1].step) if p else NA
     return [
-        ("step", step),
+        ("step", step_text(state)),
         ("loss", num(latest(p, "loss"), 4)),
         ("acc", num(latest(p, "acc"), 3)),
         ("τ", num(latest(p, "tau"), 2)),

@@ -161,6 +161,8 @@ def sink(rid, off, data):
     fh.write(json.dumps([off, len(data), hashlib.sha256(data).hexdigest()]) + "\n"); fh.flush()
 w = Watch([store.get_run(run_id)], store, gpu=False, on_log_bytes=sink, read_cap_bytes=4096)
 print("ready", flush=True)
+if len(sys.argv) > 4:      # "hold": start ticking only when told (both watchers from one cursor)
+    sys.stdin.readline()
 while not w.all_done:
     w.tick()
     time.sleep(0.05)
@@ -169,9 +171,10 @@ print("done", flush=True)
 """
 
 
-def spawn_watcher(reg: Path, run_id: str, journal: Path) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", CHILD_WATCH, str(reg), run_id, str(journal)], cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+def spawn_watcher(reg: Path, run_id: str, journal: Path, *, hold: bool = False) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-c", CHILD_WATCH, str(reg), run_id, str(journal)] + (["hold"] if hold else []),
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                         stdin=subprocess.PIPE if hold else None, text=True)
     assert p.stdout.readline().strip() == "ready"
     return p
 
@@ -215,8 +218,13 @@ def test_watcher_sigkilled_mid_tick_resumes_and_two_watchers_at_once(rig, rig_ho
             p.wait(10)
         inject(run_dir, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB")
         # then two watchers of the same run at once, to the end of the run
-        a, b = spawn_watcher(reg, rec.run_id, j2), spawn_watcher(reg, rec.run_id, j3)
+        # both read the registry's cursor before either ticks (else the second may start
+        # where the first already is, and its journal need not meet watcher 1's)
+        a, b = spawn_watcher(reg, rec.run_id, j2, hold=True), spawn_watcher(reg, rec.run_id, j3, hold=True)
         procs += [a, b]
+        for p in (a, b):
+            p.stdin.write("go\n")
+            p.stdin.flush()
         for p in (a, b):
             assert p.stdout.readline().strip() == "done"
             p.wait(30)

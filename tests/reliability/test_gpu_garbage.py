@@ -52,7 +52,8 @@ def test_garbage_nvidia_smi_fields_na_rest_works(rig, rig_host, tmp_path, _dfctl
         assert gpus[0].util_pct == 97 and gpus[0].mem_used_mib == 70000 and gpus[0].power_w == 650.12
         assert gpus[1].util_pct is None and gpus[1].mem_used_mib is None and gpus[1].temp_c is None
         assert gpus[1].mem_total_mib == 143771 and gpus[1].uuid == "GPU-bbbb"
-        assert gpus[3].util_pct == 5 and gpus[3].mem_total_mib is None
+        # a short row cannot be mapped by position (issue 12.7): the GPU stays, every reading n/a
+        assert gpus[3].uuid == "GPU-dddd" and gpus[3].util_pct is None and gpus[3].mem_total_mib is None
         assert gpus[4].util_pct is None and gpus[4].mem_used_mib is None and gpus[4].temp_c is None
         assert gpus[4].power_w is None and gpus[4].clocks_event_reasons is None
         n = w.states[0].log.offset_bytes

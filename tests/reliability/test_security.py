@@ -28,6 +28,14 @@ from tests.reliability.support import PROJECT, target_toml
 DFCTL = str(PROJECT / ".venv" / "bin" / "dfctl")
 MARK1 = "wandbkey-" + os.urandom(8).hex()
 MARK2 = "hftoken-" + os.urandom(8).hex()
+# issue 12 item 12: a name the old rule missed (MY_AUTH, GH_PAT), a value marked secret by
+# naming it in run.secret_env (DB_URL), and a plain value that the registry must hold only
+# as a hash (PLAIN)
+MARK3 = "myauth-" + os.urandom(8).hex()
+MARK4 = "dburl-" + os.urandom(8).hex()
+MARK5 = "ghpat-" + os.urandom(8).hex()
+PLAIN_VALUE = "visible-" + os.urandom(8).hex()
+MARKS = (MARK1, MARK2, MARK3, MARK4, MARK5)
 
 
 def files_under(root: Path):
@@ -41,7 +49,7 @@ def grep_tree(root: Path) -> list[str]:
     for p in files_under(root):
         if p.is_file() and not p.is_symlink():
             data = p.read_bytes()
-            if MARK1.encode() in data or MARK2.encode() in data:
+            if any(m.encode() in data for m in MARKS):
                 hits.append(str(p))
     return hits
 
@@ -52,8 +60,10 @@ def test_secrets_in_no_artefact_and_least_permissions(rig, rig_host, tmp_path, _
     root = make_project(tmp_path / "proj", git=True)
     workdir = f"/workspace/sec-{os.getpid()}"
     pb = ticker_playbook(root, kind="pct", extra_target=target_toml(rig, host, workdir).split("\n", 1)[1],
-                         env='{ WANDB_MODE = "offline", HF_TOKEN = "' + MARK2 + '", PLAIN = "visible" }',
-                         extra_run="exclusive = false")        # two runs alive at once, on purpose
+                         env='{ WANDB_MODE = "offline", HF_TOKEN = "' + MARK2 + '", PLAIN = "' + PLAIN_VALUE
+                             + '", MY_AUTH = "' + MARK3 + '", DB_URL = "' + MARK4 + '", GH_PAT = "' + MARK5 + '" }',
+                         # two runs alive at once, on purpose; DB_URL marked secret by name
+                         extra_run='exclusive = false\nsecret_env = ["WANDB_API_KEY", "DB_URL"]')
     env = {**os.environ, "DFCTL_HOME": str(_dfctl_home), "WANDB_API_KEY": MARK1}
     outputs: list[str] = []
 
@@ -73,7 +83,7 @@ def test_secrets_in_no_artefact_and_least_permissions(rig, rig_host, tmp_path, _
     try:
         # while both runs live: no argv anywhere holds a secret (host and CT share /proc)
         blobs = all_cmdlines()
-        assert not [b for b in blobs if MARK1.encode() in b or MARK2.encode() in b]
+        assert not [b for b in blobs if any(m.encode() in b for m in MARKS)]
         dfctl("runs")
         rows = json.loads(dfctl("runs", "--json").stdout)
         assert {r["state"] for r in rows} == {"running"} and len(rows) == 2
@@ -85,12 +95,13 @@ def test_secrets_in_no_artefact_and_least_permissions(rig, rig_host, tmp_path, _
         dfctl("deploy", str(pb), "--name", "bad name!", ok=(2,))
         info = json.loads((run_dir / "launch.json").read_text())
         assert "HF_TOKEN" in info["secret_env_names"] and "WANDB_API_KEY" in info["secret_env_names"]
+        assert {"MY_AUTH", "DB_URL", "GH_PAT"} <= set(info["secret_env_names"]) and "PLAIN" not in info["secret_env_names"]
         assert "PLAIN" in info["env_names"] and not (run_dir / "env").exists()   # read and deleted
     finally:
         for rid in [run["run_id"], human.stdout.split("launched ")[1].split()[0]]:
             dfctl("stop", rid, "--grace-s", "3", "--json")
 
-    leaked = [o for o in outputs if MARK1 in o or MARK2 in o]
+    leaked = [o for o in outputs if any(m in o for m in MARKS)]
     assert not leaked, leaked[0][:2000]
     assert len(outputs) >= 12
     assert list(_dfctl_home.rglob("*.parquet")) and list(_dfctl_home.rglob("registry.sqlite*"))
@@ -101,6 +112,10 @@ def test_secrets_in_no_artefact_and_least_permissions(rig, rig_host, tmp_path, _
     # the registry keeps the playbook redacted, the name of the secret but not its value
     reg = (_dfctl_home / "registry.sqlite").read_bytes()
     assert b"HF_TOKEN" in reg and b"<redacted>" in reg
+    # and no env value at all: a plain one is a name and a hash
+    from controller.playbook import env_value_hash
+
+    assert PLAIN_VALUE.encode() not in reg and env_value_hash("PLAIN", PLAIN_VALUE).encode() in reg
 
     # least permissions: nothing world-writable under the workdir (symlinks aside)
     bad = [f"{p} {oct(p.lstat().st_mode)}" for p in files_under(host_workdir)

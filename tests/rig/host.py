@@ -286,6 +286,19 @@ class FakeHost:
         self._small = SmallWorkspace(vmid=vmid, host_dir=host_dir, size_kib=size_kib)
         return self._small
 
+    def add_container(self, vmid: int, extra_config: str = "") -> Path:
+        """Create (once) and start another CT like CT 200 (its own /workspace dir, returned),
+        with `extra_config` appended to its LXC config (e.g. `lxc.cap.drop = sys_ptrace`)."""
+        workspace = self.dir / f"workspace-{vmid}"
+        if vmid not in self.containers.specs:
+            workspace.mkdir(exist_ok=True)
+            self._create_ct(vmid, workspace)
+            if extra_config:
+                with open(self.lxcpath / str(vmid) / "config", "a") as conf:
+                    conf.write(extra_config.rstrip("\n") + "\n")
+        self.containers.start(vmid)
+        return workspace
+
     def _unmount(self, path: Path) -> None:
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
         if path in self._mounts:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.data import ArrowDataset, BucketPlan, DataError, make_host_batch
+from trainer.data import ArrowDataset, BucketPlan, DataError, make_host_batch, split_eval_rows
 from trainer.synth import write_dataset
 
 
@@ -139,7 +139,7 @@ def test_host_batch_anchors_labels_and_block(tiny_data):
                 assert (hb.labels[i, a] == -100).all()
                 continue
             p = hb.anchors[i, a]
-            assert mask[p + 1] == 1                             # anchors: next token supervised
+            assert mask[p] == 1 and mask[p + 1] == 1            # anchors: p and its next token supervised
             assert hb.block_ids[i, a, 0] == ids[p] and (hb.block_ids[i, a, 1:] == 255).all()
             for k in range(1, 8):
                 want = ids[p + k] if p + k < len(ids) and mask[p + k] else -100
@@ -147,6 +147,50 @@ def test_host_batch_anchors_labels_and_block(tiny_data):
             assert hb.labels[i, a, 0] == -100
         assert (np.diff(hb.anchors[i][hb.anchor_valid[i]]) > 0).all()
     assert hb.num_tokens == int(hb.lengths.sum())
+
+
+def test_cycle_data_repeats_a_few_ids_of_each_sample(tmp_path):
+    ds = ArrowDataset(write_dataset(tmp_path / "c", 50, min_len=200, max_len=300, vocab=256, seed=1, cycle=3))
+    seen_sets = set()
+    for row in range(len(ds)):
+        ids, mask = ds.sample(row)
+        done = np.asarray(ids)[np.asarray(mask) == 1]
+        assert len(set(done.tolist())) <= 3 and np.array_equal(done[3:], done[:-3])   # period 3
+        assert done.min() >= 1 and done.max() <= 254
+        seen_sets.add(tuple(sorted(set(done.tolist()))))
+    assert len(seen_sets) > 40                                  # each sample its own ids
+
+
+def test_anchors_skip_the_last_prompt_token_of_each_turn(tmp_path):
+    """Two turns: prompt, answer, prompt, answer. The anchors are exactly the positions p
+    with loss_mask[p] and loss_mask[p+1] (SpecForge's rule); the prompt's last token before
+    each answer (mask[p] = 0, mask[p+1] = 1) is not one, nor the answer's last token."""
+    mask = [0] * 5 + [1] * 20 + [0] * 6 + [1] * 18
+    ids = list(range(1, len(mask) + 1))
+    ds = ArrowDataset(_write(tmp_path / "d", [(ids, mask)]))
+    hb = make_host_batch(ds, np.array([0]), seq=0, epoch=0, seed=0, block_size=4, max_anchors=1000,
+                         max_length=256, mask_token_id=999)
+    got = hb.anchors[0][hb.anchor_valid[0]].tolist()
+    want = [p for p in range(len(mask) - 1) if mask[p] and mask[p + 1]]
+    assert got == want
+    assert 4 not in got and 30 not in got                      # the two prompts' last tokens
+    assert 24 not in got                                       # the first answer's last token
+
+
+def test_eval_rows_are_held_out_and_plans_never_share_a_sample(tiny_data):
+    ds = ArrowDataset(tiny_data)
+    train_rows, eval_rows = split_eval_rows(len(ds), 0.1, seed=3)
+    assert len(eval_rows) == 60 and len(train_rows) == 540
+    assert not set(train_rows.tolist()) & set(eval_rows.tolist())
+    again_train, again_eval = split_eval_rows(len(ds), 0.1, seed=3)
+    assert np.array_equal(eval_rows, again_eval)               # the same split on resume
+    plan = BucketPlan(ds, block_size=8, token_budget=2048, max_length=256, num_buckets=4, max_batch_samples=16,
+                      rows=train_rows)
+    seen = np.concatenate(plan.epoch_batches(0))
+    assert set(seen.tolist()) <= set(train_rows.tolist())
+    assert split_eval_rows(len(ds), 0.0, seed=3)[1].size == 0
+    with pytest.raises(DataError, match="eval-fraction"):
+        split_eval_rows(len(ds), 1.0, seed=3)
 
 
 def _rss_anon_bytes() -> int:

@@ -25,17 +25,20 @@ from trainer.replicas import DrafterReplicas
 torch.set_num_threads(1)
 
 PROGRESS = re.compile(
-    r"\[progress\] step=(\d+) loss=(\d+\.\d{4}) acc=(\d\.\d{4}) tau=(\d+\.\d{3}) tok_per_s=(\d+\.\d) "
+    r"\[progress\] step=(\d+) loss=(\d+\.\d{4}) acc=(\d\.\d{4}) tau=(\d+\.\d{3}) accept_len=(\d+\.\d{3}) "
+    r"tok_per_s=(\d+\.\d) "
     r"samples_per_s=(\d+\.\d{2}) step_time_s=(\d+\.\d{3}) data_wait_s=(\d+\.\d{3}) mem_alloc_gib=(\d+\.\d{2}) "
     r"mem_peak_gib=(\d+\.\d{2}) lr=(\d\.\de[-+]\d\d)$")
-KEYS = {"step", "loss", "acc", "tau", "tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "mem_alloc_gib",
+KEYS = {"step", "loss", "acc", "tau", "accept_len", "tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "mem_alloc_gib",
         "mem_peak_gib", "lr", "time_s", "acc_pos"}
 
 
 def test_tiny_cli_trains_and_prints_the_contract(tmp_path, trainer_env):
     """100 steps of the tiny config from a fresh synthetic dataset: loss falls by >= 1.0 nat and
-    tau rises by >= 0.3 between the first and last log interval; every progress line has the
-    documented shape; metrics.jsonl mirrors it; milestones come in order; wandb offline files exist."""
+    tau rises by >= 0.3 between the first and last log interval, accept_len (>= 1: the bonus
+    token) by as much; every progress line has the documented shape; metrics.jsonl mirrors it;
+    milestones come in order; wandb offline files exist; the completed run (--checkpoint-every
+    0, the default) leaves its final checkpoint."""
     env = dict(trainer_env, WANDB_MODE="offline")
     data, run_dir = tmp_path / "data", tmp_path / "run"
     proc = subprocess.run(trainer_cmd("--config", "tiny", "--data", str(data), "--synthetic-samples", "800",
@@ -48,12 +51,15 @@ def test_tiny_cli_trains_and_prints_the_contract(tmp_path, trainer_env):
     first, last = (PROGRESS.match(p) for p in (progress[0], progress[-1]))
     assert float(first[2]) - float(last[2]) >= 1.0, (first[0], last[0])
     assert float(last[4]) - float(first[4]) >= 0.3, (first[0], last[0])
+    assert float(first[5]) >= 1.0 and float(last[5]) - float(first[5]) >= 0.3, (first[0], last[0])
+    assert float(last[5]) >= float(last[4]) + 1.0 - 1e-3       # a per-block prefix + 1 >= the marginal product
     assert "  800 samples loaded (Arrow-backed, lazy access)" in lines
     assert any(re.fullmatch(r"Batches per epoch: \d+ \(min=\d+ max=\d+ avg=\d+\.\d\)", line) for line in lines)
     assert any(re.fullmatch(r"  \d+ samples filtered \(< 16 supervised tokens = 2 x block_size\), \d+ kept", line)
                for line in lines)
     order = [line.split()[1] for line in lines if line.startswith("[milestone]")]
-    assert order == ["dataset_loaded", "target_loaded", "first_step"]
+    assert order == ["dataset_loaded", "target_loaded", "first_step", "checkpoint_saved"]
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step-00000100.pt"
     assert "[milestone] dataset_loaded samples=800" in lines
     assert lines.index("[milestone] first_step") < lines.index(progress[0])
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -228,3 +234,55 @@ def test_bad_input_exits_2_naming_what(tmp_path, capsys, monkeypatch):
     assert "unknown --config 'nope'" in capsys.readouterr().err
     assert train.main(["--config", "qwen36-27b-dflash", "--data", "x", "--run-dir", str(tmp_path / "r")]) == 2
     assert "needs --target-model" in capsys.readouterr().err
+
+
+def test_eval_metrics_come_from_held_out_samples(tiny_data, tmp_path):
+    """--eval-fraction holds samples out; eval keys join the progress record of the steps
+    --eval-every names, and differ from the training numbers of the same step (another set)."""
+    result = _run(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"), "--steps", "20",
+                   "--log-every", "5", "--eval-fraction", "0.1", "--eval-every", "10", "--eval-batches", "2",
+                   "--device", "cpu", "--sequential"])
+    assert result.exit_code == 0
+    with_eval = [h for h in result.history if "eval_loss" in h]
+    assert [h["step"] for h in with_eval] == [10, 20]
+    for h in with_eval:
+        assert h["eval_loss"] != h["loss"] and h["eval_accept_len"] >= 1.0 and 0 <= h["eval_acc"] <= 1
+    assert with_eval[1]["eval_loss"] < with_eval[0]["eval_loss"]          # the drafter learns what generalises
+    records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert {"eval_loss", "eval_acc", "eval_tau", "eval_accept_len"} <= set(records[1])
+    assert "eval_loss" not in records[0]
+
+
+def test_eval_every_must_be_a_multiple_of_log_every(tiny_data, tmp_path, capsys):
+    code = train.main(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"),
+                       "--eval-fraction", "0.1", "--eval-every", "7", "--log-every", "5", "--device", "cpu"])
+    assert code == 2 and "--eval-every 7" in capsys.readouterr().err
+
+
+def test_target_layers_follow_a_deeper_target_and_are_validated(tmp_path):
+    """A 36-layer Qwen3 config with --config tiny-shaped weights is not run here; the config
+    step alone: the reference rule picks 1,9,17,25,33, and a layer past the target is refused."""
+    from trainer.config import PRESETS, ConfigError, with_overrides
+    from trainer.model import hf_config_to_target
+
+    qwen3_8b = {"vocab_size": 151936, "hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000}}
+    cfg = with_overrides(PRESETS["bench-1b"], target=hf_config_to_target(qwen3_8b))
+    assert cfg.drafter.target_layers == (1, 9, 17, 25, 33) and cfg.drafter.rope_theta == 1e6
+    with pytest.raises(ConfigError, match="target_layers"):
+        with_overrides(PRESETS["bench-1b"], target=hf_config_to_target(qwen3_8b), target_layers=(1, 36))
+
+
+def test_mask_token_id_comes_from_the_flag_else_the_tokenizer(tmp_path):
+    """tokenizer_config.json as transformers writes it: <|MASK|> added at 151669 (Qwen3's
+    first unused id). No tokenizer says nothing (the preset's or vocab-1 then)."""
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": {
+        "151643": {"content": "<|endoftext|>", "special": True}, "151669": {"content": "<|MASK|>", "special": True}}}))
+    assert train.tokenizer_mask_id(tmp_path) == 151669
+    other = tmp_path / "o"
+    other.mkdir()
+    (other / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 7, "content": "[M]"}]}))
+    (other / "tokenizer_config.json").write_text(json.dumps({"mask_token": "[M]"}))
+    assert train.tokenizer_mask_id(other) == 7
+    assert train.tokenizer_mask_id(tmp_path / "nothing") is None

@@ -1,0 +1,28 @@
+"""compare-runs' RUN arguments -> LoadedRun, every one read through controller.importers
+(a path, a registry run, a wandb path): this module only decides which reader a spec names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.errors import BadInputError, UnknownRunError
+from controller.importers import WANDB_PATH_RE, LoadedRun, load_path, load_registry_run, read_wandb_path
+
+
+def resolve(spec: str, store=None) -> LoadedRun:
+    """A RUN argument -> LoadedRun. Tried in order: an existing path (log file, metrics.jsonl,
+    run directory, wandb run dir or file), a registry run id/name, a wandb path."""
+    from controller.runstore import RunStore
+
+    if Path(spec).expanduser().exists():
+        return load_path(spec)
+    store = store or RunStore()
+    try:
+        record = store.get_run(spec)
+    except UnknownRunError as exc:
+        if WANDB_PATH_RE.match(spec) and spec.count("/") >= 2:
+            return read_wandb_path(spec)
+        raise BadInputError(
+            f"run {spec!r}: not a file or directory, not in the registry, and not a wandb path "
+            f"entity/project/run_id", hint=str(exc.message)) from None
+    return load_registry_run(record, store)

@@ -1,0 +1,231 @@
+"""dfctl scan / attach / stop / stacks against the rig (real sshd, real LXC CT, pct stand-in),
+on the seeds' case: the bundled trainer started by hand in CT 200 with nohup, stdout to a
+file and no PYTHONUNBUFFERED -- its log block-buffered while metrics.jsonl and wandb advance."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+
+import pytest
+
+from tests.deploy_support import dfctl, wait_for
+
+pytestmark = pytest.mark.rig
+
+from tests.test_deploy_rig import CT_PYTHON, PROJECT  # noqa: E402
+
+
+def start_by_hand(host, vmid: int, run_dir: str, *, data_dir: str, seed: int = 0) -> None:
+    """The seeds' way: `nohup python -m trainer … > train.log 2>&1 &` in a shell in the CT,
+    stdout a regular file, PYTHONUNBUFFERED unset (pct keeps no such variable here)."""
+    argv = ["env", "-u", "PYTHONUNBUFFERED", f"PYTHONPATH={PROJECT}", "OMP_NUM_THREADS=1", "WANDB_MODE=offline",
+            "WANDB_SILENT=true", "nohup", CT_PYTHON, "-m", "trainer", "--config", "tiny", "--data", data_dir,
+            "--synthetic-samples", "300", "--run-dir", run_dir, "--steps", "100000", "--log-every", "1",
+            "--seed", str(seed)]
+    script = f"mkdir -p {run_dir}; cd {run_dir}; {shlex.join(argv)} > {run_dir}/train.log 2>&1 < /dev/null &"
+    r = host.ct_exec(vmid, ["sh", "-c", script], timeout_s=60)
+    assert r.returncode == 0, r.stderr
+
+
+def metrics_lines(host, vmid: int, run_dir: str) -> int:
+    path = host.container_path(vmid, f"{run_dir}/metrics.jsonl")
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def ct_pid_alive(host, vmid: int, pid: int) -> bool:
+    r = host.ct_exec(vmid, ["cat", f"/proc/{pid}/stat"])
+    return r.returncode == 0 and r.stdout.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def target_args(rig, host, vmid: int) -> list[str]:
+    return ["--target", f"pct:{host.name}:{vmid}", "--ssh-config", str(rig.ssh_config_path)]
+
+
+def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp_path):
+    vmid = rig_host.vmid_running
+    base = f"/workspace/attach-{os.getpid()}"
+    first, second = f"{base}/first", f"{base}/second-run"
+    start_by_hand(rig_host, vmid, first, data_dir=f"{base}/data")
+    wait_for(lambda: metrics_lines(rig_host, vmid, first) >= 2, timeout_s=240, what="the first run's metrics")
+    start_by_hand(rig_host, vmid, second, data_dir=f"{base}/data", seed=7)
+    wait_for(lambda: metrics_lines(rig_host, vmid, second) >= 1, timeout_s=240, what="the second run's metrics")
+
+    # scan: one round trip to the node, the CT read through /proc/<CT init>/root
+    code, out, err = dfctl(capsys, "scan", *target_args(rig, rig_host, vmid), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    ours = {p["log"]["path"]: p for p in doc["processes"] if p["log"] and p["log"]["path"].startswith(base)}
+    assert set(ours) == {f"{first}/train.log", f"{second}/train.log"}, doc["processes"]
+    p1 = ours[f"{first}/train.log"]
+    assert doc["round_trips"] == 1 and p1["where"] == f"ct {vmid}" and p1["user"] == "root"
+    assert p1["env"] == {"pythonunbuffered": False, "python_u_flag": False, "stdout_kind": "file",
+                         "stderr_kind": "file", "block_buffered": True}
+    assert p1["metrics_jsonl"] == [f"{first}/metrics.jsonl"] and p1["cwd"] == first
+    assert p1["argv"][1:3] == ["-m", "trainer"] and p1["rss_bytes"] > 50 << 20
+    code, out, _ = dfctl(capsys, "scan", *target_args(rig, rig_host, vmid))
+    row = next(line for line in out.splitlines() if f" {p1['pid']} " in line)
+    assert code == 0 and " buffered " in row and f"ct {vmid}" in row
+
+    # every running CT of the node (lxc-ls there, no pct), still one round trip
+    code, out, err = dfctl(capsys, "scan", "--target", f"pct:{rig_host.name}:all", "--ssh-config",
+                           str(rig.ssh_config_path), "--json")
+    assert code == 0, err
+    every = json.loads(out)
+    assert every["round_trips"] == 1 and {p["pid"] for p in every["processes"] if p["where"] == f"ct {vmid}"} >= \
+        {p["pid"] for p in ours.values()}
+
+    # the fallback for a CT whose procfs the node cannot see: the same scan inside it (pct exec)
+    from controller.playbook import TargetConfig
+    from controller.scan import scan_target
+    from controller.transport.factory import close_all
+
+    inside = scan_target(TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path)),
+                         force_pct=True)
+    close_all()
+    seen = {p.pid: p for p in inside.processes}
+    assert inside.round_trips == 2 and not inside.errors, inside.errors
+    assert seen[p1["pid"]].log.path == f"{first}/train.log" and seen[p1["pid"]].block_buffered is True
+
+    # ambiguity: both runs match -> exit 2 naming both, nothing registered
+    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--match", "-m trainer")
+    assert code == 2 and str(p1["pid"]) in err and str(ours[f"{second}/train.log"]["pid"]) in err, err
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    assert json.loads(out) == []
+
+    pb = tmp_path / "ct.toml"       # the PLAYBOOK form: its [watch] applies to the attached run
+    pb.write_text(f'[target]\nkind = "pct"\nhost = "{rig_host.name}"\nvmid = {vmid}\nworkdir = "/var/tmp/dfctl"\n'
+                  f'python = "{CT_PYTHON}"\nssh_config = "{rig.ssh_config_path}"\n[watch]\nstale_log_s = 10\n')
+    code, out, err = dfctl(capsys, "attach", str(pb), "--log", f"{first}/train.log", "--name", "seeds", "--json")
+    assert code == 0, err
+    att = json.loads(out)
+    run1 = att["run"]["run_id"]
+    assert att["run"]["pid"] == p1["pid"] and att["run"]["origin"] == "attached"
+    assert att["attachment"]["env"]["block_buffered"] is True
+    assert att["attachment"]["log"]["inode"] == p1["log"]["inode"]
+    assert att["attachment"]["sources"]["metrics_jsonl"] == [f"{first}/metrics.jsonl"]
+    assert att["attachment"]["sources"]["wandb_run_id"]          # the offline run dir it holds open
+    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--match", r"second-run",
+                           "--name", "second", "--json")
+    assert code == 0, err
+    run2 = json.loads(out)["run"]["run_id"]
+    assert json.loads(out)["run"]["pid"] == ours[f"{second}/train.log"]["pid"]
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    assert {r["run_id"]: r["state"] for r in json.loads(out)} == {run1: "running", run2: "running"}
+
+    # the seeds' case: the watch says stale_log with what attach saw, and its automatic
+    # dump puts the trainer's threads into the evidence
+    from controller.runstore import RunStore
+    from controller.watch import Watch
+
+    store = RunStore()
+    w = Watch([store.get_run(run1)], store, gpu=False, interval_s=1.0)
+    try:
+        st = w.states[0]
+
+        def explained():
+            w.tick()
+            f = next((f for f in st.findings if f.kind == "stale_log"), None)
+            return f if f is not None and any(e.startswith("stacks: ") for e in f.evidence) else None
+
+        f = wait_for(explained, timeout_s=180, interval_s=0.5, what="stale_log with the automatic dump's frames")
+        assert st.state == "running" and f.summary.startswith("log block-buffered: ")
+        assert f.evidence[0].startswith("stdout is a regular file, PYTHONUNBUFFERED unset, no python -u, log "
+                                        "unchanged "), f.evidence
+        assert " while metrics advanced " in f.evidence[0] and "dfctl deploy PLAYBOOK --replace" in f.hint
+        assert any("thread MainThread: " in e for e in f.evidence)
+        assert store.stacks(run1) and store.findings(run1)[0].evidence == f.evidence
+    finally:
+        w.close()
+        store.close()
+
+    # stacks: real py-spy, shipped into the CT (its PATH has none), run there
+    code, out, err = dfctl(capsys, "stacks", run1, "--json")
+    assert code == 0, err
+    dump = json.loads(out)
+    names = {t["name"] for t in dump["threads"]}
+    assert "MainThread" in names and any(n and n.startswith("target-") for n in names), names
+    assert "shipped by dfctl" in dump["py_spy"] and " in " in dump["summary"]
+    code, out, err = dfctl(capsys, "stacks", run1)   # the copy the watch's dump shipped is reused
+    assert code == 0 and "pushed now" not in out and "Thread" not in err
+    from controller.stacks import py_spy_check
+    from controller.transport.factory import open_transport
+
+    tgt = TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path),
+                       workdir="/var/tmp/dfctl")
+    row = py_spy_check(open_transport(tgt), tgt)         # what doctor says for this target
+    close_all()
+    assert row["ok"] is True and row["detail"].startswith("shipped by dfctl (/var/tmp/dfctl/tools/py-spy-")
+
+    # stop: SIGTERM on the run's group; the other run lives on
+    code, out, err = dfctl(capsys, "stop", run1, "--grace-s", "20", "--json")
+    assert code == 0 and json.loads(out)["left"] == [] and json.loads(out)["signals"][0] == "SIGTERM", err
+    assert not ct_pid_alive(rig_host, vmid, p1["pid"])
+    assert ct_pid_alive(rig_host, vmid, ours[f"{second}/train.log"]["pid"])
+    code, out, err = dfctl(capsys, "stop", run2, "--grace-s", "20", "--json")
+    assert code == 0 and json.loads(out)["left"] == []
+    code, out, err = dfctl(capsys, "watch", run1, "--once", "--json")    # stopped, not crashed
+    w1 = json.loads(out)["runs"][0]
+    assert w1["state"] == "stopped" and not [f for f in w1["findings"] if f["kind"] == "crash"], w1
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    assert {r["run_id"]: (r["state"], r["exit_code"]) for r in json.loads(out)} == \
+        {run1: ("stopped", None), run2: ("stopped", None)}
+
+
+def test_attach_pid_exits_mid_attach_nothing_registered(rig, rig_host, capsys, monkeypatch):
+    vmid = rig_host.vmid_running
+    run_dir = f"/workspace/attach-gone-{os.getpid()}"
+    script = (f"mkdir -p {run_dir}; cd {run_dir}; nohup {CT_PYTHON} -c 'import time\nwhile 1: print(1, flush=True); "
+              f"time.sleep(0.2)' > {run_dir}/out.log 2>&1 < /dev/null & echo $!")
+    r = rig_host.ct_exec(vmid, ["sh", "-c", script])
+    pid = int(r.stdout.split()[-1])
+    import controller.attach as attach
+
+    real_find = attach.find_run
+
+    def find_then_kill(*a, **kw):
+        report = real_find(*a, **kw)            # the first round trip saw it alive
+        rig_host.ct_exec(vmid, ["kill", "-9", str(pid)])
+        wait_for(lambda: not ct_pid_alive(rig_host, vmid, pid), what="the process to die")
+        return report
+
+    monkeypatch.setattr(attach, "find_run", find_then_kill)
+    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--pid", str(pid))
+    assert code == 2 and f"pid {pid} exited during attach" in err and "nothing registered" in err, err
+    code, out, _ = dfctl(capsys, "runs", "--json")
+    assert json.loads(out) == []
+    monkeypatch.setattr(attach, "find_run", real_find)
+    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--pid", str(pid))
+    assert code == 2 and f"no process {pid}" in err
+    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--log", f"{run_dir}/nobody.log")
+    assert code == 2 and f"writes {run_dir}/nobody.log" in err
+
+
+PTRACE_CT = 203
+
+
+def test_stacks_ptrace_denied_names_the_capability(rig, rig_host, capsys):
+    """A CT whose config drops sys_ptrace (lxc.cap.drop), the run under another uid: the
+    kernel refuses py-spy (real EPERM); the message names CAP_SYS_PTRACE and the sysctl."""
+    rig_host.add_container(PTRACE_CT, "lxc.cap.drop = sys_ptrace")
+    run_dir = f"/workspace/ptrace-{os.getpid()}"
+    prog = "import time\nwhile 1:\n    print('[progress] step=1', flush=True)\n    time.sleep(0.2)\n"
+    script = (f"mkdir -p {run_dir}; chmod 777 {run_dir}; cd {run_dir}; nohup setpriv --reuid 65534 --regid 65534 "
+              f"--clear-groups {CT_PYTHON} -c {shlex.quote(prog)} train > {run_dir}/train.log 2>&1 < /dev/null &")
+    assert rig_host.ct_exec(PTRACE_CT, ["sh", "-c", script]).returncode == 0
+    log = rig_host.container_path(PTRACE_CT, f"{run_dir}/train.log")
+    wait_for(lambda: log.exists() and log.stat().st_size > 0, what="the run's log")
+    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, PTRACE_CT), "--log", f"{run_dir}/train.log",
+                           "--name", "noptrace", "--json")
+    assert code == 0, err
+    att = json.loads(out)
+    assert att["attachment"]["user"] == "nobody" or att["attachment"]["uid"] == 65534
+    t0 = time.monotonic()
+    code, out, err = dfctl(capsys, "stacks", att["run"]["run_id"])
+    assert code == 1 and "ptrace of the run is not permitted" in err and "lacks CAP_SYS_PTRACE" in err, err
+    assert "kernel.yama.ptrace_scope" in err and "lxc.cap.drop" in err and "Traceback" not in err
+    assert time.monotonic() - t0 < 120
+    code, out, err = dfctl(capsys, "stop", att["run"]["run_id"], "--json")
+    assert code == 0 and json.loads(out)["left"] == [], err

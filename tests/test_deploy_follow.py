@@ -1,0 +1,41 @@
+"""`dfctl deploy --follow` on the local target, through the real `dfctl` process: a run
+that fails at argument parsing exits with the crash's code (4) and its argparse line is
+printed; a healthy run is followed to its first step (exit 0), or to its end (--until end)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.deploy_support import make_project, ticker_playbook
+from tests.test_watch import ROOT
+
+
+def _deploy(root, pb, *args, home):
+    env = {**os.environ, "DFCTL_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "controller", "deploy", str(pb), "--follow", *args], cwd=root,
+                          capture_output=True, text=True, timeout=180, env=env)
+
+
+def test_follow_of_a_run_failing_at_argument_parsing_exits_with_the_crash_code(tmp_path, _dfctl_home):
+    root = make_project(tmp_path / "proj", git=False)
+    pb = ticker_playbook(root, args='"--stepz", "300"')
+    p = _deploy(root, pb, home=_dfctl_home)
+    assert p.returncode == 4, p.stdout + p.stderr                # was: deploy exit 0, a green launch
+    assert "error: unrecognized arguments: --stepz 300" in p.stdout   # the argparse line, as the log has it
+    assert "crash" in p.stderr
+
+
+def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
+    root = make_project(tmp_path / "proj", git=False)
+    pb = ticker_playbook(root, args='"--steps", "40", "--interval-s", "0.05"')
+    p = _deploy(root, pb, home=_dfctl_home)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[progress] step=" in p.stdout and "first step reached" in p.stderr
+    p = _deploy(root, pb, "--until", "end", home=_dfctl_home)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[progress] step=39" in p.stdout and "done" in p.stdout.splitlines()
+    assert "ended finished, exit 0" in p.stderr
+    bad = _deploy(root, pb, "--until", "forever", home=_dfctl_home)
+    assert bad.returncode == 2 and bad.stderr.startswith("dfctl: error: --until 'forever'")

@@ -1,0 +1,138 @@
+"""A watch ended by SIGTERM, SIGHUP or SIGKILL at any point of a tick loses and repeats no
+progress row: after any sequence of such kills and a last watch to the run's end, the
+Parquet history holds each step of metrics.jsonl exactly once, with its values.
+
+Real parts: a real program writing a log and metrics.jsonl, the real `dfctl watch` process,
+real signals. Hypothesis draws the signals and the moments (after the watch's first tick
+has been printed, so the kill lands somewhere in the tick loop)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.history import read_progress
+from controller.runstore import RunStore
+from tests.test_probe import launch_local, wait_for
+from tests.test_watch import ROOT, record_for
+
+PROGRAM = """
+    import json, os, time
+    step = 0
+    while not os.path.exists("stop"):
+        step += 1
+        print("[progress] step=%d loss=%.4f tok_per_s=%.1f" % (step, 5.0 - step / 1000, 1000.0 + step), flush=True)
+        with open("metrics.jsonl", "a") as m:
+            m.write(json.dumps({"step": step, "loss": 5.0 - step / 1000, "tok_per_s": 1000.0 + step,
+                                "time_s": time.time()}) + "\\n")
+        time.sleep(0.01)
+"""
+
+KILLS = st.lists(st.tuples(st.sampled_from([signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]),
+                           st.floats(min_value=0.0, max_value=0.6)), min_size=1, max_size=3)
+
+
+def _watch(env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "controller", "watch", "killed", "--json", "--interval", "0.1"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _history_equals_metrics(run_dir) -> None:
+    rows = read_progress("killed").to_pylist()
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [m["step"] for m in metrics]
+    for r, m in zip(rows, metrics, strict=True):
+        assert (round(r["loss"], 4), r["tok_per_s"]) == (round(m["loss"], 4), m["tok_per_s"]), (r, m)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kills=KILLS)
+def test_killed_watches_leave_history_equal_to_metrics_jsonl(tmp_path_factory, kills):
+    tmp = tmp_path_factory.mktemp("kills")
+    home = tmp / "home"
+    env = {**os.environ, "DFCTL_HOME": str(home)}
+    os.environ["DFCTL_HOME"] = str(home)   # this process's reads (restored by the autouse fixture)
+    run = launch_local(tmp / "r", PROGRAM)
+    try:
+        RunStore().add_run(record_for(run, "killed"))
+        run.pid()
+        for sig, delay_s in kills:
+            w = _watch(env)
+            assert w.stdout.readline(), w.stderr.read()   # the first tick is done: now in the loop
+            time.sleep(delay_s)                             # the drawn moment inside the loop
+            w.send_signal(sig)
+            _, err = w.communicate(timeout=30)
+            if sig == signal.SIGKILL:
+                assert w.returncode == -signal.SIGKILL
+            else:
+                assert w.returncode == 130, err            # unwound through its finally
+                assert "interrupted" in err
+        (run.run_dir / "stop").write_text("")
+        wait_for(lambda: (run.run_dir / "exit_code").exists(), 30, "the run to end")
+        last = _watch(env)
+        _, err = last.communicate(timeout=60)
+        assert last.returncode == 0, err
+        _history_equals_metrics(run.run_dir)
+    finally:
+        run.stop()
+
+
+def test_sigterm_mid_run_keeps_every_row_read_so_far(tmp_path, _dfctl_home):
+    """The plain regression: before, SIGTERM skipped the only flush (in a `finally`), so
+    every row of that watch was lost while its cursor had moved past them."""
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    run = launch_local(tmp_path / "r", PROGRAM)
+    try:
+        RunStore().add_run(record_for(run, "killed"))
+        run.pid()
+        w = _watch(env)
+        for _ in range(5):
+            assert w.stdout.readline()
+        w.send_signal(signal.SIGTERM)
+        w.communicate(timeout=30)
+        cur = RunStore().get_cursor("killed")
+        assert cur.metrics_offset > 0
+        read = (run.run_dir / "metrics.jsonl").read_bytes()[:cur.metrics_offset].decode().splitlines()
+        got = {r["step"] for r in read_progress("killed").to_pylist()}
+        assert {json.loads(line)["step"] for line in read} <= got
+    finally:
+        run.stop()
+
+
+def test_a_gap_an_older_watch_left_is_backfilled_from_metrics_jsonl(tmp_path, _dfctl_home):
+    """History that lost steps (an older dfctl killed by SIGTERM before its only flush)
+    while the cursor moved past them: the next watch fills the gap from metrics.jsonl."""
+    from controller.history import append_progress
+    from controller.importers import metrics_samples
+    from controller.records import RunCursor
+
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    run = launch_local(tmp_path / "r", PROGRAM)
+    try:
+        RunStore().add_run(record_for(run, "killed"))
+        wait_for(lambda: (run.run_dir / "metrics.jsonl").exists()
+                 and (run.run_dir / "metrics.jsonl").read_text().count("\n") >= 30, 30, "30 steps")
+        (run.run_dir / "stop").write_text("")
+        wait_for(lambda: (run.run_dir / "exit_code").exists(), 30, "the run to end")
+        data = (run.run_dir / "metrics.jsonl").read_bytes()
+        first30 = b"".join(data.splitlines(keepends=True)[:30])
+        samples = metrics_samples(first30.splitlines())
+        append_progress("killed", [s for s in samples if not 11 <= s.step <= 20])     # the gap
+        log = (run.run_dir / "train.log").read_bytes()
+        RunStore().set_cursor("killed", RunCursor(log_inode=os.stat(run.run_dir / "train.log").st_ino,
+                                                  log_offset=len(log), log_line_no=log.count(b"\n"),
+                                                  metrics_offset=len(first30), progress_step=30))   # moved past it
+        p = _watch(env)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "10 missing step(s) filled" in err
+        _history_equals_metrics(run.run_dir)
+    finally:
+        run.stop()

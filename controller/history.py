@@ -14,7 +14,8 @@ Layout, under the run store (`runstore.data_dir()`, i.e. $DFCTL_HOME):
     history/<run_id>/wandb/p<level>-<first>-<last>.parquet
     history/<run_id>/meta.json        # how the run was imported: source, config, end state
 
-A step is kept once: `read_progress()` returns the first row written for each step (a
+A step is kept once: `read_progress()` returns the first row written for each step, in
+step order (a
 watch makes its rows durable *before* it persists the log cursor they came from, so a watch
 killed between the two -- SIGKILL included -- writes those rows again after its restart,
 and a step reported by metrics.jsonl and later by the .wandb file is written twice; the
@@ -397,7 +398,7 @@ def read_table(run_id: str, kind: str, *, root: Path | None = None, columns: lis
 
 
 def read_progress(run_id: str, *, root: Path | None = None, columns: list[str] | None = None) -> pa.Table:
-    """One row per step, in append order: the first row written for a step wins (see the
+    """One row per step, in step order: the first row written for a step wins (see the
     module docstring for why a step can be written more than once)."""
     wanted = list(columns) if columns else None
     read_cols = wanted if wanted is None or "step" in wanted else [*wanted, "step"]
@@ -406,8 +407,9 @@ def read_progress(run_id: str, *, root: Path | None = None, columns: list[str] |
 
 
 def first_row_per_step(table: pa.Table) -> pa.Table:
-    """`table` without the rows whose step an earlier row already has (order kept). The
-    common case (steps strictly increasing) costs one vectorised comparison."""
+    """`table` without the rows whose step an earlier row already has, in step order (a
+    backfilled gap lands where it belongs). The common case (steps strictly increasing)
+    costs one vectorised comparison."""
     n = table.num_rows
     if n < 2:
         return table
@@ -415,9 +417,21 @@ def first_row_per_step(table: pa.Table) -> pa.Table:
     if pc.all(pc.greater(steps.slice(1), steps.slice(0, n - 1))).as_py():
         return table
     order = pa.table({"step": steps, "row": pa.array(range(n), pa.int64())})
-    first = order.group_by("step", use_threads=False).aggregate([("row", "min")]).column("row_min")
-    return table.take(pc.take(first, pc.sort_indices(first)))
+    first = order.group_by("step", use_threads=False).aggregate([("row", "min")])
+    by_step = first.sort_by("step").column("row_min")     # one row per step, in step order
+    return table.take(by_step)
 
+
+
+def backfill_progress(run_id: str, samples: Iterable[ProgressSample], *, root: Path | None = None) -> int:
+    """Append the samples whose step the history lacks (a gap left by a watch of an older
+    dfctl, killed before its only flush); returns how many. Idempotent: a second call
+    finds nothing missing."""
+    have = set(read_table(run_id, "progress", root=root, columns=["step"]).column("step").to_pylist())
+    missing = [s for s in samples if s.step not in have]
+    if missing:
+        append_progress(run_id, missing, root=root)
+    return len(missing)
 
 
 def read_gpus(run_id: str, *, root: Path | None = None) -> pa.Table:

@@ -246,23 +246,29 @@ def read_log(path: str | Path, *, label: str | None = None) -> LoadedRun:
                      findings=findings, wandb_run_id=wandb_id, log_path=str(p), memory_device=memory_device_of(lines))
 
 
+def metrics_samples(lines: Iterable[bytes]) -> list[ProgressSample]:
+    """metrics.jsonl lines -> samples (source "metrics"); unreadable lines are skipped."""
+    samples = []
+    for raw in lines:
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue  # a partial last line of a live file
+        if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
+            continue
+        s = ProgressSample(step=int(row["step"]), source="metrics")
+        for name in ("time_s",) + history.PROGRESS_FLOAT_FIELDS:
+            setattr(s, name, _finite(row.get(name)))
+        samples.append(s)
+    return samples
+
+
 def read_metrics_jsonl(path: str | Path, *, label: str | None = None) -> LoadedRun:
     """The trainer's metrics.jsonl (README contract); unreadable lines are skipped."""
     p = Path(path)
-    samples = []
     try:
         with p.open("rb") as fh:
-            for raw in fh:
-                try:
-                    row = json.loads(raw)
-                except ValueError:
-                    continue  # a partial last line of a live file
-                if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
-                    continue
-                s = ProgressSample(step=int(row["step"]), source="metrics")
-                for name in ("time_s",) + history.PROGRESS_FLOAT_FIELDS:
-                    setattr(s, name, _finite(row.get(name)))
-                samples.append(s)
+            samples = metrics_samples(fh)
     except OSError as exc:
         raise BadInputError(f"{p}: cannot read metrics file: {exc.strerror or exc}") from None
     name = label or (p.parent.name if p.name == "metrics.jsonl" else p.stem)

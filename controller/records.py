@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Severity = Literal["info", "warning", "critical"]
+RunStatus = Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
 FindingKind = Literal[
@@ -222,7 +223,7 @@ class RunState:
     release_id: str | None = None
     run_dir: str | None = None
     started_s: float | None = None
-    state: Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"] = "unknown"
+    state: RunStatus = "unknown"
     process: ProcessState = field(default_factory=ProcessState)
     wandb: WandbInfo | None = None
     log: LogStatus = field(default_factory=LogStatus)

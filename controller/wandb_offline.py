@@ -258,7 +258,7 @@ class _RunAccumulator:
 
         config_changed = summary_changed = False
         for payload in payloads:
-            rec = pb.Record()
+            rec = pb.Record()  # type: ignore[attr-defined]  # generated protobuf module, no stubs
             try:
                 rec.ParseFromString(payload)
             except DecodeError:

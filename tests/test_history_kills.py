@@ -104,3 +104,35 @@ def test_sigterm_mid_run_keeps_every_row_read_so_far(tmp_path, _dfctl_home):
         assert {json.loads(line)["step"] for line in read} <= got
     finally:
         run.stop()
+
+
+def test_a_gap_an_older_watch_left_is_backfilled_from_metrics_jsonl(tmp_path, _dfctl_home):
+    """History that lost steps (an older dfctl killed by SIGTERM before its only flush)
+    while the cursor moved past them: the next watch fills the gap from metrics.jsonl."""
+    from controller.history import append_progress
+    from controller.importers import metrics_samples
+    from controller.records import RunCursor
+
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    run = launch_local(tmp_path / "r", PROGRAM)
+    try:
+        RunStore().add_run(record_for(run, "killed"))
+        wait_for(lambda: (run.run_dir / "metrics.jsonl").exists()
+                 and (run.run_dir / "metrics.jsonl").read_text().count("\n") >= 30, 30, "30 steps")
+        (run.run_dir / "stop").write_text("")
+        wait_for(lambda: (run.run_dir / "exit_code").exists(), 30, "the run to end")
+        data = (run.run_dir / "metrics.jsonl").read_bytes()
+        first30 = b"".join(data.splitlines(keepends=True)[:30])
+        samples = metrics_samples(first30.splitlines())
+        append_progress("killed", [s for s in samples if not 11 <= s.step <= 20])     # the gap
+        log = (run.run_dir / "train.log").read_bytes()
+        RunStore().set_cursor("killed", RunCursor(log_inode=os.stat(run.run_dir / "train.log").st_ino,
+                                                  log_offset=len(log), log_line_no=log.count(b"\n"),
+                                                  metrics_offset=len(first30), progress_step=30))   # moved past it
+        p = _watch(env)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "10 missing step(s) filled" in err
+        _history_equals_metrics(run.run_dir)
+    finally:
+        run.stop()

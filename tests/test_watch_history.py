@@ -47,3 +47,25 @@ def test_gpu_rows_of_observed_runs_go_to_the_history():
     table = read_gpus("gpu-run").to_pylist()
     assert [(r["index"], r["util_pct"], r["mem_used_mib"]) for r in table] == [(0, 97.0, 70000.0), (1, None, 12.0)]
     assert read_gpus("other").num_rows == 0
+
+
+def test_a_finished_runs_wandb_state_is_not_left_running(tmp_path):
+    """Issue 13.5: a finished run's watch JSON kept `wandb.state: "running"` (the .wandb
+    exit record was never read). Once the run is done, the state is wandb's word for how
+    it ended: finished (exit 0), crashed (non-zero), killed (stopped)."""
+    from controller.playbook import TargetConfig
+    from controller.probe.readings import RunReading
+    from controller.records import ProcessState, WandbInfo
+    from controller.watch.follower import RunFollower
+
+    store = RunStore(tmp_path / "reg.sqlite")
+    for state, code, want in (("finished", 0, "finished"), ("failed", 1, "crashed"), ("stopped", None, "killed")):
+        rec = _record(f"w-{state}", tmp_path)
+        store.add_run(rec)
+        f = RunFollower(rec, TargetConfig(kind="local"), store)
+        f.state.state = state
+        f.state.process = ProcessState(state="exited", exit_code=code)
+        f.state.wandb = WandbInfo(run_id="abc", mode="offline", state="running")
+        for _ in range(2):                       # done one tick after the end (the last lines)
+            f.maybe_done(RunReading(run_id=rec.run_id), 100.0)
+        assert f.done and f.state.wandb.state == want

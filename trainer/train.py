@@ -68,6 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--eval-fraction", type=float, default=0.0, help="share of samples held out for evaluation")
     ap.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (a multiple of --log-every)")
     ap.add_argument("--eval-batches", type=int, default=8, help="held-out batches per evaluation")
+    ap.add_argument("--init-drafter", default=None,
+                    help="start from a DFlash drafter directory (trainer.export's or the reference's) to fine-tune")
     return ap.parse_args(argv)
 
 
@@ -309,6 +311,30 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
     return targets, drafters
 
 
+def _init_from(drafters: list[Drafter], path: Path, out) -> None:
+    """Fine-tuning: every replica starts from a DFlash drafter directory's weights (the
+    reference names: fc, hidden_norm, layers.N.*, norm); the shapes must be this run's."""
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else []
+    if not files:
+        raise ConfigError(f"--init-drafter {path}: no *.safetensors files")
+    weights: dict[str, torch.Tensor] = {}
+    for f in files:
+        weights.update(load_file(str(f)))
+    want = dict(drafters[0].trainable_parameters())
+    missing, extra = sorted(set(want) - set(weights)), sorted(set(weights) - set(want))
+    bad = [k for k in want if k in weights and weights[k].shape != want[k].shape]
+    if missing or extra or bad:
+        raise ConfigError(f"--init-drafter {path}: does not fit this drafter (missing {missing[:3]}, "
+                          f"unexpected {extra[:3]}, other shape {bad[:3]})")
+    with torch.no_grad():
+        for d in drafters:
+            for name, p in d.trainable_parameters():
+                p.copy_(weights[name])
+    out(f"init: drafter weights from {path} ({len(weights)} tensors)")
+
+
 def _batching(args, cfg: RunConfig, plan: BucketPlan, use_flex: bool) -> BatchingSpec:
     """--compile-drafter: a few fixed shapes (lengths padded to bucket edges, anchors to the
     maximum) so the compiled graphs settle; eager mode keeps every batch's own shape."""
@@ -354,6 +380,8 @@ def build(args: argparse.Namespace) -> Session:
         torch._logging.set_logs(recompiles=True)
         out(f"[compile] recompile_limit={RECOMPILE_LIMIT}; recompiles are logged (torch._logging recompiles=True)")
     targets, drafters = _models(args, cfg, target_devices, drafter_devices, dtype, out)
+    if args.init_drafter:
+        _init_from(drafters, Path(args.init_drafter), out)
     replicas = DrafterReplicas(
         drafters, drafter_devices, lr=tc.lr, weight_decay=tc.weight_decay, grad_clip=tc.grad_clip,
         total_steps=args.steps, warmup_frac=tc.warmup_frac, min_lr_frac=tc.min_lr_frac, gamma=dc.loss_gamma,

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 
@@ -132,6 +132,7 @@ class _HistoryHook:
 
         names = [f for f in ProgressSample.__dataclass_fields__ if f != "source"]
         for r in w.runs:
+            _HistoryHook.backfill(r)
             if r.state.progress:
                 continue
             try:
@@ -143,6 +144,30 @@ class _HistoryHook:
             rows = table.slice(max(0, table.num_rows - keep)).to_pylist()
             r.state.progress = [ProgressSample(**{k: row.get(k) for k in names}, source=row.get("source") or "log")
                                 for row in rows if row.get("step") is not None]
+
+    @staticmethod
+    def backfill(r) -> None:
+        """A gap in a run's history (rows an older dfctl lost to SIGTERM) is filled from its
+        metrics.jsonl -- the part the watch's cursor has passed, which the watch will not
+        read again -- when that file is on this machine (the local target, bounded size)."""
+        from controller.history import backfill_progress
+        from controller.importers import LOCAL_METRICS_MAX_BYTES, metrics_samples
+
+        if r.target.kind != "local" or not r.record.run_dir or not r.metrics_offset:
+            return
+        path = Path(r.record.run_dir) / "metrics.jsonl"
+        try:
+            if not path.is_file() or path.stat().st_size > LOCAL_METRICS_MAX_BYTES:
+                return
+            with open(path, "rb") as fh:
+                passed = fh.read(r.metrics_offset)
+            added = backfill_progress(r.record.run_id, metrics_samples(passed.splitlines()))
+        except (OSError, ValueError) as exc:
+            print(f"dfctl: history backfill of {r.record.run_id}: {exc}", file=sys.stderr)
+            return
+        if added:
+            print(f"dfctl: history of {r.record.run_id}: {added} missing step(s) filled from {path}",
+                  file=sys.stderr)
 
     def close(self) -> None:
         for w in self._writers.values():
@@ -199,7 +224,7 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
     for st in states:
         name = st.name or st.run_id
         code = st.process.exit_code
-        how = st.state
+        how: str = st.state
         if st.state == "stopped" and st.process.stopped_by:
             how += f" by {st.process.stopped_by}"
             if st.process.stop_requested_s:
@@ -239,7 +264,7 @@ def _duration(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def _cbreak_keys() -> Iterator[callable]:
+def _cbreak_keys() -> Iterator[Callable[[float], str | None]]:
     """Yield a `wait_key(timeout_s) -> str | None`; the terminal is restored on exit."""
     fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
     if fd is None:

@@ -164,8 +164,10 @@ def parse_run(doc: dict[str, Any], page_size: int) -> RunReading:
             state = "running"      # the leader is gone but its children still work
         if code is not None and totals is None:
             state = "exited"       # the wrapper wrote the exit code: it is over
-        disk = doc.get("disk") if isinstance(doc.get("disk"), dict) else {}
-        r.process = ProcessState(state=state, pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
+        disk_doc = doc.get("disk")
+        disk: dict[str, Any] = disk_doc if isinstance(disk_doc, dict) else {}
+        r.process = ProcessState(state=state,  # type: ignore[arg-type]  # leader_state's words are ProcessState's
+                                 pid=pid, exit_code=code, stopped_by=by, stop_requested_s=at,
                                  replaced_by=nxt, exit_code_known=not doc.get("attached"),
                                  disk_free_bytes=_opt_int(disk.get("free_bytes")),
                                  exit_code_tmp_bytes=_opt_int(disk.get("exit_code_tmp_bytes")),

@@ -77,7 +77,7 @@ FP_BYTES = 256
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_IN_ROOT = 0x02, 0x10
 _SYS_OPENAT2 = 437            # the same number on every Linux architecture (asm-generic)
-_OPENAT2 = []                 # [callable or None], probed once
+_OPENAT2 = []  # type: list  # [callable or None], probed once
 MAX_LINK_HOPS = 40            # the kernel's own limit (ELOOP)
 
 
@@ -376,7 +376,7 @@ def _copy_of(path, root, cur):
     return None
 
 
-_HELD = {}
+_HELD = {}  # type: dict
 """Agent mode: path -> (file, inode) of each followed log, kept open between ticks, so a
 log deleted or renamed out of sight is read to its end through the descriptor (as
 `tail -F` does). A one-shot probe holds them only for its own life."""
@@ -635,7 +635,7 @@ def process_tree(root, leader):
     return out
 
 
-_PROC_SCANS = {}  # root -> [(fields, stat text)], one scan per probe however many runs
+_PROC_SCANS = {}  # type: dict  # root -> [(fields, stat text)], one scan per probe however many runs
 
 
 def attached_tree(root, pid, start_ticks):

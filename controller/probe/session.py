@@ -36,8 +36,8 @@ class ProbeSession:
     def __init__(self, transport: Transport, python: str = "python3", *, connect_timeout_s: float = 10.0):
         self.where = transport.name
         self._buf = b""
-        self._proc: subprocess.Popen | None = None
-        self._chan = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._chan: Any = None                 # paramiko.Channel (untyped library)
         argv = [python, "-S", "-c", BOOT]
         if isinstance(transport, LocalTransport):
             self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -62,8 +62,10 @@ class ProbeSession:
     def _send(self, data: bytes) -> None:
         try:
             if self._proc is not None:
-                self._proc.stdin.write(data)
-                self._proc.stdin.flush()
+                stdin = self._proc.stdin
+                assert stdin is not None             # opened with PIPE
+                stdin.write(data)
+                stdin.flush()
             else:
                 self._chan.sendall(data)
         except Exception as exc:  # noqa: BLE001
@@ -71,6 +73,7 @@ class ProbeSession:
 
     def _recv_some(self, timeout_s: float) -> bytes:
         if self._proc is not None:
+            assert self._proc.stdout is not None     # opened with PIPE
             fd = self._proc.stdout.fileno()
             r, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
             if not r:
@@ -123,7 +126,8 @@ class ProbeSession:
     def close(self) -> None:
         if self._proc is not None:
             try:
-                self._proc.stdin.close()
+                if self._proc.stdin is not None:
+                    self._proc.stdin.close()
             except OSError:
                 pass
             try:

@@ -2,8 +2,12 @@
 
 Why paramiko and not the `ssh` binary: one connection is opened per host and reused for
 every command (FIELD-NOTES: a new OpenSSH connection costs ~350 ms, a reused one's exec
-~50 ms), and host-key policy, timeouts and keepalive are under our control. Fabric is not
-used: it hard-codes AutoAddPolicy and loads no known_hosts.
+~50 ms), and host-key policy, timeouts and keepalive are under our control. Why not
+fabric.Connection: its `client` is public and takes our RejectPolicy and known_hosts, and
+it would resolve ssh_config and ProxyJump for us -- but measured side by side on the rig
+(bench/ssh.py, BENCHMARKS.md "SSH transport") it connects and execs no faster and costs
+~0.5 s more import on every `dfctl` start (fabric + invoke: 676 ms against 192 ms), and
+fabric 3.2.3 pins invoke < 3 where paramiko 5 brings invoke 3. So this module stays.
 
 What is honoured: ~/.ssh/config (or `target.ssh_config`) aliases with HostName, User,
 Port, IdentityFile, ProxyJump (chains too), ProxyCommand, UserKnownHostsFile,

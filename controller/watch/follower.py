@@ -35,6 +35,7 @@ from controller.records import (
     ProgressSample,
     RunCursor,
     RunState,
+    RunStatus,
     TickObservation,
     WandbInfo,
 )
@@ -339,8 +340,8 @@ class RunFollower:
     def process(self, rd: RunReading, reading: HostReading) -> ProcessState:
         proc = rd.process
         if rd.tree_cpu_ticks is not None and reading.uptime_s is not None:
-            proc.cpu_pct = cpu_pct(*(self.prev_cpu or (None, None)), rd.tree_cpu_ticks, reading.uptime_s,
-                                   reading.clk_tck)
+            prev_ticks, prev_uptime_s = self.prev_cpu or (None, None)
+            proc.cpu_pct = cpu_pct(prev_ticks, prev_uptime_s, rd.tree_cpu_ticks, reading.uptime_s, reading.clk_tck)
             self.prev_cpu = (rd.tree_cpu_ticks, reading.uptime_s)
         return proc
 
@@ -492,7 +493,7 @@ class RunFollower:
                 pass
 
 
-def run_state(st: RunState, proc: ProcessState) -> str:
+def run_state(st: RunState, proc: ProcessState) -> RunStatus:
     if proc.state in ("exited", "zombie"):
         if proc.stopped_by:
             return "stopped"        # an operator's stop (dfctl stop, deploy --replace), whatever the code

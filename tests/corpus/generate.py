@@ -99,6 +99,9 @@ for mode, expect, must in (("segv", ["crash"], ["Segmentation fault"]), ("abort"
                        f"printf '%s\\n' 'set -u' '{P} {mode}' 'echo done' > {{tmp}}/train.sh && bash {{tmp}}/train.sh",
                        expect, must))
 SCENARIOS.append(S("bash-healthy", "bash", f"bash -c '{P} healthy; echo \"train.sh: exit $?\"'"))
+SCENARIOS.append(S("bash-script-healthy", "bash",
+                   f"printf '%s\\n' 'set -u' '{P} tempting' 'echo done' > {{tmp}}/train.sh && bash {{tmp}}/train.sh"))
+SCENARIOS.append(S("plain-tempting-long", "torch", f"{P} tempting --steps 300 --every 1 --fmt dict"))
 # -- DataLoader workers ------------------------------------------------------------------
 SCENARIOS += [
     S("dataloader-worker-error", "torch-dataloader", "{py} {prog}/dataloader_run.py worker-error", ["crash"],

@@ -46,13 +46,20 @@ def hf_target(tmp_path_factory) -> Path:
     return path
 
 
-def test_hf_config_to_target_reads_configs_written_by_transformers(hf_target):
+def test_hf_config_to_target_reads_configs_written_by_transformers(hf_target, tmp_path):
     raw = json.loads((hf_target / "config.json").read_text())
     assert "rope_theta" not in raw                                   # transformers 5: rope_parameters only
     t = hf_config_to_target(raw)
     assert (t.rope_theta, t.num_layers, t.num_heads, t.num_kv_heads, t.head_dim) == (THETA, 4, 4, 2, 32)
     assert t.tie_word_embeddings and t.vocab_size == 256
-    # a Qwen3.5/3.6-style wrapper: the decoder under text_config, its RoPE nested in rope_parameters
+    # a Qwen3.5/3.6-style wrapper written by transformers' Qwen3_5Config
+    _clients("qwen35-config", str(tmp_path / "q35"))
+    written = json.loads((tmp_path / "q35" / "config.json").read_text())
+    assert "text_config" in written and "rope_theta" not in written
+    q = hf_config_to_target(written)
+    assert (q.rope_theta, q.num_layers, q.num_heads, q.num_kv_heads, q.hidden_size, q.head_dim, q.vocab_size) == \
+        (1e7, 64, 24, 4, 5120, 256, 248320)
+    # the same shape by hand: the decoder under text_config, its RoPE nested in rope_parameters
     wrapped = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
                "vision_config": {"hidden_size": 1152},
                "text_config": {"model_type": "qwen3_5_text", "vocab_size": 248320, "hidden_size": 5120,
@@ -225,3 +232,29 @@ def test_specforge_loads_the_export_and_gives_our_hidden_states(hf_target, tmp_p
     with torch.no_grad():
         ours = mine(feats, block_ids, anchors[None], use_flex=False).reshape(1, -1, target_model.cfg.hidden_size)
     assert (ours - theirs["hidden"]).abs().max().item() < 1e-5
+
+
+def test_init_drafter_fine_tunes_from_an_export(tiny_data, tmp_path):
+    """--init-drafter: a new run starts from the exported weights (every replica), and an
+    export of another shape is refused naming the path."""
+    first = tmp_path / "a"
+    assert train.run(train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(first),
+                                       "--steps", "3", "--log-every", "3", "--device", "cpu", "--sequential"])
+                     ).exit_code == 0
+    exported = export(first, tmp_path / "exp", dtype="float32")
+    args = train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "b"),
+                             "--device", "cpu", "--init-drafter", str(exported), "--drafter-devices", "0,1"])
+    s = train.build(args)
+    try:
+        from safetensors.torch import load_file
+
+        saved = load_file(str(exported / "model.safetensors"))
+        for d in s.replicas.drafters:
+            for name, p in d.trainable_parameters():
+                assert torch.equal(p, saved[name]), name
+    finally:
+        s.replicas.close()
+    bad = train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "c"),
+                            "--device", "cpu", "--init-drafter", str(exported), "--draft-layers", "3"])
+    with pytest.raises(train.ConfigError, match="does not fit"):
+        train.build(bad)

@@ -205,6 +205,10 @@ def main() -> None:
                 sys.exit(3)
         train(args, hook=hook)
     elif m == "keyboard":
+        # A shell that runs a job in the background leaves SIGINT ignored, and Python then
+        # installs no handler: give it Python's, as an interactive terminal would.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         def hook(step, model, x):
             if step == 20:
                 os.kill(os.getpid(), signal.SIGINT)

@@ -2,6 +2,7 @@
 own torch), driven by tests/trainer/test_export.py through subprocess. Real clients only:
 
     make-target DIR THETA      a Qwen3ForCausalLM with random weights, saved by transformers
+    qwen35-config DIR          a Qwen3.5/3.6-style config.json, written by transformers
     hidden DIR IO.pt OUT.pt    that model's hidden states at the given layers
     draft DIR EXPORT IO.pt OUT.pt
         speculators' DFlashConverter turns our export into its format (base model DIR),
@@ -28,6 +29,18 @@ def make_target(path: str, theta: float) -> None:
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(cfg).eval()
     model.save_pretrained(path)
+
+
+def qwen35_config(path: str) -> None:
+    """A Qwen3.5/3.6-style wrapper config (the text decoder under text_config, RoPE nested
+    in rope_parameters), the Qwen3.6-27B text shape, written by transformers' Qwen3_5Config."""
+    from transformers import Qwen3_5Config
+
+    Qwen3_5Config(text_config=dict(
+        vocab_size=248320, hidden_size=5120, num_hidden_layers=64, num_attention_heads=24, num_key_value_heads=4,
+        head_dim=256, intermediate_size=17408,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000, "partial_rotary_factor": 0.25},
+    )).save_pretrained(path)
 
 
 def hidden(path: str, io_path: str, out_path: str) -> None:
@@ -81,6 +94,8 @@ if __name__ == "__main__":
     cmd, *rest = sys.argv[1:]
     if cmd == "make-target":
         make_target(rest[0], float(rest[1]))
+    elif cmd == "qwen35-config":
+        qwen35_config(rest[0])
     elif cmd == "hidden":
         hidden(*rest)
     elif cmd == "draft":

@@ -151,3 +151,13 @@ def test_the_coarse_line_filter_covers_every_rule_trigger():
 
     for t in TRIGGER_WORDS + ("nan", "inf", "scale", "overflow", "skipped", "hit config.", "flex_attention"):
         assert any(w in t for w in LINE_WORDS), t
+
+
+@given(deco=st.sampled_from(["", "`", "**", "```", "_"]), prefix=PREFIXES)
+def test_a_bare_killed_in_markdown_or_a_prefix_is_a_host_oom(deco, prefix):
+    (f,) = scan_lines(["step=3 loss=2.0", f"{prefix}{deco}Killed{deco}"], now_s=0.0)
+    assert f.kind == "oom" and "SIGKILL" in f.summary and f.line == 2
+
+
+def test_killed_inside_a_sentence_is_not_an_oom():
+    assert scan_lines(["Killed 0 zombie workers", "Killed: 0", "workers killed: none"], now_s=0.0) == []

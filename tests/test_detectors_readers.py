@@ -161,3 +161,12 @@ def test_a_bare_killed_in_markdown_or_a_prefix_is_a_host_oom(deco, prefix):
 
 def test_killed_inside_a_sentence_is_not_an_oom():
     assert scan_lines(["Killed 0 zombie workers", "Killed: 0", "workers killed: none"], now_s=0.0) == []
+
+
+def test_argparse_refusal_of_a_module_entry_point():
+    """issue 13.3: the bundled trainer started as `python -m trainer` with a misspelled flag."""
+    lines = ["[2026-12-01 10:00:00] launching", "usage: python -m trainer [-h] [--steps STEPS] [--config CONFIG]",
+             "python -m trainer: error: unrecognized arguments: --stepz 300"]
+    (f,) = scan_lines(lines, now_s=0.0)
+    assert (f.kind, f.severity, f.line) == ("crash", "critical", 3)
+    assert f.summary == "command line refused: python -m trainer: error: unrecognized arguments: --stepz 300"

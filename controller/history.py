@@ -38,7 +38,8 @@ Schemas (all nullable except the keys; units in the names; float64 unless said):
 progress -- one training progress point (controller.records.ProgressSample):
     run_id string, step int64, time_s (unix s), source string ("log" | "metrics" | "wandb"),
     tok_per_s, samples_per_s, step_time_s, data_wait_s, loss, acc, tau, mem_alloc_gib,
-    mem_peak_gib, lr
+    mem_peak_gib, lr, accept_len, eval_loss, eval_acc, eval_tau, eval_accept_len (the last five
+    absent from files written before 2026-12-01: read as null)
 
 gpus -- one nvidia-smi row per GPU per tick (controller.records.GpuSample):
     run_id string, time_s (unix s), index int32, uuid string, name string, util_pct,
@@ -69,7 +70,10 @@ import pyarrow.parquet as pq
 from controller.records import GpuSample, ProgressSample, finite_or_none
 
 PROGRESS_FLOAT_FIELDS = ("tok_per_s", "samples_per_s", "step_time_s", "data_wait_s", "loss", "acc", "tau",
-                         "mem_alloc_gib", "mem_peak_gib", "lr")
+                         "mem_alloc_gib", "mem_peak_gib", "lr",
+                         # added 2026-12-01 (accept_len, held-out eval): older part files lack them,
+                         # read_table and _merge fill them with nulls (conform_to)
+                         "accept_len", "eval_loss", "eval_acc", "eval_tau", "eval_accept_len")
 GPU_FLOAT_FIELDS = ("util_pct", "mem_used_mib", "mem_total_mib", "temp_c", "power_w")
 
 SCHEMAS: dict[str, pa.Schema] = {
@@ -165,6 +169,8 @@ def _merge(kind_dir: Path, sources: list[tuple[int, int, int, Path]], level: int
     with pq.ParquetWriter(tmp, schema, compression=COMPRESSION) as writer:
         for _, _, _, path in sorted(sources, key=lambda s: s[1]):
             for batch in pq.ParquetFile(path).iter_batches(batch_size=MERGED_ROW_GROUP_ROWS):
+                if batch.schema != schema:   # a part written before a field was added
+                    batch = conform_to(pa.Table.from_batches([batch]), schema).to_batches()[0]
                 pending.append(batch)
                 pending_rows += batch.num_rows
                 if pending_rows >= MERGED_ROW_GROUP_ROWS:
@@ -393,8 +399,22 @@ def read_table(run_id: str, kind: str, *, root: Path | None = None, columns: lis
     if not paths:
         return schema.empty_table()
     # ParquetFile.read, not pq.read_table: no dataset layer (which imports pandas, ~0.3 s).
-    tables = [pq.ParquetFile(p).read(columns=columns) for p in paths]
+    tables = []
+    for p in paths:
+        f = pq.ParquetFile(p)
+        have = set(f.schema_arrow.names)
+        tables.append(conform_to(f.read(columns=[c for c in columns if c in have] if columns else None), schema))
     return pa.concat_tables(tables)
+
+
+def conform_to(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with `schema`'s columns in its order: a column a part file written by an older
+    dfctl lacks is all null, so histories written before a field was added still read."""
+    if table.schema == schema:
+        return table
+    cols = [table.column(f.name).cast(f.type) if f.name in table.schema.names else pa.nulls(table.num_rows, f.type)
+            for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 def read_progress(run_id: str, *, root: Path | None = None, columns: list[str] | None = None) -> pa.Table:

@@ -67,6 +67,11 @@ class ProgressSample:
     loss: float | None = None
     acc: float | None = None
     tau: float | None = None
+    accept_len: float | None = None      # accepted prefix per block + 1 (serving's count; README)
+    eval_loss: float | None = None       # held-out eval (the trainer's --eval-every steps only)
+    eval_acc: float | None = None
+    eval_tau: float | None = None
+    eval_accept_len: float | None = None
     mem_alloc_gib: float | None = None
     mem_peak_gib: float | None = None
     lr: float | None = None

@@ -23,3 +23,26 @@ def _dfctl_home(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
     return home
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind(tmp_path):
+    """A test that fails midway can leave what it launched running (a trainer, a ticker, a
+    watcher): after each test, end every process whose command line or working directory
+    lies in the test's tmp_path, so one failure does not load the machine for the rest of
+    the run. Rig processes live under the rig's own session directory and are untouched."""
+    yield
+    import signal
+
+    import psutil
+
+    root = str(tmp_path)
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        try:
+            if proc.pid == me or proc.info["cmdline"] is None:
+                continue
+            if root in " ".join(proc.info["cmdline"]) or (proc.info["cwd"] or "").startswith(root):
+                os.kill(proc.pid, signal.SIGKILL)
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue

@@ -370,3 +370,27 @@ def test_attached_run_watched_to_its_end_then_compared(tmp_path, capsys):
         assert [(r["state"], r["exit_code"]) for r in json.loads(out)] == [("ended", None)]
     finally:
         _end(proc)
+
+
+def test_stacks_of_a_run_dfctl_launched(tmp_path, capsys, monkeypatch):
+    """A deployed run: the dump is of the trainer, not of dfctl's wrapper above it."""
+    from tests.deploy_support import make_project, ticker_playbook
+
+    root = make_project(tmp_path / "proj", git=False)
+    pb = ticker_playbook(root)
+    monkeypatch.chdir(root)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    try:
+        wait_for(lambda: Path(run["log"]).exists() and "[progress]" in Path(run["log"]).read_text(), what="progress")
+        code, out, err = dfctl(capsys, "stacks", run["run_id"], "--json")
+        assert code == 0, err
+        dump = json.loads(out)
+        frames = [f for t in dump["threads"] for f in t["frames"]]
+        assert {t["pid"] for t in dump["threads"]} == {json.loads(Path(run["run_dir"], "launch.json").read_text())
+                                                        ["trainer_pid"]}
+        assert any(f["file"].endswith("__main__.py") for f in frames)
+        assert " in <module> (ticker/__main__.py:" in dump["summary"], dump["summary"]
+    finally:
+        dfctl(capsys, "stop", run["run_id"])

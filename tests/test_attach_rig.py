@@ -229,3 +229,41 @@ def test_stacks_ptrace_denied_names_the_capability(rig, rig_host, capsys):
     assert time.monotonic() - t0 < 120
     code, out, err = dfctl(capsys, "stop", att["run"]["run_id"], "--json")
     assert code == 0 and json.loads(out)["left"] == [], err
+
+
+def test_scan_maps_gpus_held_through_cgroup_and_nspid(rig, rig_host, capsys):
+    """nvidia-smi (the rig's stand-in, driver 580 formats) lists compute apps by HOST pid;
+    scan names the CT process that holds each GPU (cgroup /lxc/<vmid>/, innermost NSpid)."""
+    from tests.rig.gpus import FakeComputeApp, busy_gpu, default_gpus
+
+    vmid = rig_host.vmid_running
+    run_dir = f"/workspace/gpus-{os.getpid()}"
+    prog = "import time\nwhile 1:\n    print('[progress] step=1', flush=True)\n    time.sleep(0.5)\n"
+    r = rig_host.ct_exec(vmid, ["sh", "-c", f"mkdir -p {run_dir}; cd {run_dir}; printf %s {shlex.quote(prog)} > t.py; "
+                                            f"nohup {CT_PYTHON} t.py > train.log 2>&1 < /dev/null & echo $!"])
+    ct_pid = int(r.stdout.split()[-1])
+    try:
+        def host_pid():
+            for hp in rig_host.container_host_pids(vmid):
+                try:
+                    status = open(f"/proc/{hp}/status").read()
+                except OSError:
+                    continue
+                ns = [ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")]
+                if ns and ns[0][-1] == str(ct_pid):
+                    return hp
+            return None
+
+        hp = wait_for(host_pid, what="the CT process's host pid")
+        gpus = default_gpus()
+        gpus[3] = busy_gpu(3, apps=[FakeComputeApp(pid=hp, used_memory_mib=4242)])
+        gpus[5] = busy_gpu(5, apps=[FakeComputeApp(pid=hp, used_memory_mib=17)])
+        rig_host.set_gpus(gpus)
+        code, out, err = dfctl(capsys, "scan", *target_args(rig, rig_host, vmid), "--json")
+        assert code == 0, err
+        row = next(p for p in json.loads(out)["processes"] if p["pid"] == ct_pid)
+        assert [(g["index"], g["used_mib"]) for g in row["gpus"]] == [(3, 4242.0), (5, 17.0)]
+        assert row["log"]["path"] == f"{run_dir}/train.log"
+    finally:
+        rig_host.reset_gpus()
+        rig_host.ct_exec(vmid, ["kill", str(ct_pid)])

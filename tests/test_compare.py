@@ -56,7 +56,7 @@ def _env(**extra):
 def runs(tmp_path_factory):
     """Two real trainer runs in launch.py's layout (train.log, exit_code, metrics, wandb)."""
     base = tmp_path_factory.mktemp("trainer-runs")
-    specs = {"A": ["--steps", "24", "--log-every", "2"],
+    specs = {"A": ["--steps", "24", "--log-every", "2", "--eval-fraction", "0.2", "--eval-every", "6"],
              "B": ["--steps", "24", "--log-every", "3", "--token-budget", "768"]}
     procs = {}
     for i, (name, extra) in enumerate(specs.items()):
@@ -146,6 +146,29 @@ def test_json_figures_match_the_metrics_and_the_detectors_window(runs):
             assert b["loss_at"][str(s)] == pytest.approx(logged_b[s])
     assert b["verdict"].startswith(("faster by", "slower by", "within noise"))
     assert b["ci95_pct"][0] <= b["delta_pct"] <= b["ci95_pct"][1]
+
+
+def test_accept_len_and_held_out_eval_reach_compare_runs(runs, tmp_path):
+    """The trainer's accept_len and eval_* keys (README) are parsed from metrics.jsonl and its
+    progress line, kept in the history, and shown per run as the last known value."""
+    rows_a = _metrics(runs["A"])
+    evals = [m for m in rows_a if "eval_loss" in m]
+    assert evals and all("accept_len" in m for m in rows_a)
+    for source in ("metrics.jsonl", "train.log"):
+        res = _cli("compare-runs", str(runs["A"] / source), str(runs["B"] / source), "--json")
+        assert res.returncode == 0, res.stderr
+        a, b = json.loads(res.stdout)["runs"]
+        assert a["last"]["accept_len"] == pytest.approx(rows_a[-1]["accept_len"], rel=1e-3)
+        if source == "metrics.jsonl":    # the held-out eval lives in metrics.jsonl
+            assert a["last"]["eval_loss"] == pytest.approx(evals[-1]["eval_loss"])
+            assert a["last"]["eval_accept_len"] == pytest.approx(evals[-1]["eval_accept_len"])
+        assert b["last"]["eval_loss"] is None           # B ran without --eval-fraction
+    table = _cli("compare-runs", str(runs["A"]), str(runs["B"]))
+    assert "eval loss (last)" in table.stdout and "accept_len (last)" in table.stdout, table.stdout
+    # through the registry's history too (an import writes it)
+    assert _cli("import", str(runs["A"]), "--name", "evalrun", "--json").returncode == 0
+    res = _cli("compare-runs", "evalrun", str(runs["B"]), "--json")
+    assert json.loads(res.stdout)["runs"][0]["last"]["eval_loss"] == pytest.approx(evals[-1]["eval_loss"])
 
 
 def test_offline_wandb_dir_log_file_and_run_dir_agree(runs):

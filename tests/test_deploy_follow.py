@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from tests.deploy_support import make_project, ticker_playbook
+from tests.deploy_support import make_project, ticker_playbook, wait_for
 from tests.test_watch import ROOT
 
 
@@ -33,6 +33,10 @@ def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
     p = _deploy(root, pb, home=_dfctl_home)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[progress] step=" in p.stdout and "first step reached" in p.stderr
+    # the first run goes on after its first step: a second exclusive launch waits for its end
+    # (else it is refused as "still alive", on a loaded machine)
+    wait_for(lambda: all((d / "exit_code").exists() for d in (root / ".dfctl-local" / "runs").iterdir()),
+             timeout_s=60, what="the first run's end")
     p = _deploy(root, pb, "--until", "end", home=_dfctl_home)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[progress] step=39" in p.stdout and "done" in p.stdout.splitlines()

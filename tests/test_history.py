@@ -127,3 +127,35 @@ def test_a_step_written_twice_reads_once_first_copy_kept():
         (10, "metrics", 1010.0), (20, "metrics", 1020.0), (30, "metrics", 1030.0), (40, "metrics", 1040.0)]
     assert history.read_progress("twice", columns=["tok_per_s"]).column_names == ["tok_per_s"]
     assert history.read_progress("twice", columns=["tok_per_s"]).num_rows == 4
+
+
+def test_part_files_written_before_a_field_was_added_still_read_and_merge():
+    """accept_len and eval_* joined the progress schema on 2026-12-01: a history whose older
+    part files lack them reads (nulls there), and merging old with new parts keeps every row."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    added = ("accept_len", "eval_loss", "eval_acc", "eval_tau", "eval_accept_len")
+    old_schema = pa.schema([f for f in history.SCHEMAS["progress"] if f.name not in added])
+    kind_dir = history.history_dir("run-old") / "progress"
+    kind_dir.mkdir(parents=True)
+    old = pa.Table.from_pylist([{"run_id": "run-old", "step": s, "time_s": 1000.0 + s, "source": "metrics",
+                                 "tok_per_s": 100.0, "loss": 5.0} for s in range(3)], schema=old_schema)
+    pq.write_table(old, kind_dir / "p0-000000001-000000003.parquet")
+    new = [ProgressSample(step=3 + i, tok_per_s=100.0, loss=4.0, accept_len=2.5, eval_loss=4.5) for i in range(3)]
+    history.append_progress("run-old", new)
+    t = history.read_progress("run-old")
+    assert t.column("step").to_pylist() == [0, 1, 2, 3, 4, 5]
+    assert t.column("accept_len").to_pylist() == [None, None, None, 2.5, 2.5, 2.5]
+    assert t.column("eval_loss").to_pylist()[3:] == [4.5] * 3
+    assert history.read_progress("run-old", columns=["step", "eval_loss"]).num_rows == 6
+    # a merge of old and new parts (the tiered compaction) writes the current schema
+    w = history.HistoryWriter("run-old", rows_per_part=1, fan_in=2)
+    for k in range(6):
+        w.append_progress([ProgressSample(step=6 + k, loss=3.0, eval_acc=0.5)])
+    w.close()
+    t = history.read_progress("run-old")
+    assert t.column("step").to_pylist() == list(range(12))
+    assert t.column("eval_acc").to_pylist()[6:] == [0.5] * 6 and t.column("eval_acc").to_pylist()[0] is None
+    parts = list(kind_dir.glob("*.parquet"))
+    assert parts and all("eval_acc" in pq.ParquetFile(p).schema_arrow.names for p in parts)   # old part merged

@@ -37,6 +37,8 @@ PROGRESS_PROGRAM = """
             text = open("inject").read()
             os.unlink("inject")
             print(text, flush=True)
+            if os.path.exists("end_on_inject"):
+                break    # the test's run ends on its cue, not on a step count a loaded machine can outrun
         time.sleep(0.1)
 """
 
@@ -231,7 +233,8 @@ def _dfctl(*args: str, env: dict, timeout_s: float = 120, **kw) -> subprocess.Co
 def test_cli_once_json_unknown_run_notify_and_kill_restart(tmp_path, _dfctl_home):
     env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
     store = RunStore()
-    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM.replace('"100000"', '"120"'))
+    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM)
+    (run.run_dir / "end_on_inject").touch()
     try:
         store.add_run(record_for(run, "cli-run"))
         run.pid()

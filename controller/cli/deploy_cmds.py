@@ -90,19 +90,13 @@ def deploy(
 
     A run is exclusive by default (run.exclusive): while another run of the target is
     alive, deploy refuses (exit 2, nothing changed) unless --replace."""
-    from controller.bundle import build_bundle, local_git_state, project_root
-    from controller.cli.follow import UNTIL
-    from controller.deploy import deploy_bundle, resolve_workdir
-    from controller.launch import launch_registered, launch_spec, live_runs_of, refuse_if_live, replace_runs
+    from controller.bundle import build_bundle, project_root
+    from controller.deploy import resolve_workdir
+    from controller.launch import live_runs_of, refuse_if_live
     from controller.transport.factory import open_transport, target_label
 
-    if until not in UNTIL:
-        raise BadInputError(f"--until {until!r}: expected one of {', '.join(UNTIL)}")
-    if follow and (no_launch or dry_run):
-        raise BadInputError("--follow: nothing to follow with --no-launch or --dry-run")
+    _check_deploy_flags(name, follow=follow, until=until, no_launch=no_launch, dry_run=dry_run)
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
-    if name is not None:
-        check_run_name(name)
     root = project_root()
     bundle, workdir, transport = build_bundle(root, pb.bundle), resolve_workdir(pb.target, root), open_transport(pb.target)
     store = RunStore()
@@ -113,31 +107,58 @@ def deploy(
                                   json_out=json_out)
         if not replace:
             refuse_if_live(pb.target, live)
-        progress = _LazyProgress(f"deploy {bundle.content_id}")
-        try:
-            result = deploy_bundle(transport, workdir, bundle, on_progress=progress)
-        finally:
-            progress.close()
+        result = _push(transport, workdir, bundle)
         out: dict[str, Any] = {"target": target_label(pb.target), "release": dataclasses.asdict(result), "run": None}
         if not json_out:
             typer.echo(_release_text(result, target_label(pb.target)))
         if not no_launch:
-            spec = launch_spec(pb, workdir, name)
-            if live:
-                out["stopped"] = replace_runs(store, transport, live, pb.run.stop_grace_s, successor=spec["run_id"],
-                                              on_stopped=None if json_out else _echo_stopped)
-            commit, dirty = local_git_state(root)
-            run = launch_registered(store, transport, pb, workdir, spec, git_commit=commit, git_dirty=dirty)
-            out["run"] = _launched_row(run)
-            if not json_out:
-                typer.echo(f"launched {run.run_id} (pid {run.pid}); log: {run.log_path}")
-                typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
+            _launch_into(out, store, transport, pb, workdir, root, name, live, json_out=json_out)
     finally:
         store.close()
     if json_out:
         _emit_json(out)
     if follow and out["run"] is not None:
         _follow_launched(out["run"]["run_id"], until, json_out)
+
+
+def _check_deploy_flags(name: str | None, *, follow: bool, until: str, no_launch: bool, dry_run: bool) -> None:
+    from controller.cli.follow import UNTIL
+
+    if until not in UNTIL:
+        raise BadInputError(f"--until {until!r}: expected one of {', '.join(UNTIL)}")
+    if follow and (no_launch or dry_run):
+        raise BadInputError("--follow: nothing to follow with --no-launch or --dry-run")
+    if name is not None:
+        check_run_name(name)
+
+
+def _push(transport: Transport, workdir: str, bundle):
+    """deploy_bundle with a progress bar that shows only for a transfer that takes a while."""
+    from controller.deploy import deploy_bundle
+
+    progress = _LazyProgress(f"deploy {bundle.content_id}")
+    try:
+        return deploy_bundle(transport, workdir, bundle, on_progress=progress)
+    finally:
+        progress.close()
+
+
+def _launch_into(out: dict[str, Any], store: RunStore, transport: Transport, pb: Playbook, workdir: str, root,
+                 name: str | None, live: list[RunRecord], *, json_out: bool) -> None:
+    """--replace's stops (if any run lives), then the registered launch; `out` gets both."""
+    from controller.bundle import local_git_state
+    from controller.launch import launch_registered, launch_spec, replace_runs
+
+    spec = launch_spec(pb, workdir, name)
+    if live:
+        out["stopped"] = replace_runs(store, transport, live, pb.run.stop_grace_s, successor=spec["run_id"],
+                                      on_stopped=None if json_out else _echo_stopped)
+    commit, dirty = local_git_state(root)
+    run = launch_registered(store, transport, pb, workdir, spec, git_commit=commit, git_dirty=dirty)
+    out["run"] = _launched_row(run)
+    if not json_out:
+        typer.echo(f"launched {run.run_id} (pid {run.pid}); log: {run.log_path}")
+        typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
 
 
 def _follow_launched(run_id: str, until: str, json_out: bool) -> None:
@@ -338,8 +359,7 @@ def stop(
                                 f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
         _, transport = _open_for(rec)
         if grace_s is None:   # the grace the playbook gave the run (the trainer checkpoints in it)
-            grace_s = float(((rec.playbook or {}).get("run") or {}).get("stop_grace_s")
-                            or RunConfig.__dataclass_fields__["stop_grace_s"].default)
+            grace_s = float(((rec.playbook or {}).get("run") or {}).get("stop_grace_s") or RunConfig().stop_grace_s)
         res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
         left = res.get("left") or []
     finally:

@@ -80,6 +80,10 @@ def table_rows(cmp: Comparison) -> list[tuple[str, list[str]]]:
         add(f"loss @ step {k}", [_num(r.loss_at.get(k), 4) for r in R])
     for k in cmp.aligned_steps:
         add(f"τ @ step {k}", [_num(r.tau_at.get(k), 3) for r in R])
+    for name, label, digits in (("accept_len", "accept_len (last)", 2), ("eval_loss", "eval loss (last)", 4),
+                                ("eval_accept_len", "eval accept_len (last)", 2)):
+        if any(r.last.get(name) is not None for r in R):
+            add(label, [_num(r.last.get(name), digits) for r in R])
     for key in cmp.config_keys:
         add(f"config {key}", [_cfg(r.config.get(key, "—")) for r in R])
     return rows
@@ -216,6 +220,7 @@ def to_jsonable(cmp: Comparison) -> dict[str, Any]:
             "peak_mem_measures": MEMORY_MEASURES.get(r.memory_device or ""),
             "gpu_device_peak_mem_gib": r.gpu_device_peak_mem_gib,
             "loss_at": {str(k): v for k, v in r.loss_at.items()}, "tau_at": {str(k): v for k, v in r.tau_at.items()},
+            "last": dict(r.last),
             "config_diff": {k: r.config.get(k) for k in cmp_keys},
             "verdict": r.verdict, "delta_pct": r.delta_pct,
             "ci95_pct": list(r.ci_pct) if r.ci_pct else None,

@@ -29,6 +29,11 @@ STATE_LABEL = {"finished": "finished", "oom": "OOM", "crash": "crash", "killed":
                "running": "running", "unknown": "unknown"}
 
 
+LAST_VALUE_METRICS = ("accept_len", "eval_loss", "eval_accept_len")
+"""Shown as each run's last known value: accept_len (serving's accepted length per block,
+README) and the held-out eval, which the trainer reports only every --eval-every steps."""
+
+
 @dataclass
 class Columns:
     """One run's progress as arrays, one row per step (first seen wins), step order."""
@@ -40,6 +45,9 @@ class Columns:
     step_time_s: np.ndarray
     loss: np.ndarray
     tau: np.ndarray
+    accept_len: np.ndarray
+    eval_loss: np.ndarray
+    eval_accept_len: np.ndarray
     mem_peak_gib: np.ndarray                    # one element: the run's maximum (NaN if unknown)
 
     def finite_series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -54,11 +62,14 @@ class Columns:
     @classmethod
     def from_table(cls, table: pa.Table) -> "Columns":
         def col(name: str, dtype=np.float64) -> np.ndarray:
+            if name not in table.schema.names:   # an imported table without the newer metrics
+                return np.full(table.num_rows, np.nan)
             return table.column(name).to_numpy(zero_copy_only=False).astype(dtype, copy=False) \
                 if table.num_rows else np.empty(0, dtype)
 
         step = col("step", np.int64)
-        arrays = {n: col(n) for n in ("time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau")}
+        arrays = {n: col(n) for n in ("time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau",
+                                      *LAST_VALUE_METRICS)}
         # Only its maximum is used: computed by Arrow, no 1M-row conversion.
         peak = pc.max(table.column("mem_peak_gib")).as_py() if table.num_rows else None
         arrays["mem_peak_gib"] = np.array([np.nan if peak is None else peak])
@@ -126,6 +137,7 @@ class RunSummary:
     peak_mem_gib: float | None                  # the trainer's mem_peak_gib: its GPUs summed, or CPU peak RSS
     loss_at: dict[int, float | None] = field(default_factory=dict)
     tau_at: dict[int, float | None] = field(default_factory=dict)
+    last: dict[str, float | None] = field(default_factory=dict)   # LAST_VALUE_METRICS -> last known value
     config: dict[str, Any] = field(default_factory=dict)
     verdict: str = ""
     delta_pct: float | None = None              # + faster / - slower than the baseline
@@ -201,6 +213,9 @@ def summarise(run: LoadedRun, warmup_s: float, warmup_steps: int) -> RunSummary:
         loss_series=c.finite_series("loss"), tau_series=c.finite_series("tau"),
         log_interval=_interval(c.finite_series("loss")[0]), warm_tok=_thin1(tok, BOOTSTRAP_MAX_SAMPLES),
         start_s=run.start_s, warmup_s=warmup_s, warmup_steps=warmup_steps)
+    for name in LAST_VALUE_METRICS:
+        _, known = c.finite_series(name)
+        summary.last[name] = float(known[-1]) if known.size else None
     minutes = elapsed_minutes(c)
     summary.plot_minutes, summary.plot_tok = _thin(minutes, c.tok_per_s)
     summary.plot_tok_steps, _ = _thin(c.step.astype(np.float64), c.tok_per_s)

@@ -125,7 +125,7 @@ class LazyRepair(Sequence[Line]):
     def __len__(self) -> int:
         return len(self._lines)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:

@@ -148,7 +148,7 @@ def _gpu_idle(state: RunState, cfg, now_s: float) -> Finding | None:
     unknown = [g.index for g in state.gpus if g.util_pct is None]
     visible = len({g.index for g in state.gpus})
     expected = cfg.gpus_expected
-    ev = ("GPU util: " + ", ".join(f"{i}: {u:.0f}%" for i, u in utils),)
+    ev: tuple[str, ...] = ("GPU util: " + ", ".join(f"{i}: {u:.0f}%" for i, u in utils),)
     hint = ("an idle GPU is a stalled stage: a dead worker thread, a starved queue, or a rank "
             "waiting in a collective; compare with the log tail and py-spy dump")
     if unknown:

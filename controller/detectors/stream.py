@@ -8,7 +8,10 @@ from collections.abc import Sequence
 
 from controller.detectors.scan import ScanState, scan_lines
 from controller.logparse import LineParser, merge_wandb
-from controller.records import Finding, ProgressSample
+from controller.records import Finding, ProgressSample, WandbInfo
+
+TAIL_LINES = 20
+"""The log's last lines kept (what a finding about the end quotes)."""
 
 
 class TextScanner:
@@ -40,10 +43,10 @@ class TextScanner:
         self.progress: deque[ProgressSample] = deque(maxlen=max_progress)
         self.progress_truncated = False
         self.milestones: dict[str, int] = {}
-        self.wandb = None
+        self.wandb: WandbInfo | None = None
         self.lines_seen = 0
         self.findings: dict[tuple[str, str], Finding] = {}
-        self.tail: deque[str] = deque(maxlen=20)
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._state = ScanState()
         self._deferred: list[Finding] = []
         self._pending: list[str] = []
@@ -62,7 +65,7 @@ class TextScanner:
             elif parsed.wandb is not None:
                 self.wandb = merge_wandb(self.wandb, parsed.wandb)
             self.lines_seen += 1
-        self.tail.extend(lines[-self.tail.maxlen:])
+        self.tail.extend(lines[-TAIL_LINES:])
         self._pending.extend(lines)
         self._pending_chars += sum(len(line) for line in lines)
         new: list[Finding] = []

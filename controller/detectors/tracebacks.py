@@ -90,10 +90,10 @@ def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
             continue
         if TB_START in text:
             ipy = _IPY_HEADER.match(text)
-            keep = tb is not None and not tb.frames
-            open_tb[key] = Traceback(start=tb.start if keep else i, headed=True,
+            keep = tb if tb is not None and not tb.frames else None
+            open_tb[key] = Traceback(start=keep.start if keep else i, headed=True,
                                      ipython_name=ipy.group("name") if ipy else None,
-                                     thread=pending_thread.pop(key, None) or (tb.thread if keep else None),
+                                     thread=pending_thread.pop(key, None) or (keep.thread if keep else None),
                                      ignored=pending_ignored.pop(key, False))
             continue
         fm = _FRAME.match(text)

@@ -151,3 +151,22 @@ def test_the_coarse_line_filter_covers_every_rule_trigger():
 
     for t in TRIGGER_WORDS + ("nan", "inf", "scale", "overflow", "skipped", "hit config.", "flex_attention"):
         assert any(w in t for w in LINE_WORDS), t
+
+
+@given(deco=st.sampled_from(["", "`", "**", "```", "_"]), prefix=PREFIXES)
+def test_a_bare_killed_in_markdown_or_a_prefix_is_a_host_oom(deco, prefix):
+    (f,) = scan_lines(["step=3 loss=2.0", f"{prefix}{deco}Killed{deco}"], now_s=0.0)
+    assert f.kind == "oom" and "SIGKILL" in f.summary and f.line == 2
+
+
+def test_killed_inside_a_sentence_is_not_an_oom():
+    assert scan_lines(["Killed 0 zombie workers", "Killed: 0", "workers killed: none"], now_s=0.0) == []
+
+
+def test_argparse_refusal_of_a_module_entry_point():
+    """issue 13.3: the bundled trainer started as `python -m trainer` with a misspelled flag."""
+    lines = ["[2026-12-01 10:00:00] launching", "usage: python -m trainer [-h] [--steps STEPS] [--config CONFIG]",
+             "python -m trainer: error: unrecognized arguments: --stepz 300"]
+    (f,) = scan_lines(lines, now_s=0.0)
+    assert (f.kind, f.severity, f.line) == ("crash", "critical", 3)
+    assert f.summary == "command line refused: python -m trainer: error: unrecognized arguments: --stepz 300"

@@ -207,7 +207,7 @@ RULES: tuple[TextRule, ...] = (
       H.HINT_HOST_OOM, ("defaultcpuallocator",)),
     R("dataloader-killed", _rx(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>[\d, ]+)\) is killed by signal: Killed"),
       OOM, CRIT, "DataLoader worker (pid {pid}) killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("killed",)),
-    R("bare-killed", _rx(r"^\s*Killed\s*$"), OOM, CRIT,
+    R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,
       "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
                          r"|Floating point exception|Killed)(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),

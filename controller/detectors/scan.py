@@ -202,9 +202,16 @@ STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", "usage:")
 """Words that wake the traceback and usage readers (they read whole batches)."""
 
 
+CHUNK_LINES = 16
+"""Lines tested together: one `in` per word over 16 joined lines costs about what one over a
+single line does (the per-call overhead dominates a short line), and most chunks of a
+healthy log hold no word at all. Measured 1.7x faster than line by line (BENCHMARKS.md)."""
+
+
 def _candidates(b: _Batch) -> tuple[list[int], set[str]]:
-    """Indexes of reported lines that hold any LINE_WORDS word, and which
-    STRUCTURE_WORDS occur anywhere in the batch: one pass over the lines."""
+    """Indexes of lines that hold any LINE_WORDS word, and which STRUCTURE_WORDS occur
+    anywhere in the batch: a pass over chunks of lines, then over the lines of the
+    chunks that hold a word."""
     if isinstance(b.rep, list):
         texts = [ln.text for ln in b.rep]
     else:
@@ -212,15 +219,23 @@ def _candidates(b: _Batch) -> tuple[list[int], set[str]]:
     out = []
     seen: set[str] = set()
     words, structure = LINE_WORDS, STRUCTURE_WORDS
-    for i, text in enumerate(texts):
-        low = text.lower()
-        for w in words:
-            if w in low:
-                out.append(i)
-                break
+    for g in range(0, len(texts), CHUNK_LINES):
+        group = texts[g:g + CHUNK_LINES]
+        chunk = "\n".join(group).lower()
         for w in structure:
-            if w in low:
+            if w in chunk:
                 seen.add(w)
+        for w in words:
+            if w in chunk:
+                break
+        else:
+            continue
+        for k, text in enumerate(group):
+            low = text.lower()
+            for w in words:
+                if w in low:
+                    out.append(g + k)
+                    break
     return out, seen
 
 

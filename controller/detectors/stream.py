@@ -10,6 +10,9 @@ from controller.detectors.scan import ScanState, scan_lines
 from controller.logparse import LineParser, merge_wandb
 from controller.records import Finding, ProgressSample, WandbInfo
 
+TAIL_LINES = 20
+"""The log's last lines kept (what a finding about the end quotes)."""
+
 
 class TextScanner:
     """Feed clean lines in order; collects findings (de-duplicated by key), progress
@@ -43,7 +46,7 @@ class TextScanner:
         self.wandb: WandbInfo | None = None
         self.lines_seen = 0
         self.findings: dict[tuple[str, str], Finding] = {}
-        self.tail: deque[str] = deque(maxlen=20)
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._state = ScanState()
         self._deferred: list[Finding] = []
         self._pending: list[str] = []
@@ -62,7 +65,7 @@ class TextScanner:
             elif parsed.wandb is not None:
                 self.wandb = merge_wandb(self.wandb, parsed.wandb)
             self.lines_seen += 1
-        self.tail.extend(lines[-(self.tail.maxlen or 0):])   # (always bounded: maxlen=20)
+        self.tail.extend(lines[-TAIL_LINES:])
         self._pending.extend(lines)
         self._pending_chars += sum(len(line) for line in lines)
         new: list[Finding] = []

@@ -182,6 +182,9 @@ SCENARIOS.append(S("accelerate-hf-print-args", "accelerate", f"{AC} {{prog}}/hf_
 SCENARIOS.append(S("accelerate-hf-healthy", "accelerate", f"{AC} {{prog}}/hf_trainer.py healthy"))
 SCENARIOS.append(S("accelerate-hf-callback-error", "accelerate", f"{AC} {{prog}}/hf_trainer.py callback-error",
                    ["crash"], ["ValueError"]))
+# -- torch.multiprocessing.spawn (Lightning's ddp_spawn, many scripts) --------------------
+for mode, expect, must in (("healthy", [], []), ("segv", ["crash"], ["SIGSEGV"]), ("exception", ["crash"], ["KeyError"])):
+    SCENARIOS.append(S(f"mp-spawn-{mode}", "torch.multiprocessing", f"{{py}} {{prog}}/mp_spawn.py {mode}", expect, must))
 # -- torch.compile -----------------------------------------------------------------------
 SCENARIOS += [
     S("dynamo-recompile-limit", "torch.compile", "{py} {prog}/dynamo_run.py recompile-limit", ["recompile"],

@@ -390,3 +390,65 @@ def test_live_dashboard_in_a_real_terminal_quits_on_q_and_restores_it(tmp_path, 
             assert "-icanon" not in term.capture()                   # cbreak mode undone
     finally:
         run.stop()
+
+
+WRITE_IN_CHUNKS = """
+    import os, sys, time
+    data = open(sys.argv[1], "rb").read().splitlines(keepends=True)
+    chunks = int(sys.argv[2])
+    size = -(-len(data) // chunks)
+    for i in range(chunks):
+        sys.stdout.buffer.write(b"".join(data[i * size:(i + 1) * size]))
+        sys.stdout.buffer.flush()
+        open("wrote-%d" % i, "w").close()
+        while not os.path.exists("ack-%d" % i):    # the test's tick read this chunk
+            time.sleep(0.01)
+"""
+
+
+def test_the_watch_judges_a_log_read_over_many_ticks_as_check_log_judges_the_file(tmp_path):
+    """Issue 14: the watch's stream path -- a log arriving over many ticks -- gives the failure
+    kinds check-log gives on the whole file. A loss-scale collapse or a run of non-finite
+    grad norms spans ticks: the detectors' state is kept per run (before: it restarted
+    every tick and the collapse was never seen)."""
+    from controller.detectors import FAILURE_KINDS, TextScanner
+    from controller.logparse import split_lines
+    from tests.corpus.corpus import HERE
+
+    logs = {name: HERE / "logs" / f"{name}.log" for name in (
+        "deepspeed-loss-scaler-collapse", "deepspeed-loss-scaler-hysteresis", "amp-scaler-collapse",
+        "plain-infgrad-kv", "deepspeed-loss-scaler-healthy", "amp-scaler-healthy")}
+    # one record a tick: a judgement that needs several records (3+ non-finite grad norms,
+    # a loss scale seen high and then at its floor) must hold across ticks
+    spread = {"grad-norms": "".join(f"step {i} | loss 2.{9 - i} | grad_norm {'inf' if i % 2 else '1.1'}\n"
+                                    for i in range(1, 8)),
+              "loss-scale": "".join(f"iteration {i} | loss scale: {s} | lm loss: 7.0\n"
+                                    for i, s in enumerate(("65536.0", "1024.0", "32.0", "1.0", "0.5"), 1))}
+    for name, text in spread.items():
+        logs[name] = tmp_path / f"{name}.txt"
+        logs[name].write_text(text)
+    chunks = 24
+    for name, log in logs.items():
+        lines, carry = split_lines(log.read_bytes())
+        scanner = TextScanner()
+        scanner.feed(lines + ([carry.decode(errors="replace")] if carry else []))
+        scanner.finish()
+        expected = {f.kind for f in scanner.all_findings() if f.kind in FAILURE_KINDS}
+        run_dir = tmp_path / name
+        run = launch_local(run_dir, WRITE_IN_CHUNKS.replace("sys.argv[1]", repr(str(log)))
+                           .replace("sys.argv[2]", str(chunks)))
+        store = RunStore(tmp_path / f"{name}.sqlite")
+        store.add_run(record_for(run, name))
+        w = Watch(store.runs(), store, gpu=False)
+        try:
+            for i in range(chunks):
+                wait_for(lambda i=i: (run_dir / f"wrote-{i}").exists(), 30, f"{name} chunk {i} written")
+                size = run.log.stat().st_size
+                tick_until(w, lambda s=size: w.states[0].log.offset_bytes >= s, 30, f"{name} chunk {i} read")
+                (run_dir / f"ack-{i}").touch()
+            tick_until(w, lambda: w.all_done, 30, f"{name} ends")
+            got = {f.kind for f in w.states[0].findings if f.kind in FAILURE_KINDS}
+            assert got == expected, (name, got, expected)
+        finally:
+            w.close()
+            run.stop()

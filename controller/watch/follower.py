@@ -45,6 +45,7 @@ from controller.wandb_offline import WandbDecoder
 from controller.watch.progress import add_progress, merge_wandb, metrics_samples
 
 LOG_TAIL_LEN = 200
+SCAN_CONTEXT_LINES = 20   # lines of the last tick given to the detectors as context (no finding from them)
 LOG_CONTEXT_BYTES = 32 << 10
 """A watch that starts past the log's beginning (a restart: its cursor is in the registry)
 asks once for this much of the log before the cursor, so its log tail is not empty until
@@ -80,6 +81,9 @@ class RunFollower:
                               log=LogStatus(path=record.log_path, inode=cur.log_inode, offset_bytes=cur.log_offset))
         self.state.findings = store.findings(record.run_id)
         self.parser = LineParser(self.cfg.progress_pattern)
+        # what the text detectors carry from one tick's lines to the next (the fp16 loss-scale
+        # trajectory, the count of non-finite grad norms), as check-log's TextScanner does
+        self.scan_state = detectors.ScanState()
         self.wandb_path: str | None = None
         self.wandb: WandbDecoder | None = None
         self.wandb_api: ApiPoller | None = None
@@ -247,9 +251,10 @@ class RunFollower:
         if not lines:
             return []
         st = self.state
+        before = st.log_tail[-SCAN_CONTEXT_LINES:]   # completes a traceback begun in the last tick's lines
         st.log_tail = (st.log_tail + lines)[-LOG_TAIL_LEN:]
-        found = self.guarded("scan_lines", lambda: detectors.scan_lines(lines, first_line_no, now,
-                                                                         self.record.run_id))
+        found = self.guarded("scan_lines", lambda: detectors.scan_lines(
+            lines, first_line_no, now, self.record.run_id, context_before=before, state=self.scan_state))
         if rotated_from:
             # the line numbers restarted (or continue in a copy): say so where it is read
             note = f"log_rotated: {rotated_from} (line numbers count from the new file)"

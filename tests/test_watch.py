@@ -442,11 +442,11 @@ def test_the_watch_judges_a_log_read_over_many_ticks_as_check_log_judges_the_fil
         w = Watch(store.runs(), store, gpu=False)
         try:
             for i in range(chunks):
-                wait_for(lambda i=i: (run_dir / f"wrote-{i}").exists(), 30, f"{name} chunk {i} written")
+                wait_for(lambda i=i, d=run_dir: (d / f"wrote-{i}").exists(), 30, f"{name} chunk {i} written")
                 size = run.log.stat().st_size
-                tick_until(w, lambda s=size: w.states[0].log.offset_bytes >= s, 30, f"{name} chunk {i} read")
+                tick_until(w, lambda s=size, w=w: w.states[0].log.offset_bytes >= s, 30, f"{name} chunk {i} read")
                 (run_dir / f"ack-{i}").touch()
-            tick_until(w, lambda: w.all_done, 30, f"{name} ends")
+            tick_until(w, lambda w=w: w.all_done, 30, f"{name} ends")
             got = {f.kind for f in w.states[0].findings if f.kind in FAILURE_KINDS}
             assert got == expected, (name, got, expected)
         finally:

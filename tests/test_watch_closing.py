@@ -35,3 +35,15 @@ def test_lines_left_after_the_dashboard_quits_fit_the_terminal():
         lines = after_quit_lines([st], width)
         assert len(lines) == 2 and all(len(line) <= width for line in lines)
         assert lines[1].endswith("…") and lines[1].startswith("[")
+
+
+def test_status_line_keeps_a_gpu_whose_utilization_cannot_be_read():
+    """Issue 12.7: one [N/A] utilization dropped that GPU from the status line (GPU 2's
+    figure was then shown in GPU 1's place); it shows as n/a in its own place."""
+    from controller.cli.watch_cmds import status_line
+    from controller.records import GpuSample
+
+    st = RunState(run_id="r", name="r", state="running",
+                  gpus=[GpuSample(index=0, util_pct=97.0), GpuSample(index=1, util_pct=None),
+                        GpuSample(index=2, util_pct=40.0)])
+    assert "gpu%=97,n/a,40" in status_line(st)

@@ -202,9 +202,10 @@ def status_line(state: RunState) -> str:
         bits.append(f"log_unreadable({state.log.error[:80]})")
     if state.last_log_growth_s is not None and state.updated_s is not None:
         bits.append(f"log_age={state.updated_s - state.last_log_growth_s:.0f}s")
-    busy = [g for g in state.gpus if g.util_pct is not None]
-    if busy:
-        bits.append("gpu%=" + ",".join(f"{g.util_pct:.0f}" for g in busy))
+    if any(g.util_pct is not None for g in state.gpus):
+        # every visible GPU keeps its place: one unreadable field shows as n/a, not a gap (issue 12.7)
+        bits.append("gpu%=" + ",".join(f"{g.util_pct:.0f}" if g.util_pct is not None else "n/a"
+                                       for g in state.gpus))
     elif state.host_sample is not None and state.host_sample.gpu_error:
         bits.append("gpu=n/a")
     if state.findings:

@@ -136,3 +136,36 @@ def test_a_gap_an_older_watch_left_is_backfilled_from_metrics_jsonl(tmp_path, _d
         _history_equals_metrics(run.run_dir)
     finally:
         run.stop()
+
+
+def test_the_backfill_reads_a_metrics_file_larger_than_one_probe_read(tmp_path, monkeypatch):
+    """The part of metrics.jsonl the cursor passed is read back in probe-sized pieces (each
+    one read_since from where the last ended) and no row is lost at a piece's edge."""
+    from controller import history
+    from controller.importers import metrics_samples
+    from controller.records import RunCursor
+    from controller.watch import Watch
+    from controller.watch import backfill as bf
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    rows = [json.dumps({"step": s, "tok_per_s": 100.0 + s, "loss": 2.0}) for s in range(1, 201)]
+    (run_dir / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    (run_dir / "train.log").write_text("done\n")
+    (run_dir / "exit_code").write_text("0\n")
+    store = RunStore()
+    from types import SimpleNamespace
+
+    rec = record_for(SimpleNamespace(run_dir=run_dir, log=run_dir / "train.log"), "pieces")   # an ended run's files
+    store.add_run(rec)
+    data = (run_dir / "metrics.jsonl").read_bytes()
+    history.append_progress("pieces", [s for s in metrics_samples(data.splitlines()) if s.step % 7])
+    store.set_cursor("pieces", RunCursor(metrics_offset=len(data), progress_step=200))
+    monkeypatch.setattr(bf, "READ_CAP_BYTES", 333)          # ~20 pieces, edges mid-line
+    w = Watch(store.runs(), store, gpu=False)
+    try:
+        added, _ = bf.backfill_history(w.runs[0])
+    finally:
+        w.close()
+    assert added == 200 // 7
+    assert read_progress("pieces").column("step").to_pylist() == list(range(1, 201))

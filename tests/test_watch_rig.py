@@ -216,3 +216,41 @@ def test_a_stopped_container_reports_its_runs_unreachable_with_pcts_words(rig, r
     (f,) = [f for f in st.findings if f.kind == "unreachable"]
     assert "not running" in " ".join(f.evidence) and "pct status" in f.hint
     w.close()
+
+
+def test_a_history_gap_is_backfilled_from_the_cts_metrics_jsonl(rig, rig_host, tmp_path):
+    """Issue 13.1: a gap an older watch left (rows lost to SIGTERM while the cursor moved past
+    them) is filled from the run's metrics.jsonl where the run lives -- here inside CT 200,
+    read through the probe on the node -- not only on the local target."""
+    from controller import history
+    from controller.importers import metrics_samples
+    from controller.records import RunCursor
+    from controller.watch.backfill import backfill_history
+
+    host = rig_host
+    name = f"backfill-{os.getpid()}"
+    run_dir = launch_in_ct(host, name, """
+        import json
+        with open("metrics.jsonl", "a") as m:
+            for step in range(1, 41):
+                m.write(json.dumps({"step": step, "tok_per_s": 1000.0 + step, "loss": 3.0}) + "\\n")
+        print("done")
+        """)
+    wait_for(lambda: (run_dir / "exit_code").exists(), 30, "the run to end")
+    data = (run_dir / "metrics.jsonl").read_bytes()
+    rec = ct_record(rig, host, name)
+    store = RunStore(tmp_path / "reg.sqlite")
+    store.add_run(rec)
+    samples = metrics_samples(data.splitlines())
+    history.append_progress(rec.run_id, [s for s in samples if not 11 <= s.step <= 20])   # the gap
+    log = (run_dir / "train.log").read_bytes()
+    store.set_cursor(rec.run_id, RunCursor(log_inode=(run_dir / "train.log").stat().st_ino, log_offset=len(log),
+                                           log_line_no=log.count(b"\n"), metrics_offset=len(data), progress_step=40))
+    w = Watch(store.runs(), store, gpu=False)
+    try:
+        added, where = backfill_history(w.runs[0])
+        assert added == 10 and f"/workspace/{name}/metrics.jsonl" in where and host.name in where
+        assert history.read_progress(rec.run_id).column("step").to_pylist() == list(range(1, 41))
+        assert backfill_history(w.runs[0])[0] == 0          # idempotent
+    finally:
+        w.close()

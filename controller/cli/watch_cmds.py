@@ -29,7 +29,7 @@ import typer
 
 from controller.cli.app import app
 from controller.cli.interrupts import interrupts_unwind
-from controller.errors import BadInputError, UnknownRunError, UnreachableError
+from controller.errors import BadInputError, DfctlError, UnknownRunError, UnreachableError
 from controller.records import Finding, RunState, tick_document, to_jsonable
 
 STATUS_EVERY_S = 30.0
@@ -149,24 +149,16 @@ class _HistoryHook:
     def backfill(r) -> None:
         """A gap in a run's history (rows an older dfctl lost to SIGTERM) is filled from its
         metrics.jsonl -- the part the watch's cursor has passed, which the watch will not
-        read again -- when that file is on this machine (the local target, bounded size)."""
-        from controller.history import backfill_progress
-        from controller.importers import LOCAL_METRICS_MAX_BYTES, metrics_samples
+        read again -- read where the run lives (controller/watch/backfill.py)."""
+        from controller.watch.backfill import backfill_history
 
-        if r.target.kind != "local" or not r.record.run_dir or not r.metrics_offset:
-            return
-        path = Path(r.record.run_dir) / "metrics.jsonl"
         try:
-            if not path.is_file() or path.stat().st_size > LOCAL_METRICS_MAX_BYTES:
-                return
-            with open(path, "rb") as fh:
-                passed = fh.read(r.metrics_offset)
-            added = backfill_progress(r.record.run_id, metrics_samples(passed.splitlines()))
-        except (OSError, ValueError) as exc:
+            added, where = backfill_history(r)
+        except (OSError, ValueError, DfctlError) as exc:
             print(f"dfctl: history backfill of {r.record.run_id}: {exc}", file=sys.stderr)
             return
         if added:
-            print(f"dfctl: history of {r.record.run_id}: {added} missing step(s) filled from {path}",
+            print(f"dfctl: history of {r.record.run_id}: {added} missing step(s) filled from {where}",
                   file=sys.stderr)
 
     def close(self) -> None:

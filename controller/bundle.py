@@ -211,7 +211,8 @@ def select_files(root: Path, config: BundleConfig) -> list[str]:
     return keep
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks (a release's files, a shipped tool)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -229,7 +230,7 @@ def build_bundle(root: str | Path, config: BundleConfig) -> Bundle:
     for rel in rels:
         full = root / rel
         st = full.stat()
-        files.append(BundleFile(rel, st.st_size, bool(st.st_mode & 0o111), _sha256_file(full)))
+        files.append(BundleFile(rel, st.st_size, bool(st.st_mode & 0o111), sha256_file(full)))
     tmp = Bundle(root, tuple(files), "")
     content_id = hashlib.sha256(tmp.manifest_bytes()).hexdigest()[:16]
     return Bundle(root, tuple(files), content_id)

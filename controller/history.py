@@ -14,8 +14,10 @@ Layout, under the run store (`runstore.data_dir()`, i.e. $DFCTL_HOME):
     history/<run_id>/wandb/p<level>-<first>-<last>.parquet
     history/<run_id>/meta.json        # how the run was imported: source, config, end state
 
-A step is kept once: `read_progress()` returns the first row written for each step, in
-step order (a
+A step is kept once: `read_progress()` returns one row per step, in step order, each field
+the first value written for it (a source that reports a step without a field -- a
+metrics.jsonl row without the loss the log line has -- does not hide the field a later row
+brings; a field two rows both have keeps the first). A
 watch makes its rows durable *before* it persists the log cursor they came from, so a watch
 killed between the two -- SIGKILL included -- writes those rows again after its restart,
 and a step reported by metrics.jsonl and later by the .wandb file is written twice; the
@@ -419,29 +421,29 @@ def conform_to(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def read_progress(run_id: str, *, root: Path | None = None, columns: list[str] | None = None) -> pa.Table:
-    """One row per step, in step order: the first row written for a step wins (see the
-    module docstring for why a step can be written more than once)."""
+    """One row per step, in step order, each field its first known value (see the module
+    docstring for why a step can be written more than once)."""
     wanted = list(columns) if columns else None
     read_cols = wanted if wanted is None or "step" in wanted else [*wanted, "step"]
-    table = first_row_per_step(read_table(run_id, "progress", root=root, columns=read_cols))
+    table = one_row_per_step(read_table(run_id, "progress", root=root, columns=read_cols))
     return table.select(wanted) if wanted is not None and read_cols != wanted else table
 
 
-def first_row_per_step(table: pa.Table) -> pa.Table:
-    """`table` without the rows whose step an earlier row already has, in step order (a
-    backfilled gap lands where it belongs). The common case (steps strictly increasing)
-    costs one vectorised comparison."""
+def one_row_per_step(table: pa.Table) -> pa.Table:
+    """`table` folded to one row per step, in step order (a backfilled gap lands where it
+    belongs): each column takes the first non-null value written for that step. The
+    common case (steps strictly increasing) costs one vectorised comparison."""
     n = table.num_rows
     if n < 2:
         return table
     steps = table.column("step").combine_chunks()
     if pc.all(pc.greater(steps.slice(1), steps.slice(0, n - 1))).as_py():
         return table
-    order = pa.table({"step": steps, "row": pa.array(range(n), pa.int64())})
-    first = order.group_by("step", use_threads=False).aggregate([("row", "min")])
-    by_step = first.sort_by("step").column("row_min")     # one row per step, in step order
-    return table.take(by_step)
-
+    others = [c for c in table.column_names if c != "step"]
+    # use_threads=False: "first" is then the first in row (write) order; nulls are skipped
+    folded = table.group_by("step", use_threads=False).aggregate([(c, "first") for c in others])
+    folded = folded.rename_columns([c[:-len("_first")] if c.endswith("_first") else c for c in folded.column_names])
+    return folded.sort_by("step").select(table.column_names).cast(table.schema)
 
 
 def backfill_progress(run_id: str, samples: Iterable[ProgressSample], *, root: Path | None = None) -> int:

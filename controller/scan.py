@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.errors import BadInputError, UnreachableError
 from controller.playbook import TargetConfig
-from controller.probe import APPS_QUERY, GPU_QUERY, ProbeError, decode_blob, probe_source, probe_stdin
+from controller.probe import APPS_QUERY, GPU_QUERY, ProbeError, decode_blob, probe_source, probe_stdin, reply_document
 from controller.probe.cgroup import vmid_from_cgroup
 from controller.probe.nvidia_smi import gpu_error_from, parse_compute_apps_csv, parse_gpu_csv
 from controller.transport.base import Transport
@@ -211,24 +211,18 @@ def host_python(target: TargetConfig) -> str:
 
 def run_scan(host: Transport, python: str, request: dict[str, Any], timeout_s: float = 60.0) -> dict[str, Any]:
     """One execution of the scan on `host`; its one JSON document."""
-    import json
-
     try:
         res = host.run([python, "-S", "-"], stdin=probe_stdin(request, scan_source()), timeout_s=timeout_s)
     except UnreachableError:
         raise
     except (OSError, EOFError) as exc:
         raise UnreachableError(f"{host.name}: {exc}") from None
-    if res.exited in (124, 255) and not res.stdout.strip():
-        raise UnreachableError(f"scan: {res.summary()}")
-    if res.exited != 0:
-        hint = " (is python3 installed there?)" if res.exited == 127 else ""
-        raise ProbeError(f"scan failed on {res.summary()}{hint}", unreachable=False)
     try:
-        doc = json.loads(res.stdout)
-    except ValueError as exc:
-        raise ProbeError(f"{host.name}: scan printed no JSON ({exc}): {res.stdout[:200]!r}", unreachable=False) \
-            from None
+        doc = reply_document(res, "scan", host.name)
+    except ProbeError as exc:
+        if exc.unreachable:
+            raise UnreachableError(f"scan: {exc.message}") from None
+        raise
     doc["round_trip_s"] = res.duration_s
     return doc
 

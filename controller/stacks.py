@@ -11,7 +11,6 @@ is a StacksError naming CAP_SYS_PTRACE / kernel.yama.ptrace_scope and what to ch
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sys
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.bundle import sha256_file
 from controller.errors import DfctlError
 from controller.playbook import TargetConfig
 from controller.runstore import RunRecord
@@ -164,14 +164,6 @@ def local_py_spy() -> Path:
     return found
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 _FIND_SCRIPT = r"""p=$(command -v py-spy 2>/dev/null) && { echo "path $p"; exit 0; }
 f="$1/py-spy-$2"; [ -x "$f" ] && s=$(sha256sum "$f" 2>/dev/null) && [ "${s%% *}" = "$3" ] && { echo "ours $f"; exit 0; }
 echo missing"""
@@ -197,7 +189,7 @@ def ensure_py_spy(transport: Transport, target: TargetConfig, *, push: bool = Tr
         if push:
             raise
         binary = None                 # doctor: say what the target has, even with none here
-    digest = _sha256(binary) if binary else "0" * 64
+    digest = sha256_file(binary) if binary else "0" * 64
     where = tools_dir(target)
     if target.kind == "local":
         if binary is None:

@@ -365,7 +365,7 @@ def test_attached_run_watched_to_its_end_then_compared(tmp_path, capsys):
         doc = json.loads(out)
         (col,) = doc["runs"]
         assert (col["end_state"], col["end_detail"]) == ("ended", "exit code unknown (dfctl did not launch it)")
-        assert col["exit_code"] is None and col["loss_at"] and all(v == 1.0 for v in col["loss_at"].values()), col
+        assert col["exit_code"] is None and col["loss_at"] and all(v == 1.0 for v in col["loss_at"].values()), json.dumps(doc)[:3000]
         code, out, _ = dfctl(capsys, "runs", "--json")
         assert [(r["state"], r["exit_code"]) for r in json.loads(out)] == [("ended", None)]
     finally:

@@ -159,3 +159,17 @@ def test_part_files_written_before_a_field_was_added_still_read_and_merge():
     assert t.column("eval_acc").to_pylist()[6:] == [0.5] * 6 and t.column("eval_acc").to_pylist()[0] is None
     parts = list(kind_dir.glob("*.parquet"))
     assert parts and all("eval_acc" in pq.ParquetFile(p).schema_arrow.names for p in parts)   # old part merged
+
+
+def test_a_later_row_fills_the_fields_an_earlier_row_for_its_step_lacked():
+    """A block-buffered log delivers its `[progress] step=N loss=…` lines after the
+    metrics.jsonl rows (step only) for the same steps: the loss must survive the fold
+    (first-row-wins dropped it, and compare-runs then had no loss at all -- a flaky
+    tests/test_attach_local.py). A field both rows carry keeps the first value."""
+    metrics = [ProgressSample(step=s, tok_per_s=100.0 + s, source="metrics") for s in (1, 2, 3)]
+    log = [ProgressSample(step=s, tok_per_s=1.0, loss=2.5, source="log") for s in (1, 2, 3)]
+    history.append_progress("fill", metrics)
+    history.append_progress("fill", log)
+    rows = history.read_progress("fill").to_pylist()
+    assert [(r["step"], r["tok_per_s"], r["loss"], r["source"]) for r in rows] == [
+        (1, 101.0, 2.5, "metrics"), (2, 102.0, 2.5, "metrics"), (3, 103.0, 2.5, "metrics")]

@@ -69,3 +69,23 @@ def test_a_finished_runs_wandb_state_is_not_left_running(tmp_path):
         for _ in range(2):                       # done one tick after the end (the last lines)
             f.maybe_done(RunReading(run_id=rec.run_id), 100.0)
         assert f.done and f.state.wandb.state == want
+
+
+def test_fields_a_later_source_brings_for_a_known_step_reach_the_history_once():
+    """metrics.jsonl gave steps 1-3 without a loss; the block-buffered log brings the loss
+    later: the stream does not deliver those steps again, but the history gets the fields
+    (a partial row per step, folded on read)."""
+    from controller.records import ProgressSample, RunState
+    from controller.watch.progress import add_progress
+
+    st = RunState(run_id="r", name="r")
+    fresh, filled, last = add_progress(st, [ProgressSample(step=s, tok_per_s=10.0, source="metrics")
+                                            for s in (1, 2, 3)], 0.0, None)
+    assert [s.step for s in fresh] == [1, 2, 3] and not filled and last == 3
+    fresh, filled, last = add_progress(st, [ProgressSample(step=s, tok_per_s=99.0, loss=2.5, source="log")
+                                            for s in (2, 3)], 1.0, last)
+    assert not fresh and last == 3
+    assert [(s.step, s.loss, s.tok_per_s) for s in filled] == [(2, 2.5, None), (3, 2.5, None)]
+    assert [p.loss for p in st.progress] == [None, 2.5, 2.5] and st.progress[1].tok_per_s == 10.0
+    _, filled, _ = add_progress(st, [ProgressSample(step=3, loss=9.0, source="wandb")], 2.0, last)
+    assert not filled                                  # nothing new: nothing to write again

@@ -145,6 +145,25 @@ def probe_argv(request: HostProbeRequest, python: str) -> list[str]:
     return ["sh", "-c", script, "dfctl-probe", python, request.nvidia_smi]
 
 
+def reply_document(res: Result, what: str, where: str) -> dict[str, Any]:
+    """The one JSON document a stdlib script (`what`: the probe, the scan) printed, or
+    ProbeError: unreachable when nothing came back (ssh exit 255, a timeout), not
+    unreachable when the host answered but the script failed or printed no JSON."""
+    if res.exited in (124, 255) and not res.stdout.strip():
+        raise ProbeError(res.summary(), unreachable=True)
+    if res.exited != 0:
+        hint = " (is python3 installed on the host?)" if res.exited == 127 else ""
+        raise ProbeError(f"{what} failed on {res.summary()}{hint}", unreachable=False)
+    try:
+        doc = json.loads(res.stdout)
+    except ValueError as exc:
+        raise ProbeError(f"{where}: {what} printed no JSON ({exc}): {res.stdout[:200]!r}",
+                         unreachable=False) from None
+    if not isinstance(doc, dict):
+        raise ProbeError(f"{where}: {what} printed {type(doc).__name__}, not a JSON object", unreachable=False)
+    return doc
+
+
 def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], *,
               python: str = "python3", timeout_s: float = 30.0) -> dict[str, Any]:
     """One round trip: run the probe on the transport's host, return its JSON document.
@@ -170,15 +189,6 @@ def run_probe(transport: Transport, request: HostProbeRequest | dict[str, Any], 
         raise ProbeError(exc.message, unreachable=True) from None
     except (OSError, EOFError) as exc:
         raise ProbeError(f"{where}: {exc}", unreachable=True) from None
-    if res.exited in (124, 255) and not res.stdout.strip():
-        raise ProbeError(res.summary(), unreachable=True)
-    if res.exited != 0:
-        hint = " (is python3 installed on the host?)" if res.exited == 127 else ""
-        raise ProbeError(f"probe failed on {res.summary()}{hint}", unreachable=False)
-    try:
-        doc = json.loads(res.stdout)
-    except ValueError as exc:
-        raise ProbeError(f"{where}: probe printed no JSON ({exc}): {res.stdout[:200]!r}",
-                         unreachable=False) from None
+    doc = reply_document(res, "probe", where)
     doc["round_trip_s"] = res.duration_s
     return doc

@@ -333,11 +333,11 @@ class RunFollower:
     def take_progress(self, samples: list[ProgressSample], now: float) -> list[ProgressSample]:
         if self.resumed_step is not None:
             samples = [s for s in samples if s.step > self.resumed_step]
-        fresh, last = add_progress(self.state, samples, now, self.last_step)
+        fresh, filled, last = add_progress(self.state, samples, now, self.last_step)
         self.last_step = last
-        if fresh and self.on_progress is not None:
+        if (fresh or filled) and self.on_progress is not None:
             try:
-                self.on_progress(self.record.run_id, fresh)
+                self.on_progress(self.record.run_id, fresh + filled)   # the history folds rows per step
             except Exception:  # noqa: BLE001 - history is a side channel; never end the watch
                 pass
         return fresh

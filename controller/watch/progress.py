@@ -48,12 +48,15 @@ def metrics_samples(data: bytes, now: float) -> tuple[list[ProgressSample], int]
 
 
 def add_progress(st: RunState, samples: list[ProgressSample], now: float,
-                 last_step: int | None) -> tuple[list[ProgressSample], int | None]:
+                 last_step: int | None) -> tuple[list[ProgressSample], list[ProgressSample], int | None]:
     """Merge samples into the run's bounded history (one per step): (the fresh ones, the
-    new highest step). A step already known -- from any source, however far back (the
-    .wandb file lags metrics.jsonl by up to its 15 s flush) -- only gives the fields it
-    lacked, and is not delivered again."""
+    fields that filled steps already known, the new highest step). A step already known --
+    from any source, however far back (the .wandb file lags metrics.jsonl by up to its
+    15 s flush; a block-buffered log lags both) -- only gives the fields it lacked and is
+    not delivered again as progress; those fields come back as a partial sample (step,
+    source and the filled fields) for the history, whose reader folds rows per step."""
     fresh: list[ProgressSample] = []
+    filled: list[ProgressSample] = []
     by_step: dict[int, ProgressSample] | None = None
     for s in sorted(samples, key=lambda x: x.step):
         last = st.progress[-1] if st.progress else None
@@ -63,9 +66,12 @@ def add_progress(st: RunState, samples: list[ProgressSample], now: float,
                 by_step = {p.step: p for p in st.progress}
             known = by_step.get(s.step)
         if known is not None:
-            for f in fields(ProgressSample):
-                if getattr(known, f.name) is None and getattr(s, f.name) is not None:
-                    setattr(known, f.name, getattr(s, f.name))
+            gained = {f.name: getattr(s, f.name) for f in fields(ProgressSample)
+                      if getattr(known, f.name) is None and getattr(s, f.name) is not None}
+            for name, value in gained.items():
+                setattr(known, name, value)
+            if gained:
+                filled.append(ProgressSample(step=s.step, source=s.source, **gained))
             continue
         st.progress.append(s)
         if by_step is not None:
@@ -76,7 +82,7 @@ def add_progress(st: RunState, samples: list[ProgressSample], now: float,
             st.last_progress_s = now
     if len(st.progress) > PROGRESS_HISTORY_LEN:
         del st.progress[:len(st.progress) - PROGRESS_HISTORY_LEN]
-    return fresh, last_step
+    return fresh, filled, last_step
 
 
 def merge_wandb(old: WandbInfo | None, new: WandbInfo) -> WandbInfo:

@@ -308,13 +308,10 @@ def _matches(f, size, offset, fingerprint):
 
 
 def _head_matches(f, size, head):
-    if not head:
-        return True
-    try:
-        n = int(head.split(":", 1)[0])
-    except ValueError:
-        return True
-    return size >= n and _digest(_pread(f, 0, n)) == head
+    """Does the file begin with the bytes `head` digests? (the fingerprint of [0, n): the
+    bytes before offset n)"""
+    length = (head or "").split(":", 1)[0]
+    return _matches(f, size, int(length) if length.isdigit() else 0, head)
 
 
 def _siblings(path, root):

@@ -457,6 +457,27 @@ def backfill_progress(run_id: str, samples: Iterable[ProgressSample], *, root: P
     return len(missing)
 
 
+BACKFILL_CHECKED_FILE = "backfill_checked_bytes"
+
+
+def backfill_checked_bytes(run_id: str, *, root: Path | None = None) -> int:
+    """How much of the run's metrics.jsonl a backfill has already compared with the
+    history (0: none): a watch of this dfctl writes rows before the cursor that passes
+    them, so those bytes never need reading back again."""
+    try:
+        return int((history_dir(run_id, root) / BACKFILL_CHECKED_FILE).read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def set_backfill_checked_bytes(run_id: str, n: int, *, root: Path | None = None) -> None:
+    d = history_dir(run_id, root)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{BACKFILL_CHECKED_FILE}.tmp"
+    tmp.write_text(f"{int(n)}\n")
+    os.replace(tmp, d / BACKFILL_CHECKED_FILE)
+
+
 def read_gpus(run_id: str, *, root: Path | None = None) -> pa.Table:
     return read_table(run_id, "gpus", root=root)
 

@@ -165,6 +165,7 @@ def test_the_backfill_reads_a_metrics_file_larger_than_one_probe_read(tmp_path, 
     w = Watch(store.runs(), store, gpu=False)
     try:
         added, _ = bf.backfill_history(w.runs[0])
+        assert bf.backfill_history(w.runs[0]) == (0, "")     # a restarted watch reads none of it again
     finally:
         w.close()
     assert added == 200 // 7

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from controller.history import backfill_progress
+from controller.history import backfill_checked_bytes, backfill_progress, set_backfill_checked_bytes
 from controller.importers import metrics_samples
 from controller.probe import RunProbeRequest
 from controller.watch.follower import RunFollower
@@ -21,14 +21,17 @@ from controller.watch.poller import HostPoller, default_transport, host_key
 from controller.watch.settings import WatchSettings
 
 BACKFILL_MAX_BYTES = 256 << 20
-"""A metrics.jsonl passed by the cursor past this size is not read back (start-up cost)."""
+"""More unchecked metrics.jsonl than this behind the cursor is not read back (start-up cost)."""
 READ_CAP_BYTES = 8 << 20
 
 
 def backfill_history(r: RunFollower) -> tuple[int, str]:
-    """(steps appended, where they were read); (0, "") when there is nothing to read back."""
+    """(steps appended, where they were read); (0, "") when there is nothing to read back.
+    Only the bytes past what an earlier backfill already checked are read (a long run's
+    watch restarts do not re-read its whole metrics.jsonl each time)."""
     upto = r.metrics_offset
-    if not upto or not r.record.run_dir or upto > BACKFILL_MAX_BYTES:
+    start = backfill_checked_bytes(r.record.run_id)
+    if not upto or start >= upto or not r.record.run_dir or upto - start > BACKFILL_MAX_BYTES:
         return 0, ""
     target = r.target
     vmid = int(target.vmid) if target.kind == "pct" and target.vmid is not None else None
@@ -37,19 +40,22 @@ def backfill_history(r: RunFollower) -> tuple[int, str]:
     where = f"{r.record.run_dir}/metrics.jsonl on {poller.host}"
     data = bytearray()
     try:
-        while len(data) < upto:
-            # the log cursor as it stands (its bytes are not wanted), metrics from `len(data)`
-            cursor = replace(r.log.cursor(), metrics_offset=len(data))
+        while start + len(data) < upto:
+            # the log cursor as it stands (its bytes are not wanted), metrics from where we are
+            offset = start + len(data)
+            cursor = replace(r.log.cursor(), metrics_offset=offset)
             req = RunProbeRequest(run_id=r.record.run_id, log_path=r.record.log_path or f"{r.record.run_dir}/train.log",
                                   run_dir=r.record.run_dir, pid=r.record.pid, vmid=vmid, cursor=cursor)
             reading, error = poller.poll([req], {vmid: target.python} if vmid is not None else {})
             rd = reading.runs.get(r.record.run_id) if reading is not None else None
             m = rd.metrics if rd is not None else None
-            if m is None or not m.exists or not m.data or m.start != len(data):
+            if m is None or not m.exists or not m.data or m.start != offset:
                 if error:
                     raise OSError(error)
                 break            # shorter than the cursor says (replaced, truncated): take what there is
             data += m.data
     finally:
         poller.close()
-    return backfill_progress(r.record.run_id, metrics_samples(bytes(data[:upto]).splitlines())), where
+    added = backfill_progress(r.record.run_id, metrics_samples(bytes(data[:upto - start]).splitlines()))
+    set_backfill_checked_bytes(r.record.run_id, start + min(len(data), upto - start))
+    return added, where

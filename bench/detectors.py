@@ -8,9 +8,9 @@ Side by side in one run:
      beside it `grep -c -E` for the same failure words, the floor any text scan pays;
   3. one watch tick's text work: `scan_lines` + `LineParser` on 1,000 new lines (the
      per-tick cost the watch loop adds per run);
-  4. the detectors before this rewrite (controller/detectors.py at BASE_COMMIT, imported
-     from `git show` into a temporary module) and now, over the same 100 MB log in the
-     same process, one after the other: MB/s side by side;
+  4. check-log's read loop with the detectors before this rewrite (the controller/ tree at
+     BASE_COMMIT), as the previous measurement left them (PREV_COMMIT) and now, over the
+     same 100 MB log, each in a fresh interpreter, alternated: MB/s side by side;
   5. recall and false alarms on the corpus (tests/corpus/), per label and per framework,
      on the whole corpus and on its held-out part, for the logs as printed and for their
      capture variants -- for the old detectors and the new.
@@ -39,6 +39,9 @@ from controller.logparse import LineParser, flush_carry, split_lines  # noqa: E4
 SEED = ROOT / "tests" / "data" / "logs" / "seed_dflash_oom.log"
 BASE_COMMIT = "42fd17d"
 """The last commit with the single-module detectors (before issue 14's rewrite)."""
+PREV_COMMIT = "99f3d7a"
+"""The detectors package as the previous measurement left it (150-log corpus), before the
+second round of issue 14 (the 223-log corpus)."""
 RESULTS = ROOT / "bench" / "results" / "detectors.md"
 
 
@@ -139,18 +142,39 @@ def old_detectors():
     return mod
 
 
-def scan_file(mod, path: Path) -> tuple[float, int]:
-    """(seconds, findings): check-log's read loop with `mod`'s TextScanner."""
-    t0 = time.perf_counter()
-    sc = mod.TextScanner(now_s=0.0)
-    carry = b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            lines, carry = split_lines(chunk, carry)
-            sc.feed(lines)
-    sc.feed(flush_carry(carry))
-    sc.finish()
-    return time.perf_counter() - t0, len(sc.all_findings())
+_LOOP = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from controller.detectors import TextScanner
+from controller.logparse import flush_carry, split_lines
+t0 = time.perf_counter()
+sc = TextScanner(now_s=0.0)
+carry = b""
+with open(sys.argv[2], "rb") as fh:
+    while chunk := fh.read(1 << 20):
+        lines, carry = split_lines(chunk, carry)
+        sc.feed(lines)
+sc.feed(flush_carry(carry))
+sc.finish()
+print(time.perf_counter() - t0, len(sc.all_findings()))
+"""
+
+
+def tree_at(commit: str, dest: Path) -> Path:
+    """The controller/ package as it was at `commit`, extracted under `dest`."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", commit, "controller"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
+
+
+def scan_file_at(tree: Path, path: Path) -> tuple[float, int]:
+    """check-log's read loop (split_lines + TextScanner) with `tree`'s controller, in a fresh
+    interpreter: packages of different commits cannot share one process."""
+    out = subprocess.run([sys.executable, "-c", _LOOP, str(tree), str(path)], capture_output=True, text=True,
+                         check=True, cwd=tree)
+    secs, n = out.stdout.split()
+    return float(secs), int(n)
 
 
 def corpus_table(mods: dict) -> list[str]:
@@ -223,8 +247,11 @@ def main() -> int:
         g_big = run_grep(big)
         # alternate, twice each, and keep each reader's best: the machine is shared and its
         # load moves by the minute, so one pass each is not a fair comparison
-        runs = [(name, scan_file(mod, big)) for _ in range(2) for name, mod in (("old", old), ("new", new))]
+        trees = {"old": tree_at(BASE_COMMIT, Path(tmp) / "old"), "previous": tree_at(PREV_COMMIT, Path(tmp) / "prev"),
+                 "new": ROOT}
+        runs = [(name, scan_file_at(tree, big)) for _ in range(2) for name, tree in trees.items()]
         t_old, n_old = min(r for name, r in runs if name == "old")
+        t_prev, n_prev = min(r for name, r in runs if name == "previous")
         t_new, n_new = min(r for name, r in runs if name == "new")
         alternated = ", ".join(f"{name} {r[0]:.1f} s" for name, r in runs)
     tick = bench_tick()
@@ -251,9 +278,12 @@ def main() -> int:
     out.append(f"| one tick's text work, 1,000 new progress lines (parse + scan_lines) | {tick * 1000:.1f} ms |")
     out.append(f"| check-log read loop, {s_big / mb:.0f} MB, detectors at {BASE_COMMIT} (old) | {t_old:.1f} s "
                f"({s_big / mb / t_old:.1f} MB/s), {n_old} findings |")
-    out.append(f"| same loop, same file, same process, detectors now (new) | {t_new:.1f} s "
-               f"({s_big / mb / t_new:.1f} MB/s), {n_new} findings; new/old throughput "
-               f"{t_old / t_new:.2f} (best of two each, alternated: {alternated}) |")
+    out.append(f"| same loop, same file, detectors at {PREV_COMMIT} (previous measurement) | {t_prev:.1f} s "
+               f"({s_big / mb / t_prev:.1f} MB/s), {n_prev} findings |")
+    out.append(f"| same loop, same file, detectors now (new) | {t_new:.1f} s "
+               f"({s_big / mb / t_new:.1f} MB/s), {n_new} findings; new/old throughput {t_old / t_new:.2f}, "
+               f"new/previous {t_prev / t_new:.2f} (each in a fresh interpreter, best of two, alternated: "
+               f"{alternated}) |")
     out.append("")
     out.append("check-log parses every line (progress, milestones, wandb) and runs the detectors; grep only "
                "counts matches, so the ratio is the price of typed results. Memory stays flat because the "

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from controller.detectors import hints as H
 from controller.detectors.evidence import EVIDENCE_LINES, bounded, signal_suffix
 from controller.detectors.loss_scale import LossScaleTrajectory
-from controller.detectors.metrics import maybe_non_finite, non_finite_values
+from controller.detectors.metrics import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.detectors.repair import Line, repaired
 from controller.detectors.rules import Hit, classify, recoverable, triggered
 from controller.detectors.tracebacks import Traceback, frame_location, read_tracebacks, user_frame
@@ -35,8 +35,13 @@ HANDLED_LOOKAHEAD_LINES = 5
 PROGRESS_LOOKAHEAD_LINES = 60
 PROGRESS_LOOKBACK_LINES = 300
 NONFINITE_NORM_RECORDS = 3
-"""Gradient-norm records that must read NaN/Inf before it is a finding: one or two are a
-skipped fp16 step during the loss-scale search (healthy); a NaN *loss* counts at once."""
+"""Gradient-norm records IN A ROW that must read NaN/Inf before it is a finding, once a
+finite norm has been seen: one or two are a skipped fp16 step (the scaler grows, overflows,
+halves: normal at any point of a run); a NaN *loss* counts at once."""
+STARTUP_NONFINITE_NORM_RECORDS = 20
+"""The same before any finite norm: an fp16 scaler's search starts high (DeepSpeed 2**32,
+torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
+NaN/Inf and it is still healthy; past this many it is not a search."""
 
 _HANDLED = re.compile(
     r"\b(?:retry(?:ing)?|will retry|retried|re-?trying|attempt(?:ing)? to recover|recover(?:ed|ing)|"
@@ -53,7 +58,9 @@ class ScanState:
     """What outlives one batch (see module doc)."""
 
     loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
-    nonfinite_norms: int = 0
+    nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
+    finite_norm_seen: bool = False
+    zero_loss_norms: int = 0          # ... of which the loss read exactly 0
     norm_evidence: list[tuple[int, str]] = field(default_factory=list)
     norm_reported: bool = False
     compile_trouble: bool = False
@@ -161,7 +168,11 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     ctx = list(context_before)
     raw = ctx + list(lines) + list(context_after)
     b = _Batch(raw, len(ctx), len(ctx) + len(lines), first_line_no - len(ctx), _now(now_s), run_id)
-    candidates, structure = _candidates(b)
+    texts = _texts(b)
+    want_norms = st.nonfinite_norms > 0 or not st.finite_norm_seen
+    candidates, structure = _candidates(texts, want_norms)
+    if not want_norms and any(_nonfinite_norm(texts[i]) for i in candidates):
+        candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
     _line_rules(b, st, candidates)
     if structure - {"usage:"}:
         _traceback_findings(b)
@@ -208,17 +219,23 @@ single line does (the per-call overhead dominates a short line), and most chunks
 healthy log hold no word at all. Measured 1.7x faster than line by line (BENCHMARKS.md)."""
 
 
-def _candidates(b: _Batch) -> tuple[list[int], set[str]]:
-    """Indexes of lines that hold any LINE_WORDS word, and which STRUCTURE_WORDS occur
-    anywhere in the batch: a pass over chunks of lines, then over the lines of the
-    chunks that hold a word."""
-    if isinstance(b.rep, list):
-        texts = [ln.text for ln in b.rep]
-    else:
-        texts = b.raw
+def _texts(b: _Batch) -> list[str]:
+    return [ln.text for ln in b.rep] if isinstance(b.rep, list) else b.raw
+
+
+def _nonfinite_norm(text: str) -> bool:
+    low = text.lower()
+    return "norm" in low and maybe_non_finite(low)
+
+
+def _candidates(texts: list[str], norms: bool = False) -> tuple[list[int], set[str]]:
+    """Indexes of lines that hold any LINE_WORDS word (and, with `norms`, the word "norm":
+    finite gradient norms end a run of NaN ones, so they are read while such a run is open
+    or before the first finite norm), and which STRUCTURE_WORDS occur anywhere in the
+    batch: a pass over chunks of lines, then over the lines of the chunks that hold a word."""
     out = []
     seen: set[str] = set()
-    words, structure = LINE_WORDS, STRUCTURE_WORDS
+    words, structure = (LINE_WORDS + ("norm",) if norms else LINE_WORDS), STRUCTURE_WORDS
     for g in range(0, len(texts), CHUNK_LINES):
         group = texts[g:g + CHUNK_LINES]
         chunk = "\n".join(group).lower()
@@ -250,8 +267,11 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int]) -> None:
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
-        if maybe_non_finite(low):
-            _metric_record(b, st, i, line)
+        non_finite = maybe_non_finite(low) and _metric_record(b, st, i, line)
+        if not non_finite and "norm" in low and (st.nonfinite_norms or not st.finite_norm_seen) and finite_norm(line):
+            st.finite_norm_seen = True
+            st.nonfinite_norms = st.zero_loss_norms = 0
+            st.norm_evidence.clear()
         if not triggered(low):
             continue
         hit = classify(line, low)
@@ -268,24 +288,32 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int]) -> None:
         b.add(b.make(hit, i, evidence), i, hit.secondary)
 
 
-def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> None:
+def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
+    """Judge a line's NaN/Inf metric values; True when it held one."""
     values = non_finite_values(line)
     if not values:
-        return
+        return False
     loss = next((v for v in values if v.is_loss), None)
     if loss is not None:
         b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({loss.key} = {loss.value})", H.HINT_NAN), i,
                      [b.rep[i].raw]), i)
-        return
+        return True
     st.nonfinite_norms += 1
+    st.zero_loss_norms += zero_loss(line)
     if len(st.norm_evidence) < EVIDENCE_LINES:
         st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
-    if st.nonfinite_norms >= NONFINITE_NORM_RECORDS and not st.norm_reported:
+    need = NONFINITE_NORM_RECORDS if st.finite_norm_seen else STARTUP_NONFINITE_NORM_RECORDS
+    if st.nonfinite_norms >= need and not st.norm_reported:
         st.norm_reported = True
         v = values[0]
-        f = b.make(Hit("nan", "critical", f"gradient norm is NaN/Inf ({v.key} = {v.value}) in "
-                       f"{NONFINITE_NORM_RECORDS}+ records", H.HINT_NAN), i, [e for _, e in st.norm_evidence])
+        if st.zero_loss_norms >= need:
+            what = (f"loss pinned at 0.0 while the gradient norm is NaN/Inf ({v.key} = {v.value}) in {need}+ "
+                    "records in a row: every step is skipped or the weights are already NaN")
+        else:
+            what = f"gradient norm is NaN/Inf ({v.key} = {v.value}) in {need}+ records in a row"
+        f = b.make(Hit("nan", "critical", what, H.HINT_NAN), i, [e for _, e in st.norm_evidence])
         b.add(replace(f, line=st.norm_evidence[0][0]), i)
+    return True
 
 
 def _recompile_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:

@@ -34,6 +34,11 @@ MAX_FINDINGS_PER_SCAN = 100
 HANDLED_LOOKAHEAD_LINES = 5
 PROGRESS_LOOKAHEAD_LINES = 60
 PROGRESS_LOOKBACK_LINES = 300
+RESTART_LOOKAHEAD_LINES = 400
+"""How far after an elastic launcher's worker-death line to look for what it did next:
+give up (its ChildFailedError report) or restart the workers (their progress again)."""
+_ELASTIC_DEATH = "failed (exitcode"
+_ELASTIC_GIVE_UP = ("ChildFailedError", "Root Cause (first observed failure)")
 NONFINITE_NORM_RECORDS = 3
 """Gradient-norm records IN A ROW that must read NaN/Inf before it is a finding, once a
 finite norm has been seen: one or two are a skipped fp16 step (the scaler grows, overflows,
@@ -173,9 +178,10 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     candidates, structure = _candidates(texts, want_norms)
     if not want_norms and any(_nonfinite_norm(texts[i]) for i in candidates):
         candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
-    _line_rules(b, st, candidates)
+    restarted = _recovered_restarts(b, texts, candidates)
+    _line_rules(b, st, candidates, restarted)
     if structure - {"usage:"}:
-        _traceback_findings(b)
+        _traceback_findings(b, restarted)
     if "usage:" in structure:
         _usage_findings(b)
     _loss_scale_finding(b, st)
@@ -201,7 +207,7 @@ LINE_WORDS = (
     "resource_exhausted", "kv cache", "cache blocks", "warming up", "dataloader", "encountered in worker",
     "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
     "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
-    "terminate", "defaultcpuallocator", "finite",
+    "terminate", "hangup", "defaultcpuallocator", "finite",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -256,10 +262,53 @@ def _candidates(texts: list[str], norms: bool = False) -> tuple[list[int], set[s
     return out, seen
 
 
-def _line_rules(b: _Batch, st: ScanState, candidates: list[int]) -> None:
+def _recovered_restarts(b: _Batch, texts: list[str], candidates: list[int]) -> list[int]:
+    """Indexes of elastic worker-death lines (torchrun: `failed (exitcode: 1) local_rank: 1
+    (pid: N)`) after which the launcher restarted the workers instead of giving up: before
+    any ChildFailedError report, training progress starts again at or below the step it had
+    reached (a restarted group begins anew or from its checkpoint; a dying attempt's late
+    lines would be past it). That attempt's deaths and tracebacks were recovered from, as a
+    retried exception is; the last attempt's, which the launcher gave up on, are reported."""
+    out: list[int] = []
+    for i in candidates:
+        if _ELASTIC_DEATH not in texts[i]:
+            continue
+        probe = LineParser()
+        reached = None
+        for j in range(i - 1, max(-1, i - 1 - PROGRESS_LOOKBACK_LINES), -1):
+            p = probe.parse(b.rep[j].text).progress
+            if p is not None:
+                reached = p.step
+                break
+        if reached is None:
+            continue
+        for j in range(i + 1, min(len(texts), i + 1 + RESTART_LOOKAHEAD_LINES)):
+            if any(w in texts[j] for w in _ELASTIC_GIVE_UP):
+                break
+            if "step" not in texts[j].lower():
+                continue
+            p = probe.parse(b.rep[j].text).progress
+            if p is not None and p.step <= reached:
+                out.append(i)
+                break
+    return out
+
+
+def _in_restarted_attempt(i: int, restarted: list[int]) -> bool:
+    """Line i belongs to an attempt that a restart recovered: at or before one of its
+    death lines, after the previous one, within the lookback."""
+    prev = -1
+    for r in restarted:
+        if prev < i <= r and r - i <= PROGRESS_LOOKBACK_LINES:
+            return True
+        prev = r
+    return False
+
+
+def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list[int]) -> None:
     rep = b.rep
     for i in candidates:
-        if not b.reported(i):
+        if not b.reported(i) or i in restarted:
             continue
         ln = rep[i]
         line = ln.text if len(ln.text) <= MATCH_CHARS else ln.text[:MATCH_CHARS]
@@ -349,11 +398,11 @@ def _child_failed_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tu
     return hit, evidence
 
 
-def _traceback_findings(b: _Batch) -> None:
+def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
     rep = b.rep
     for tb in read_tracebacks(rep):
         i = tb.exc
-        if i is None or not b.reported(i) or tb.superseded or tb.ignored:
+        if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
         if i in b.hit_at:
             # The exception line itself is an OOM/hang/... line: give that finding the frames.

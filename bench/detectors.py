@@ -177,64 +177,85 @@ def scan_file_at(tree: Path, path: Path) -> tuple[float, int]:
     return float(secs), int(n)
 
 
-def corpus_table(mods: dict) -> list[str]:
-    """Recall per label and false alarms on healthy logs, per reader, per slice."""
-    from collections import defaultdict
+_CORPUS = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, sys.argv[1])
+from controller.detectors import TextScanner
+from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes
+rows, fa, misses = {}, {}, {}
+for e in entries():
+    raw = e.path.read_bytes()
+    for vname, fn in [("orig", None), *VARIANTS.items()]:
+        data = raw if fn is None else fn(raw.decode("utf-8", "replace")).encode()
+        v = judge(e, scan_bytes(data, scanner=TextScanner(now_s=0.0)))
+        for sl in (("all",) + (("held-out",) if e.heldout else ())):
+            sv = sl + "/" + ("printed" if vname == "orig" else "variants")
+            for k in e.expect:
+                for group in ("label " + k, "fw " + e.framework):
+                    r = rows.setdefault(sv + "|" + group, [0, 0])
+                    r[1] += 1
+                    r[0] += k not in v.missing
+            if e.healthy:
+                r = fa.setdefault(sv, [0, 0])
+                r[1] += 1
+                r[0] += bool(v.false_alarm)
+        if not v.ok:
+            misses.setdefault(e.name + (" (held out)" if e.heldout else ""), []).append(vname + ": " + str(v))
+print(json.dumps({"rows": rows, "fa": fa, "misses": misses}))
+"""
 
-    from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes
 
-    rows: dict = defaultdict(lambda: [0, 0])      # (reader, slice, group) -> [hits, total]
-    fa: dict = defaultdict(lambda: [0, 0])        # (reader, slice) -> [false alarms, healthy total]
-    misses: dict = defaultdict(list)
+def corpus_counts(tree: Path) -> dict:
+    """Recall and false alarms of `tree`'s detectors on today's corpus (a fresh interpreter
+    with that tree's controller first on the path; the corpus and its judge from ROOT)."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _CORPUS, str(tree), str(ROOT)], capture_output=True, text=True,
+                         check=True, cwd=tree)
+    return json.loads(out.stdout)
+
+
+def corpus_table(trees: dict[str, Path]) -> list[str]:
+    """Recall per label and per framework, false alarms on healthy logs, per reader and slice."""
+    from tests.corpus.corpus import VARIANTS, entries
+
+    counts = {name: corpus_counts(tree) for name, tree in trees.items()}
     ents = list(entries())
-    for e in ents:
-        raw = e.path.read_bytes()
-        for vname, fn in [("orig", None), *VARIANTS.items()]:
-            data = raw if fn is None else fn(raw.decode("utf-8", "replace")).encode()
-            for rname, mod in mods.items():
-                v = judge(e, scan_bytes(data, scanner=mod.TextScanner(now_s=0.0)))
-                for sl in (("all",) + (("held-out",) if e.heldout else ())):
-                    sv = f"{sl}/{'printed' if vname == 'orig' else 'variants'}"
-                    for k in e.expect:
-                        for group in (f"label {k}", f"fw {e.framework}"):
-                            rows[(rname, sv, group)][1] += 1
-                            rows[(rname, sv, group)][0] += k not in v.missing
-                    if e.healthy:
-                        fa[(rname, sv)][1] += 1
-                        fa[(rname, sv)][0] += bool(v.false_alarm)
-                if rname == "new" and not v.ok:
-                    misses[e.name].append(f"{vname}: {v}")
     slices = ["all/printed", "all/variants", "held-out/printed", "held-out/variants"]
-    groups = sorted({g for (_, _, g) in rows})
+    groups = sorted({k.split("|", 1)[1] for c in counts.values() for k in c["rows"]})
     out = [f"Corpus: {len(ents)} logs ({sum(e.heldout for e in ents)} held out, "
            f"{sum(e.healthy for e in ents)} healthy, {len({e.framework for e in ents})} frameworks/launchers), "
-           f"each also in {len(VARIANTS)} capture variants ({', '.join(VARIANTS)}).", "",
-           "| recall (found / expected) | " + " | ".join(f"old {s}" for s in slices) + " | "
-           + " | ".join(f"new {s}" for s in slices) + " |", "|---|" + "---|" * (2 * len(slices))]
+           f"each also in {len(VARIANTS)} capture variants ({', '.join(VARIANTS)}). Readers: "
+           + ", ".join(f"{n} ({'this tree' if t == ROOT else 'controller/ at ' + t.name})" for n, t in trees.items())
+           + ".", "",
+           "| recall (found / expected) | " + " | ".join(f"{n} {s}" for n in trees for s in slices) + " |",
+           "|---|" + "---|" * (len(trees) * len(slices))]
 
-    def cell(key, table):
-        hit, tot = table[key]
+    def cell(pair):
+        hit, tot = pair or (0, 0)
         return f"{hit}/{tot} ({100 * hit / tot:.0f}%)" if tot else "–"
     for g in groups:
-        out.append(f"| {g} | " + " | ".join(cell(("old", s, g), rows) for s in slices) + " | "
-                   + " | ".join(cell(("new", s, g), rows) for s in slices) + " |")
-    out.append("| **false alarms on healthy logs** | " + " | ".join(cell(("old", s), fa) for s in slices) + " | "
-               + " | ".join(cell(("new", s), fa) for s in slices) + " |")
-    out += ["", "Misses of the new detectors (every one, log: variant: verdict):", ""]
-    out += [f"- {name}: " + "; ".join(m[:3]) + (f" (+{len(m) - 3} more)" if len(m) > 3 else "")
-            for name, m in sorted(misses.items())] or ["- none"]
+        out.append(f"| {g} | " + " | ".join(cell(counts[n]["rows"].get(f"{s}|{g}")) for n in trees for s in slices)
+                   + " |")
+    out.append("| **false alarms on healthy logs** | "
+               + " | ".join(cell(counts[n]["fa"].get(s)) for n in trees for s in slices) + " |")
+    for n in list(trees)[1:]:
+        out += ["", f"Misses of the {n} detectors (every one, log: variant: verdict):", ""]
+        out += [f"- {name}: " + "; ".join(m[:3]) + (f" (+{len(m) - 3} more)" if len(m) > 3 else "")
+                for name, m in sorted(counts[n]["misses"].items())] or ["- none"]
     return out
 
 
 def main() -> int:
-    import controller.detectors as new
-
     out = []
-    old = old_detectors()
-    corpus = corpus_table({"old": old, "new": new})
-    if "--corpus-only" in sys.argv:
-        print("\n".join(corpus))
-        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"old": tree_at(BASE_COMMIT, Path(tmp) / BASE_COMMIT),
+                 "previous": tree_at(PREV_COMMIT, Path(tmp) / PREV_COMMIT), "new": ROOT}
+        corpus = corpus_table(trees)
+        if "--corpus-only" in sys.argv:
+            print("\n".join(corpus))
+            return 0
     with tempfile.TemporaryDirectory() as tmp:
         small, big = Path(tmp) / "small.log", Path(tmp) / "big.log"
         make_log(small, 10 << 20)

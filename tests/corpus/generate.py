@@ -216,6 +216,8 @@ for mode, expect, must in (("shape", ["crash"], ["RuntimeError"]), ("assert", ["
 FP16 = "{py} {prog}/plain.py fp16-"
 for fmt in ("kv", "dict", "pipe", "bracket", "mainloss"):
     SCENARIOS.append(S(f"amp-fp16-search-healthy-{fmt}", "torch.amp", f"{FP16}healthy --fmt {fmt} --steps 40 --every 2"))
+# logged every step: the search's first five records all read grad_norm nan/inf (healthy)
+SCENARIOS.append(S("amp-fp16-search-healthy-every-step", "torch.amp", f"{FP16}healthy --fmt dict --steps 40 --every 1"))
 for fmt in ("kv", "dict", "pipe"):
     SCENARIOS.append(S(f"amp-fp16-collapse-{fmt}", "torch.amp", f"{FP16}collapse --fmt {fmt} --steps 60 --every 3",
                        ["nan"]))

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_corpus_is_the_size_the_issue_asks_for():
     frameworks = {e.framework for e in ENTRIES}
     healthy = [e for e in ENTRIES if e.healthy]
-    assert len(ENTRIES) * (1 + len(VARIANTS)) > 200
+    assert len(ENTRIES) > 220, len(ENTRIES)  # "well over 200" real logs, before the variants
     assert len(frameworks) >= 10, frameworks
     assert len(healthy) * 3 >= len(ENTRIES)
     assert any(e.heldout for e in ENTRIES) and any(not e.heldout for e in ENTRIES)

@@ -348,7 +348,9 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
                      [b.rep[i].raw]), i)
         return True
     st.nonfinite_norms += 1
-    st.zero_loss_norms += zero_loss(line)
+    # a record cut in two (a hard wrap inside a progress bar's line): its loss is on the line before
+    st.zero_loss_norms += zero_loss(line) or ("loss" not in line.lower() and i > 0
+                                              and zero_loss(b.rep[i - 1].text[-MATCH_CHARS:]))
     if len(st.norm_evidence) < EVIDENCE_LINES:
         st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
     need = NONFINITE_NORM_RECORDS if st.finite_norm_seen else STARTUP_NONFINITE_NORM_RECORDS

@@ -222,7 +222,8 @@ for fmt in ("kv", "dict", "pipe"):
     SCENARIOS.append(S(f"amp-fp16-collapse-{fmt}", "torch.amp", f"{FP16}collapse --fmt {fmt} --steps 60 --every 3",
                        ["nan"]))
 for fmt in ("dict", "kv", "pipe"):
-    SCENARIOS.append(S(f"plain-loss-zero-nan-{fmt}", "torch", f"{P} zero-nan --fmt {fmt} --every 2", ["nan"]))
+    SCENARIOS.append(S(f"plain-loss-zero-nan-{fmt}", "torch", f"{P} zero-nan --fmt {fmt} --every 2", ["nan"],
+                       ["loss pinned at 0.0"]))
 for fmt in ("dict", "kv"):
     SCENARIOS += [
         S(f"plain-loss-zero-healthy-{fmt}", "torch", f"{P} zero-healthy --fmt {fmt} --steps 60"),
@@ -248,7 +249,7 @@ SCENARIOS += [
     S("dataloader-worker-timeout", "torch-dataloader", "{py} {prog}/dataloader_run.py worker-slow", ["crash"],
       ["DataLoader timed out"]),
 ]
-for mode, expect, must in (("eval-healthy", [], []), ("grad-accum", [], []), ("zero-nan", ["nan"], []),
+for mode, expect, must in (("eval-healthy", [], []), ("grad-accum", [], []), ("zero-nan", ["nan"], ["loss pinned at 0.0"]),
                            ("zero-nan-unfiltered", ["nan"], []), ("zero-healthy", [], []), ("frozen", [], []),
                            ("on-log-error", ["crash"], ["TypeError"]),
                            # SIGKILLed mid-transfer of a shared batch: the main process sees a reset pipe
@@ -276,7 +277,8 @@ SCENARIOS += [
     S("torchrun-segv-rank0-tee", "torchrun", f"{TR} --tee 3 {DW} segv --bad-rank 0", ["crash"], ["rank 0", "SIGSEGV"]),
     S("deepspeed-sigterm", "deepspeed", f"{DS} {DW} sigterm", ["crash"], env={"DS_ACCELERATOR": "cpu"}),
     S("deepspeed-gloo-barrier", "deepspeed", f"{DS} {DW} gloo-barrier", ["hang"], env={"DS_ACCELERATOR": "cpu"}),
-    S("accelerate-hf-loss-zero-nan", "accelerate", f"{AC} {{prog}}/hf_trainer.py zero-nan", ["nan"]),
+    S("accelerate-hf-loss-zero-nan", "accelerate", f"{AC} {{prog}}/hf_trainer.py zero-nan", ["nan"],
+      ["loss pinned at 0.0"]),
     S("accelerate-sigterm", "accelerate", f"{AC} {{prog}}/plain.py sigterm", ["crash"]),
 ]
 for mode, expect, must in (("sigkill", ["oom"], ["SIGKILL"]), ("abort", ["crash"], ["SIGABRT"]),

@@ -11,7 +11,7 @@ HERE = Path(__file__).resolve().parent
 PRE = (HERE.parent / "logs" / "plain-healthy-kv.log").read_text().splitlines()[:12]
 
 CITED = {
-    "rocm-hip-oom": dict(cite=dict(repo="pytorch/pytorch", path="c10/cuda/CUDACachingAllocator.cpp", function="DeviceCachingAllocator::malloc (the OutOfMemoryError message)", line=None, commit=None, why_no_line="the pytorch/pytorch snapshot (4 GB) and its forks exceed what fetch brings here (500 MB); the code index holds the file but gives no line numbers"),
+    "rocm-hip-oom": dict(cite=dict(repo="pytorch/pytorch", path="c10/cuda/CUDACachingAllocator.cpp", function="DeviceCachingAllocator::malloc (the OutOfMemoryError message)", line=None, commit=None, why_no_line="the pytorch/pytorch snapshot (4 GB) and its forks exceed what fetch brings here (500 MB); the code index holds the file but gives no line numbers", older_copy="UofT-EcoSystem/Grape-MICRO56-Artifact (a 2023 copy of PyTorch) c10/cuda/CUDACachingAllocator.cpp:667 at 0e8e9c0738803ad54ecdf35c5ae1bfb81c6d2d26 has the message's start, 'CUDA out of memory. Tried to allocate ', in its older form (before 'GPU N has a total capacity of')"),
         framework="rocm", expect=["oom"], must=["HIP OOM on GPU 0"],
         source="PyTorch c10/cuda/CUDACachingAllocator.cpp OOM message ('out of memory. Tried to allocate ... GPU "
                "{device} has a total capacity of ...'), which hipify turns into 'HIP out of memory' on ROCm builds "

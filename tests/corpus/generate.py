@@ -298,6 +298,13 @@ SCENARIOS += [
     S("wandb-offline-sigkill", "wandb", "bash -c '{py} {prog}/wandb_run.py sigkill; echo \"exit $?\"'", ["oom"],
       ["Killed"], env=WB),
 ]
+# -- Keras 3 on the torch backend: Keras-style `loss: nan`, TerminateOnNaN, its own errors --
+KR = "{py} {prog}/keras_run.py"
+for mode, expect, must in (("healthy", [], []), ("healthy --verbose 2", [], []), ("tempting --verbose 2", [], []),
+                           ("nan", ["nan"], []), ("nan --verbose 2", ["nan"], []), ("terminate", ["nan"], []),
+                           ("shape", ["crash"], ["ValueError"])):   # fails before any line verbose changes
+    SCENARIOS.append(S(f"keras-{mode.replace(' --verbose 2', '-v2')}", "keras", f"{KR} {mode}", expect, must,
+                       env={"KERAS_BACKEND": "torch"}))
 for mode, expect, must in (("keyerror", ["crash"], ["KeyError"]), ("tempting", [], [])):
     SCENARIOS.append(S(f"ipython-{mode}", "ipython",
                        f"{{bin}}/ipython --colors=nocolor --no-banner {{prog}}/ipython_cell.py {mode}", expect, must,

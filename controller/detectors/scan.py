@@ -1,13 +1,16 @@
 """`scan_lines`: log text -> findings, by rules plus structure.
 
 The pass over a batch of lines: repair every line (repair.py), then
+0. elastic restarts that recovered (a worker's death, then the group's progress again):
+   that attempt's deaths and tracebacks count as handled;
 1. the rule table on each line that holds a trigger word (rules.py);
-2. the metric-record reader on each line that holds "nan"/"inf" (metrics.py);
+2. the metric-record reader on each line that holds "nan"/"inf" (metrics.py), and on
+   lines with a finite gradient norm while a run of NaN ones is open;
 3. the loss-scale trajectory (loss_scale.py);
 4. the traceback reader (tracebacks.py) and usage errors (usage_errors.py);
 then the findings that only explain a failure when nothing better does (secondary).
-State that must outlive a batch -- the loss-scale trajectory, how many gradient-norm
-records were non-finite, whether compile trouble was seen -- lives in a ScanState the
+State that must outlive a batch -- the loss-scale trajectory, the run of non-finite
+gradient-norm records in a row, whether compile trouble was seen -- lives in a ScanState the
 caller may keep (TextScanner does), so a log fed in any chunking gives the same findings.
 """
 

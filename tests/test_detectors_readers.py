@@ -107,6 +107,20 @@ def test_wrap_width_ignores_padded_screens():
     assert wrap_width(padded) is None
 
 
+def test_wrap_width_sees_lines_cut_just_after_a_space():
+    """Found by hypothesis (test_detectors_summaries): a device assertion line cut at 120
+    columns right after `thread: [0,0,0] ` is a cut, not a padded screen."""
+    line = ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+            "thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.")
+    lines = []
+    for t in range(2):
+        full = line.format(t=t)
+        lines += [full[:120], full[120:]]
+    lines += ["Traceback (most recent call last):", "  File \"/src/x.py\", line 9, in f", "    f()", "RuntimeError: x"]
+    assert lines[0].endswith(" ") and wrap_width(lines) == 120
+    assert [ln.text for ln in repair(lines, 120)][:2] == [line.format(t=0), line.format(t=1)]
+
+
 def test_loss_scale_collapse_versus_search():
     search = [f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** (32 - i)}, reducing to "
               f"{2 ** (31 - i)}" for i in range(16)]

@@ -232,7 +232,7 @@ TB = ["Traceback (most recent call last):",
 def test_traceback_reports_the_exception_and_last_frame():
     f = one(["Step 10: 12000 tok/s"] + TB)
     assert f.kind == "crash" and f.severity == "critical"
-    assert f.summary == "KeyError: 'input_ids' at train.py:870 in main"
+    assert f.summary == "KeyError: 'input_ids' at train.py:870 in main (`next(it)`)"  # the caret-marked expression
     assert f.line == 8
     assert f.evidence[0] == TB[0] and f.evidence[-1] == "KeyError: 'input_ids'"
 

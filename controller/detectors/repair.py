@@ -110,8 +110,9 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     same = sum(1 for i in cut if lines[i + 1][:8] == lines[i][:8])
     if same * 2 > len(cut):
         return None
-    # Padded screens (every line space-filled to the width) are not wraps.
-    padded = sum(1 for s in lines if len(s) == width and s.endswith(" "))
+    # Padded screens (every line space-filled to the width) are not wraps. A cut at a word
+    # boundary leaves one trailing space (the separator); padding leaves a run of them.
+    padded = sum(1 for s in lines if len(s) == width and s.endswith("  "))
     return None if padded * 2 > full else width
 
 

@@ -242,6 +242,11 @@ RULES: tuple[TextRule, ...] = (
       HANG, CRIT, lambda m, line: f"NCCL collective timed out: {m.group('op')} (SeqNum {m.group('seq')}) ran "
                                   f"{int(m.group('ran')) / 1000:.0f} s, timeout {int(m.group('tmo')) / 1000:.0f} s",
       H.HINT_NCCL_TIMEOUT, ("watchdog",)),
+    # -- a hang's end: the watchdog ending the process (kind crash: the process is gone) ---
+    R("nccl-takedown", _rx(r"we are taking the entire process down"), CRASH, CRIT,
+      "NCCL watchdog took the process down (abort: SIGABRT)",
+      "the watchdog ended the run after a failed or timed-out collective (TORCH_NCCL_ASYNC_ERROR_HANDLING); "
+      "find why that collective never completed: " + H.HINT_NCCL_TIMEOUT, ("process down",)),
     R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
       "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
       H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),

@@ -23,11 +23,13 @@ from dataclasses import dataclass, field, replace
 
 from controller.detectors import hints as H
 from controller.detectors.evidence import EVIDENCE_LINES, bounded, signal_suffix
+from controller.detectors.kernel_asserts import KernelAssertions
 from controller.detectors.loss_scale import LossScaleTrajectory
 from controller.detectors.metrics import finite_norm, maybe_non_finite, non_finite_values, zero_loss
+from controller.detectors.nccl_reports import read_report
 from controller.detectors.repair import Line, repaired
 from controller.detectors.rules import Hit, classify, recoverable, triggered
-from controller.detectors.tracebacks import Traceback, frame_location, read_tracebacks, user_frame
+from controller.detectors.tracebacks import Traceback, failing_expression, frame_location, read_tracebacks, user_frame
 from controller.detectors.usage_errors import usage_errors
 from controller.logparse import LineParser
 from controller.records import Finding
@@ -73,6 +75,26 @@ class ScanState:
     norm_reported: bool = False
     compile_trouble: bool = False
     primary_seen: bool = False
+    kernel_asserts: KernelAssertions = field(default_factory=KernelAssertions)
+    rule_keys: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """A rule's own (kind, summary) -> the key it was reported under (a summary that names
+    the exception, the cause...): the same failure seen again -- another rank's copy, a
+    library's echo of it -- is that finding, in this batch or a later one."""
+    consumed: set[int] = field(default_factory=set)  # log lines a structure reader used (no rule reads them)
+    last_collective: str = ""  # the last NCCL collective the watchdog reported timed out
+
+
+@dataclass
+class _Made:
+    i: int
+    base: tuple[str, str]
+    detail: str = ""
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+def _compose(summary: str, detail: str) -> str:
+    return f"{summary}: {detail}" if detail else summary
 
 
 def _now(now_s: float | None) -> float:
@@ -82,7 +104,9 @@ def _now(now_s: float | None) -> float:
 class _Batch:
     """One call's lines, their repair, and the findings made from them."""
 
-    def __init__(self, raw: list[str], base: int, end: int, line_no0: int, t: float, run_id: str | None):
+    def __init__(self, raw: list[str], base: int, end: int, line_no0: int, t: float, run_id: str | None,
+                 st: ScanState):
+        self.st = st
         self.raw = raw
         self.rep = repaired(raw)
         self.base, self.end = base, end
@@ -92,6 +116,9 @@ class _Batch:
         self.found: dict[tuple[str, str], Finding] = {}
         self.secondary: list[Finding] = []
         self.hit_at: dict[int, tuple[str, str]] = {}
+        # a rule finding made at line index i: its rule summary and detail, and the evidence
+        # its readers added before/after the line (kept when a traceback gives it frames)
+        self.made: dict[tuple[str, str], _Made] = {}
 
     def reported(self, i: int) -> bool:
         return self.base <= self.rep[i].src < self.end
@@ -108,6 +135,19 @@ class _Batch:
         if f.key not in self.found and len(self.found) < MAX_FINDINGS_PER_SCAN:
             self.found[f.key] = f
         self.hit_at[i] = f.key
+
+    def replace_finding(self, old: tuple[str, str], new: Finding) -> None:
+        """A finding made from a rule, now with a fuller summary (the exception's name and
+        where it was raised): the same finding under its new key."""
+        del self.found[old]
+        self.found.setdefault(new.key, new)
+        for i, k in self.hit_at.items():
+            if k == old:
+                self.hit_at[i] = new.key
+        made = self.made.pop(old, None)
+        if made is not None:
+            self.made[new.key] = made
+            self.st.rule_keys[made.base] = new.key
 
     def handled_after(self, i: int, progress_key: str | None = None, since: int | None = None) -> bool:
         """A retry/recovery message soon after; or (with progress_key) training progress
@@ -175,7 +215,9 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     st = state if state is not None else ScanState()
     ctx = list(context_before)
     raw = ctx + list(lines) + list(context_after)
-    b = _Batch(raw, len(ctx), len(ctx) + len(lines), first_line_no - len(ctx), _now(now_s), run_id)
+    b = _Batch(raw, len(ctx), len(ctx) + len(lines), first_line_no - len(ctx), _now(now_s), run_id, st)
+    if st.consumed:
+        st.consumed = {n for n in st.consumed if n >= b.line_no0}
     texts = _texts(b)
     want_norms = st.nonfinite_norms > 0 or not st.finite_norm_seen
     candidates, structure = _candidates(texts, want_norms)
@@ -210,7 +252,7 @@ LINE_WORDS = (
     "resource_exhausted", "kv cache", "cache blocks", "warming up", "dataloader", "encountered in worker",
     "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
     "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
-    "terminate", "hangup", "defaultcpuallocator", "finite",
+    "terminate", "hangup", "defaultcpuallocator", "finite", "process down",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -314,8 +356,13 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if not b.reported(i) or i in restarted:
             continue
         ln = rep[i]
+        line_no = b.line_no0 + ln.src
+        if line_no in st.consumed:
+            continue  # a line of a report a structure reader already read (nccl_reports.py)
         line = ln.text if len(ln.text) <= MATCH_CHARS else ln.text[:MATCH_CHARS]
         low = line.lower()
+        if "assertion" in low and st.kernel_asserts.feed(line, line_no, ln.raw):
+            continue
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
@@ -337,7 +384,48 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if hit.kind == "oom" and recoverable(hit) and b.handled_after(i):
             hit = Hit("oom", "warning", hit.summary + " (recovered: the trainer skipped or retried)",
                       "the trainer caught it; if it repeats, lower the batch/token budget", rule=hit.rule)
-        b.add(b.make(hit, i, evidence), i, hit.secondary)
+        if hit.secondary:
+            b.add(b.make(hit, i, evidence), i, True)
+            continue
+        if hit.rule == "nccl-watchdog":
+            st.last_collective = _collective(line)
+        base = (hit.kind, hit.summary)
+        made = _rule_detail(b, st, i, line_no, hit, base)  # also when seen: its readers use up their lines
+        seen = st.rule_keys.get(base)
+        if seen is not None:
+            b.hit_at[i] = seen  # the same failure again (another rank's copy, a library's echo)
+            continue
+        f = b.make(replace(hit, summary=_compose(hit.summary, made.detail)), i, made.before + evidence + made.after)
+        b.add(f, i)
+        st.rule_keys[base] = f.key
+        b.made[f.key] = made
+
+
+_OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
+
+
+def _collective(line: str) -> str:
+    m = _OP_TYPE.search(line)
+    return f"{m.group('op')} (SeqNum {m.group('seq')})" if m else ""
+
+
+def _rule_detail(b: _Batch, st: ScanState, i: int, line_no: int, hit: Hit, base: tuple[str, str]) -> _Made:
+    """What structure around a rule's line adds to its finding: the kernel assertion a
+    device-side assert came from (the lines above it), NCCL's last error (the lines below
+    a NCCL error), the collective whose timeout made the watchdog end the process."""
+    made = _Made(i, base)
+    if hit.rule == "device-assert":
+        ka = st.kernel_asserts.take(line_no)
+        if ka is not None:
+            made.detail, made.before = ka.detail(), ka.evidence()
+    elif hit.rule == "nccl-error":
+        report = read_report(b.rep, i)
+        made.detail = report.cause
+        made.after = [b.rep[j].raw for j in report.lines]
+        st.consumed.update(b.line_no0 + b.rep[j].src for j in report.lines)
+    elif hit.rule == "nccl-takedown" and st.last_collective:
+        made.detail = f"{st.last_collective} had timed out"
+    return made
 
 
 def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
@@ -410,10 +498,19 @@ def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
         if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
         if i in b.hit_at:
-            # The exception line itself is an OOM/hang/... line: give that finding the frames.
-            f = b.found.get(b.hit_at[i])
-            if f is not None and len(f.evidence) == 1:
-                b.found[b.hit_at[i]] = replace(f, evidence=bounded(_tb_evidence(rep, tb)))
+            # The exception line itself is an OOM/crash/... rule's line: give that finding the
+            # frames; a crash's summary also names the exception and where it was raised.
+            key = b.hit_at[i]
+            f = b.found.get(key)
+            made = b.made.get(key)
+            if f is None:
+                continue
+            if made is not None and made.i == i:
+                summary = _compose(_named(made.base[1], rep, tb), made.detail) if f.kind == "crash" else f.summary
+                b.replace_finding(key, replace(f, summary=summary,
+                                               evidence=bounded(made.before + _tb_evidence(rep, tb) + made.after)))
+            elif len(f.evidence) == 1:
+                b.found[key] = replace(f, evidence=bounded(_tb_evidence(rep, tb)))
             continue
         if tb.short_name == "MemoryError":
             hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
@@ -437,11 +534,24 @@ def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
 
 
+def _named(summary: str, rep: Sequence[Line], tb: Traceback) -> str:
+    """A rule's summary of an exception line, with the exception's name (unless the
+    summary has it) and where the user's code raised it."""
+    head = summary if tb.short_name in summary else f"{tb.name}: {summary}"
+    return head + _loc(rep, tb)
+
+
 def _loc(rep: Sequence[Line], tb: Traceback) -> str:
+    """' at file.py:12 in func' for the user's innermost frame (else the last), with the
+    sub-expression CPython marked on its code line: ' (`loss.item()`)'."""
     idx = user_frame(rep, tb)
     if idx is None and tb.frames:
         idx = tb.frames[-1]
-    return frame_location(rep[idx].text) if idx is not None else ""
+    if idx is None:
+        return ""
+    loc = frame_location(rep[idx].text)
+    expr = failing_expression(rep, tb, idx) if loc else ""
+    return f"{loc} (`{expr}`)" if expr else loc
 
 
 def _tb_evidence(rep: Sequence[Line], tb: Traceback) -> list[str]:

@@ -144,3 +144,39 @@ def frame_location(text: str) -> str:
         func = m.groupdict().get("func")
         return f" at {os.path.basename(m.group('file'))}:{m.group('line')}" + (f" in {func}" if func else "")
     return f" at cell line {m.group('cline')}"
+
+
+_CARETS = re.compile(r"(?P<pad>\s*)(?P<marks>[~^](?:[~^ ]*[~^])?)\s*$")
+MAX_EXPRESSION_CHARS = 80
+
+
+def failing_expression(lines: Sequence[Line], tb: Traceback, frame: int) -> str:
+    """The sub-expression CPython (3.11+) marks with `^`/`~` under a frame's code line --
+    `loss.item()` in `print(f"... {loss.item():.4f}")` -- or "" when it marks none (the
+    whole line failed, an older Python, an IPython frame, or interleaved ranks garbled it).
+
+    The caret line is aligned with the code line as printed, so the columns select the
+    expression -- columns of the lines as they came (less ANSI colour), because a
+    launcher prefix or timestamp that repair peels may take the indentation with it; both
+    lines carry the same prefix, so their columns still agree."""
+    from controller.logparse import clean_text
+
+    code_i, caret_i = frame + 1, frame + 2
+    end = tb.exc if tb.exc is not None else len(lines)
+    if caret_i >= end or code_i in tb.frames or caret_i in tb.frames:
+        return ""
+    code = lines[code_i].text.strip()
+    if not code or _CARETS.fullmatch(lines[caret_i].text) is None:
+        return ""
+    raw_code, raw_carets = clean_text(lines[code_i].raw), clean_text(lines[caret_i].raw)
+    m = _CARETS.search(raw_carets)
+    at = raw_code.find(code)
+    if m is None or at < 0:
+        return ""
+    start, stop = m.start("marks"), m.end("marks")
+    if start < at or stop > at + len(code) or (start > 0 and (raw_code[start - 1].isalnum() or raw_code[start - 1] == "_")):
+        return ""  # not aligned with the code line (a mark outside it, or starting inside a name)
+    expr = raw_code[start:stop].strip()
+    if not expr or expr == code:
+        return ""
+    return expr if len(expr) <= MAX_EXPRESSION_CHARS else expr[:MAX_EXPRESSION_CHARS - 3] + "..."

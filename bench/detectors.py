@@ -40,9 +40,11 @@ from controller.logparse import LineParser, flush_carry, split_lines  # noqa: E4
 SEED = ROOT / "tests" / "data" / "logs" / "seed_dflash_oom.log"
 BASE_COMMIT = "42fd17d"
 """The last commit with the single-module detectors (before issue 14's rewrite)."""
-PREV_COMMIT = "99f3d7a"
-"""The detectors package as the previous measurement left it (150-log corpus), before the
-second round of issue 14 (the 223-log corpus)."""
+PREV_COMMIT = "7b54e64"
+"""The detectors package as the previous measurement left it (the 248-log corpus, issue
+14's second round), before the summaries named the exception, the kernel assertion,
+NCCL's last error and the watchdog's abort (the second round's own "previous", 99f3d7a,
+is measured in BENCHMARKS.md at a37f30a)."""
 RESULTS = ROOT / "bench" / "results" / "detectors.md"
 LOOP_ROUNDS = 4
 """Alternated rounds of the 100 MB read loop per reader: the machine is shared and its

@@ -7,8 +7,10 @@ Two families:
   hard wraps), a rule table (rules.py), and structure readers -- tracebacks with or
   without their header in CPython and IPython shapes (tracebacks.py), metric records in
   every common format so NaN/Inf is judged on the value (metrics.py), the fp16 loss-scale
-  trajectory (loss_scale.py), command-line refusals (usage_errors.py); launcher exit
-  codes and signals are mapped once (exit_codes.py). scan.py composes them.
+  trajectory (loss_scale.py), command-line refusals (usage_errors.py), the kernel
+  assertion behind a device-side assert (kernel_asserts.py), NCCL's multi-line error
+  report (nccl_reports.py); launcher exit codes and signals are mapped once
+  (exit_codes.py). scan.py composes them.
 - State: `evaluate` reads the accumulated RunState (the watch loop fills it each tick):
   a stale (block-buffered) log, a hang, a throughput regression, idle or unreadable GPUs,
   start-up stalls, and how the process ended (state.py, regression.py).

@@ -9,8 +9,19 @@ The pass over a batch of lines: repair every line (repair.py), then
 3. the loss-scale trajectory (loss_scale.py);
 4. the traceback reader (tracebacks.py) and usage errors (usage_errors.py);
 then the findings that only explain a failure when nothing better does (secondary).
+
+A rule's finding is one per (kind, rule summary) -- another rank's copy of the same error,
+or a library's echo of it (CuPy failing at exit after an illegal address), is that
+finding again -- but its summary says more than the rule's words where the structure
+around the line tells: the kernel assertion printed above a device-side assert
+(kernel_asserts.py), NCCL's last error printed below a NCCL error (nccl_reports.py), the
+collective whose timeout made the watchdog end the process; and, when the line is a
+traceback's exception line, a crash names the exception and the user's frame and
+expression (`torch.AcceleratorError: CUDA illegal memory access at train.py:147 in step
+(`loss.item()`)`).
 State that must outlive a batch -- the loss-scale trajectory, the run of non-finite
-gradient-norm records in a row, whether compile trouble was seen -- lives in a ScanState the
+gradient-norm records in a row, whether compile trouble was seen, the kernel assertions seen,
+which rule findings were reported under which summary -- lives in a ScanState the
 caller may keep (TextScanner does), so a log fed in any chunking gives the same findings.
 """
 
@@ -397,8 +408,9 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             continue
         f = b.make(replace(hit, summary=_compose(hit.summary, made.detail)), i, made.before + evidence + made.after)
         b.add(f, i)
-        st.rule_keys[base] = f.key
-        b.made[f.key] = made
+        if f.key in b.found:  # (not when the batch's finding cap refused it)
+            st.rule_keys[base] = f.key
+            b.made[f.key] = made
 
 
 _OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")

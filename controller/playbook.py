@@ -89,11 +89,11 @@ class NodeConfig(TargetConfig):
     """One node of a multi-node job: a target (every [target] key) plus the address the
     other nodes reach it at."""
 
-    addr: str | None = doc("Address the other nodes reach this node at (its CT's or host's IP or DNS name): node 0's is the rendezvous endpoint's host, every node's is torchrun's --local-addr (the workers' MASTER_ADDR comes from it). Required for ssh and pct nodes; local nodes default to 127.0.0.1.", default=None)
+    addr: str | None = doc("Address the other nodes reach this node at (its CT's or host's IP or DNS name): node 0's is the rendezvous endpoint's host, every node's is torchrun's --local-addr (the workers' MASTER_ADDR comes from it). Required for ssh and pct nodes; local nodes default to 127.0.0.<rank+1> (all loopback). torchrun's c10d rendezvous numbers the nodes (and so the global ranks) in the sorted order of these addresses, not by --node-rank.", default=None)
 
     @property
     def reach_addr(self) -> str:
-        """addr, or 127.0.0.1 for a local node that names none."""
+        """addr (the loader gives local nodes one)."""
         return self.addr or "127.0.0.1"
 
 
@@ -478,7 +478,9 @@ def parse_playbook(text: str | bytes, source: str = "<memory>", *, require_targe
     if "nodes" in data and "target" in data:
         raise PlaybookError(f"{source}: nodes: a playbook has either [target] or [[nodes]], not both")
     pb = _build(Playbook, data, "", source)
-    pb = dataclasses.replace(pb, source=source)
+    pb = dataclasses.replace(pb, source=source, nodes=tuple(
+        dataclasses.replace(n, addr=f"127.0.0.{i + 1}") if n.kind == "local" and n.addr is None else n
+        for i, n in enumerate(pb.nodes)))
     _check(pb)
     if require_target:
         _check_required(Playbook, data, "", source)

@@ -172,4 +172,4 @@ def test_bad_job_playbooks_name_the_node_and_key(text, message):
 def test_local_nodes_default_to_loopback():
     pb = parse_playbook('[[nodes]]\nkind = "local"\nworkdir = "a"\n[[nodes]]\nkind = "local"\nworkdir = "b"\n'
                         '[distributed]\nmaster_port = 29611', "x.toml")
-    assert pb.rdzv_endpoint() == "127.0.0.1:29611" and pb.nodes[1].reach_addr == "127.0.0.1"
+    assert pb.rdzv_endpoint() == "127.0.0.1:29611" and pb.nodes[1].reach_addr == "127.0.0.2"

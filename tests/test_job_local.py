@@ -1,0 +1,170 @@
+"""A multi-node job on the local kind (two "nodes" = two local workdirs, rendezvous at
+127.0.0.1): the real trainer under real torchrun with gloo, 2 nodes x 1 process, through the
+real CLI in child processes. Deploy -> one job row + two member rows, the job trains (loss
+falls), both replicas end with the same weights (each node's own checksum line), every
+worker line carries `[rankN]:`; logs --node; stop -> nothing left on either node; a node
+that cannot be reached -> nothing launched anywhere, exit 3 naming it; a node whose launch
+fails -> the node already started is stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.runstore import RunStore
+from tests.deploy_support import session_members, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def job_playbook(dir: Path, *, steps: int, node1: str = "", name: str = "pair") -> Path:
+    """Two local nodes under `dir`; node 1's table can be replaced (a broken node)."""
+    node1 = node1 or f'kind = "local"\nworkdir = "{dir}/node1"'
+    pb = dir / f"{name}.toml"
+    pb.write_text(f"""
+[[nodes]]
+kind = "local"
+workdir = "{dir}/node0"
+[[nodes]]
+{node1}
+[distributed]
+nproc_per_node = 1
+master_port = {free_port()}
+rdzv_timeout_s = 60
+env = {{ GLOO_SOCKET_IFNAME = "lo" }}
+[bundle]
+paths = ["trainer"]
+[run]
+name = "{name}"
+module = "trainer"
+args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "200",
+        "--run-dir", "{{run_dir}}", "--steps", "{steps}", "--log-every", "1", "--device", "cpu",
+        "--prefetch-workers", "1"]
+env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
+stop_grace_s = 10
+""")
+    return pb
+
+
+def cli(home: Path, *argv: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DFCTL_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    env.pop("WANDB_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "controller", *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout_s)
+
+
+def ended(run_dir: str) -> bool:
+    return os.path.exists(f"{run_dir}/exit_code")
+
+
+@pytest.fixture(scope="module")
+def finished_job(tmp_path_factory):
+    """One 2-node job of 8 steps, deployed and run to its end (shared by the assertions)."""
+    dir = tmp_path_factory.mktemp("job")
+    home = dir / "home"
+    r = cli(home, "deploy", str(job_playbook(dir, steps=8)), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    store = RunStore(home / "registry.sqlite")
+    members = store.job_members(doc["job"])
+    for m in members:
+        wait_for(lambda: ended(m.run_dir), timeout_s=240, interval_s=0.2, what=f"{m.run_id} to end")
+    return dir, home, doc, store
+
+
+def test_deploy_registers_one_job_and_a_member_per_node(finished_job):
+    dir, home, doc, store = finished_job
+    job = store.get_run("pair")
+    assert job.run_id == doc["job"] and job.is_job and job.target.startswith("job: 2 nodes (local:")
+    members = store.job_members(job.run_id)
+    assert [(m.node_rank, m.workdir) for m in members] == [(0, f"{dir}/node0"), (1, f"{dir}/node1")]
+    assert [m.run_dir for m in members] == [f"{dir}/node{i}/runs/{job.run_id}" for i in (0, 1)]
+    assert all(m.pid and m.release_id == job.release_id and m.job_id == job.run_id for m in members)
+    assert [n["release"]["transferred_bytes"] > 0 for n in doc["nodes"]] == [True, True]
+    argv = json.loads(Path(members[1].run_dir, "launch.json").read_text())["argv"]
+    assert argv[argv.index("--node-rank") + 1] == "1" and argv[argv.index("--rdzv-id") + 1] == job.run_id
+    assert "is_host=0" in argv[argv.index("--rdzv-conf") + 1]
+
+
+def test_job_trains_loss_falls_and_replicas_agree_across_nodes(finished_job):
+    _, _, doc, store = finished_job
+    m0, m1 = store.job_members(doc["job"])
+    assert [Path(m.run_dir, "exit_code").read_text().strip() for m in (m0, m1)] == ["0", "0"]
+    rows = [json.loads(x) for x in Path(m0.run_dir, "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 9))
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    logs = [Path(m.run_dir, "train.log").read_text() for m in (m0, m1)]
+    sums = [re.findall(r"^\[rank(\d)\]:\[dist\] rank=(\d) params_checksum=(\S+)$", log, re.M) for log in logs]
+    assert [s[0][:2] for s in sums] == [("0", "0"), ("1", "1")]    # each node's own rank said it
+    assert sums[0][0][2] == sums[1][0][2]                         # ... and the weights are the same
+    assert "[rank0]:[done] steps=8 exit_code=0" in logs[0]
+    assert re.search(r"^\[rank1\]:", logs[1], re.M) and "[rank0]:" not in logs[1]
+
+
+def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job):
+    _, home, doc, _ = finished_job
+    r = cli(home, "runs", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["run_id"], x["state"]) for x in rows] == [(doc["job"], "finished")]
+    r1 = cli(home, "logs", doc["job"], "--node", "1", "--tail", "3")
+    assert r1.returncode == 0 and "[rank1]:[dist] rank=1" in r1.stdout, r1.stderr
+    r0 = cli(home, "logs", "pair", "--tail", "200")
+    assert "[rank0]:[done] steps=8" in r0.stdout
+    bad = cli(home, "logs", doc["job"], "--node", "2")
+    assert bad.returncode == 2 and "no node 2" in bad.stderr
+
+
+def test_stop_leaves_nothing_on_either_node(tmp_path):
+    home = tmp_path / "home"
+    r = cli(home, "deploy", str(job_playbook(tmp_path, steps=100000, name="long")), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    store = RunStore(home / "registry.sqlite")
+    job_id = json.loads(r.stdout)["job"]
+    m0, m1 = store.job_members(job_id)
+    wait_for(lambda: "[rank0]:[progress] step=" in Path(m0.run_dir, "train.log").read_text(), timeout_s=240,
+             interval_s=0.2, what="the job's first step (global rank 0 is on node 0: its addr sorts first)")
+    s = cli(home, "stop", "long", "--grace-s", "10")
+    assert s.returncode == 0, s.stdout + s.stderr
+    assert "node0 (local): stopped" in s.stdout and "node1 (local): stopped" in s.stdout
+    assert session_members(m0.pid) == [] and session_members(m1.pid) == []
+    assert [m.state for m in store.job_members(job_id)] == ["stopped", "stopped"]
+    assert store.get_run(job_id).state == "stopped"
+
+
+def test_unreachable_node_at_deploy_launches_nothing_anywhere(tmp_path):
+    home = tmp_path / "home"
+    node1 = f'kind = "ssh"\nhost = "127.0.0.1"\nport = {free_port()}\naddr = "127.0.0.1"\nworkdir = "/tmp/x"\n' \
+            f'connect_timeout_s = 3\nknown_hosts = "{tmp_path}/kh"'
+    r = cli(home, "deploy", str(job_playbook(tmp_path, steps=5, node1=node1)))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "nodes[1] (ssh 127.0.0.1): unreachable:" in r.stderr
+    assert not os.listdir(tmp_path / "node0" / "runs")          # node 0 got the release, no run
+    assert RunStore(home / "registry.sqlite").runs(members=True) == []
+
+
+def test_a_node_failing_to_launch_stops_the_nodes_that_started(tmp_path):
+    home = tmp_path / "home"
+    node1 = f'kind = "local"\nworkdir = "{tmp_path}/node1"\npython = "/nonexistent/python3"'
+    r = cli(home, "deploy", str(job_playbook(tmp_path, steps=100000, node1=node1)))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"nodes[1] (local:{tmp_path}/node1): launch failed" in r.stderr
+    store = RunStore(home / "registry.sqlite")
+    job = store.runs()[0]
+    m0, m1 = store.job_members(job.run_id)
+    assert m0.pid is not None and session_members(m0.pid) == []
+    assert Path(m0.run_dir, "stop_request").exists()
+    assert [job.state, m0.state, m1.state] == ["failed"] * 3

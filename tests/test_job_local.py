@@ -81,7 +81,7 @@ def finished_job(tmp_path_factory):
     store = RunStore(home / "registry.sqlite")
     members = store.job_members(doc["job"])
     for m in members:
-        wait_for(lambda: ended(m.run_dir), timeout_s=240, interval_s=0.2, what=f"{m.run_id} to end")
+        wait_for(lambda m=m: ended(m.run_dir), timeout_s=240, interval_s=0.2, what=f"{m.run_id} to end")
     return dir, home, doc, store
 
 

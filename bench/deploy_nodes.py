@@ -42,6 +42,10 @@ ssh_config = "{rig.ssh_config_path}"
     return parse_playbook(nodes + '[bundle]\npaths = ["trainer"]\n', "bench")
 
 
+def _case(n: int) -> str:
+    return f"{n} node{'s' if n > 1 else ''} at once"
+
+
 def main() -> int:
     sys.path.insert(0, str(PROJECT))
     from controller.bundle import build_bundle
@@ -55,7 +59,7 @@ def main() -> int:
     shutil.copytree(PROJECT / "trainer", work / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     store = RunStore(work / "registry.sqlite")
     rig = Rig.create(hosts=4)
-    times: dict[str, list[float]] = {f"{n} nodes": [] for n in SIZES}
+    times: dict[str, list[float]] = {_case(n): [] for n in SIZES}
     times.update({"4 nodes one after another": [], "4 nodes unchanged": []})
     try:
         bundle = build_bundle(work, _playbook(rig, 1, "/w").bundle)
@@ -69,7 +73,7 @@ def main() -> int:
 
         for i in range(REPEATS):
             for n in SIZES:
-                times[f"{n} nodes"].append(concurrent(n, f"/workspace/bench-nodes/n{n}-{i}"))
+                times[_case(n)].append(concurrent(n, f"/workspace/bench-nodes/n{n}-{i}"))
             times["4 nodes unchanged"].append(concurrent(4, f"/workspace/bench-nodes/n4-{i}"))
             close_all()
             nodes = open_nodes(_playbook(rig, 4, f"/workspace/bench-nodes/seq-{i}"), work)
@@ -83,7 +87,7 @@ def main() -> int:
         close_all()
         store.close()
     med = {k: statistics.median(v) for k, v in times.items()}
-    one = med["1 nodes"]
+    one = med[_case(1)]
     lines = [
         "# Multi-node deploy benchmark (bench/deploy_nodes.py)",
         "",
@@ -104,7 +108,7 @@ def main() -> int:
         lines.append(f"| {k} | {med[k]:.3f} | {med[k] / one:.2f}x | {', '.join(f'{x:.2f}' for x in v)} |")
     lines += [
         "",
-        f"4 nodes at once cost {med['4 nodes'] / one:.2f}x one node; one after another {med['4 nodes one after another'] / one:.2f}x. "
+        f"4 nodes at once cost {med[_case(4)] / one:.2f}x one node; one after another {med['4 nodes one after another'] / one:.2f}x. "
         "On this 2-core machine the 4 concurrent pushes share the CPUs (sshd, tar and sha256sum of every "
         "node run here), so the ratio is an upper bound; on real nodes the per-node work runs on each node.",
         "",

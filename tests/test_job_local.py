@@ -120,6 +120,8 @@ def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [(x["run_id"], x["state"]) for x in rows] == [(doc["job"], "finished")]
+    assert [(n["node"], n["state"], n["exit_code"]) for n in rows[0]["nodes"]] == [(0, "finished", 0),
+                                                                                 (1, "finished", 0)]
     r1 = cli(home, "logs", doc["job"], "--node", "1", "--tail", "3")
     assert r1.returncode == 0 and "[rank1]:[dist] rank=1" in r1.stdout, r1.stderr
     r0 = cli(home, "logs", "pair", "--tail", "200")
@@ -168,3 +170,15 @@ def test_a_node_failing_to_launch_stops_the_nodes_that_started(tmp_path):
     assert m0.pid is not None and session_members(m0.pid) == []
     assert Path(m0.run_dir, "stop_request").exists()
     assert [job.state, m0.state, m1.state] == ["failed"] * 3
+
+
+def test_per_target_commands_take_a_node_of_a_job_playbook(tmp_path, capsys):
+    from tests.deploy_support import dfctl
+
+    pb = str(job_playbook(tmp_path, steps=5))
+    code, _, err = dfctl(capsys, "prune", pb, "--dry-run")
+    assert code == 2 and "has 2 [[nodes]]: give --node 0..1" in err
+    code, out, err = dfctl(capsys, "prune", pb, "--node", "1", "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["target"] == "local", err
+    code, _, err = dfctl(capsys, "deploy", pb, "--replace")
+    assert code == 2 and "--replace: not for a [[nodes]] job" in err

@@ -184,6 +184,19 @@ def _print_job_dry_run(pb: Playbook, nodes, bundle, *, json_out: bool) -> None:
         typer.echo("#   runs: " + " ".join(row["torchrun"]))
 
 
+def node_playbook(pb: Playbook, node: int | None, command: str) -> Playbook:
+    """The one-target playbook a per-target command works on: a [[nodes]] playbook's node
+    `node` (--node), or the playbook itself."""
+    if pb.is_job:
+        if node is None or node >= len(pb.nodes):
+            raise BadInputError(f"dfctl {command}: {pb.source} has {len(pb.nodes)} [[nodes]]: give --node 0.."
+                                f"{len(pb.nodes) - 1}" + (f" (got {node})" if node is not None else ""))
+        return pb.for_node(node)
+    if node is not None:
+        raise BadInputError(f"--node {node}: {pb.source} has one [target], no [[nodes]]")
+    return pb
+
+
 def _check_deploy_flags(name: str | None, *, follow: bool, until: str, no_launch: bool, dry_run: bool) -> None:
     from controller.cli.follow import UNTIL
 
@@ -325,12 +338,19 @@ def runs(
         records = store.runs()
         # an imported run has no process to ask about: its end state is what the import found
         unreadable = refresh_with_jobs(store, [r for r in records if not is_imported(r)], _open_for)
+        members = {r.run_id: store.job_members(r.run_id) for r in records if r.is_job}
     finally:
         store.close()
     errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
     for label, message, _ in unreadable:
         print(f"dfctl: {label}: {message}", file=sys.stderr)
     rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
+    for row in rows:                   # a job: its nodes (each one's run dir, pid and state)
+        if row["run_id"] in members:
+            row["nodes"] = [{"node": m.node_rank, "run_id": m.run_id, "target": m.target, "run_dir": m.run_dir,
+                             "pid": m.pid, "state": m.state, "exit_code": m.exit_code,
+                             "read_error": errors.get(m.run_id)} for m in members[row["run_id"]]]
+            row["run_dir"] = f"runs/{row['run_id']} on {len(row['nodes'])} nodes"
     if json_out:
         _emit_json(rows)
     elif not rows:
@@ -479,6 +499,7 @@ def prune(
     keep: int = typer.Option(3, "--keep", min=0, help="Newest releases kept besides `current` and live runs'."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    node: Optional[int] = typer.Option(None, "--node", min=0, help="A [[nodes]] playbook: which node (rank)."),
 ) -> None:
     """Remove old releases of the target: never `current`, never one a live run uses."""
     from controller.bundle import project_root
@@ -486,7 +507,7 @@ def prune(
     from controller.launch import live_runs_of
     from controller.transport.factory import open_transport, target_label
 
-    pb = load_playbook(playbook)
+    pb = node_playbook(load_playbook(playbook), node, "prune")
     transport = open_transport(pb.target)
     store = RunStore()
     try:
@@ -511,11 +532,12 @@ def prune(
 def doctor(
     playbook: Path = typer.Argument(..., help="Playbook whose target to check."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    node: Optional[int] = typer.Option(None, "--node", min=0, help="A [[nodes]] playbook: which node (rank)."),
 ) -> None:
     """Check the target: host, host key, pct, CT, python+torch, nvidia-smi, disk, wandb mode."""
     from controller.doctor import failure, run_checks
 
-    checks = run_checks(load_playbook(playbook))
+    checks = run_checks(node_playbook(load_playbook(playbook), node, "doctor"))
     if json_out:
         _emit_json({"playbook": str(playbook), "checks": [dataclasses.asdict(c) for c in checks],
                     "ok": all(c.ok is not False for c in checks)})

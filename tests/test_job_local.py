@@ -182,3 +182,17 @@ def test_per_target_commands_take_a_node_of_a_job_playbook(tmp_path, capsys):
     assert code == 0 and json.loads(out)["target"] == "local", err
     code, _, err = dfctl(capsys, "deploy", pb, "--replace")
     assert code == 2 and "--replace: not for a [[nodes]] job" in err
+
+
+def test_dry_run_prints_each_nodes_commands_and_changes_nothing(tmp_path, capsys):
+    from tests.deploy_support import dfctl
+
+    code, out, err = dfctl(capsys, "deploy", str(job_playbook(tmp_path, steps=5)), "--dry-run", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [n["target"] for n in doc["nodes"]] == [f"nodes[{i}] (local:{tmp_path}/node{i})" for i in (0, 1)]
+    argv = doc["nodes"][1]["torchrun"]
+    assert argv[argv.index("--node-rank") + 1] == "1" and argv[argv.index("--local-addr") + 1] == "127.0.0.2"
+    assert argv[argv.index("--rdzv-endpoint") + 1].startswith("127.0.0.1:")
+    assert argv[argv.index("-m", argv.index("--log-dir")) + 1] == "trainer"
+    assert not (tmp_path / "node0").exists() and not (tmp_path / "node1").exists()

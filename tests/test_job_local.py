@@ -30,7 +30,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def job_playbook(dir: Path, *, steps: int, node1: str = "", name: str = "pair") -> Path:
+def job_playbook(dir: Path, *, steps: int, node1: str = "", name: str = "pair", nproc: int = 1) -> Path:
     """Two local nodes under `dir`; node 1's table can be replaced (a broken node)."""
     node1 = node1 or f'kind = "local"\nworkdir = "{dir}/node1"'
     pb = dir / f"{name}.toml"
@@ -41,7 +41,7 @@ workdir = "{dir}/node0"
 [[nodes]]
 {node1}
 [distributed]
-nproc_per_node = 1
+nproc_per_node = {nproc}
 master_port = {free_port()}
 rdzv_timeout_s = 60
 env = {{ GLOO_SOCKET_IFNAME = "lo" }}
@@ -72,10 +72,10 @@ def ended(run_dir: str) -> bool:
 
 @pytest.fixture(scope="module")
 def finished_job(tmp_path_factory):
-    """One 2-node job of 8 steps, deployed and run to its end (shared by the assertions)."""
+    """One job of 2 nodes x 2 processes, 8 steps, deployed and run to its end (shared by the assertions)."""
     dir = tmp_path_factory.mktemp("job")
     home = dir / "home"
-    r = cli(home, "deploy", str(job_playbook(dir, steps=8)), "--json")
+    r = cli(home, "deploy", str(job_playbook(dir, steps=8, nproc=2)), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     store = RunStore(home / "registry.sqlite")
@@ -107,11 +107,13 @@ def test_job_trains_loss_falls_and_replicas_agree_across_nodes(finished_job):
     assert [r["step"] for r in rows] == list(range(1, 9))
     assert rows[-1]["loss"] < rows[0]["loss"]
     logs = [Path(m.run_dir, "train.log").read_text() for m in (m0, m1)]
-    sums = [re.findall(r"^\[rank(\d)\]:\[dist\] rank=(\d) params_checksum=(\S+)$", log, re.M) for log in logs]
-    assert [s[0][:2] for s in sums] == [("0", "0"), ("1", "1")]    # each node's own rank said it
-    assert sums[0][0][2] == sums[1][0][2]                         # ... and the weights are the same
+    sums = [sorted(re.findall(r"^\[rank(\d)\]:\[dist\] rank=(\d) params_checksum=(\S+)$", log, re.M))
+            for log in logs]
+    # global ranks 0, 1 on node 0 and 2, 3 on node 1 (its addr sorts second), each said by itself
+    assert [[s[:2] for s in node] for node in sums] == [[("0", "0"), ("1", "1")], [("2", "2"), ("3", "3")]]
+    assert len({s[2] for node in sums for s in node}) == 1       # ... and all four hold the same weights
     assert "[rank0]:[done] steps=8 exit_code=0" in logs[0]
-    assert re.search(r"^\[rank1\]:", logs[1], re.M) and "[rank0]:" not in logs[1]
+    assert "[rank0]:" not in logs[1] and "[rank2]:" not in logs[0]
 
 
 def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job):
@@ -122,8 +124,8 @@ def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job)
     assert [(x["run_id"], x["state"]) for x in rows] == [(doc["job"], "finished")]
     assert [(n["node"], n["state"], n["exit_code"]) for n in rows[0]["nodes"]] == [(0, "finished", 0),
                                                                                  (1, "finished", 0)]
-    r1 = cli(home, "logs", doc["job"], "--node", "1", "--tail", "3")
-    assert r1.returncode == 0 and "[rank1]:[dist] rank=1" in r1.stdout, r1.stderr
+    r1 = cli(home, "logs", doc["job"], "--node", "1", "--tail", "20")
+    assert r1.returncode == 0 and "[rank3]:[dist] rank=3" in r1.stdout, r1.stderr
     r0 = cli(home, "logs", "pair", "--tail", "200")
     assert "[rank0]:[done] steps=8" in r0.stdout
     bad = cli(home, "logs", doc["job"], "--node", "2")

@@ -2,8 +2,9 @@
 the bundled trainer's tiny config under real torchrun with gloo, 2 nodes x 1 process,
 through the real CLI (real sshd, real LXC, the pct stand-in). Deploy -> the job trains, its
 loss falls, both replicas end with the same weights (each node's own checksum line); an
-unchanged redeploy sends nothing to either node; stop -> nothing left on either node; one
-node's link down at deploy -> nothing launched anywhere, exit 3 naming the node."""
+unchanged redeploy sends nothing to either node; stop with one node's link down -> the other
+node stopped, exit 3 naming the unreachable one; stop again -> nothing left on either node;
+one node's link down at deploy -> nothing launched anywhere, exit 3 naming the node."""
 
 from __future__ import annotations
 
@@ -103,10 +104,15 @@ def test_rig_job_trains_and_replicas_agree_across_hosts(finished_job, fabric):
         [(doc["job"], "finished")], r.stderr
 
 
+def run_pids_on(host, job_id: str) -> list[int]:
+    """The job's live processes inside this host's fabric CT."""
+    return sorted(set(live_pids_of_run(job_id)) & set(host.container_host_pids(VMID)))
+
+
 def test_rig_job_redeploy_sends_nothing_and_stop_leaves_nothing(finished_job, fabric):
     dir, home, workdir, _, _ = finished_job
-    r = cli(home, "deploy", str(job_playbook(fabric, dir / "long.toml", workdir, steps=100000, name="riglong")),
-            "--json")
+    r = cli(home, "deploy", str(job_playbook(fabric, dir / "long.toml", workdir, steps=100000, name="riglong",
+                                             timeout_s=3)), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert [n["release"]["transferred_bytes"] for n in doc["nodes"]] == [0, 0]
@@ -115,10 +121,20 @@ def test_rig_job_redeploy_sends_nothing_and_stop_leaves_nothing(finished_job, fa
     log0 = host_path(fabric.hosts[0], m0.log_path)
     wait_for(lambda: "[rank0]:[progress] step=" in log0.read_text(errors="replace"), timeout_s=300,
              interval_s=0.2, what="the job's first step")
-    assert len(live_pids_of_run(doc["job"])) >= 4      # a wrapper, torchrun and a worker per node at least
+    h1, h2 = fabric.hosts[:2]
+    assert len(run_pids_on(h1, doc["job"])) >= 3 and len(run_pids_on(h2, doc["job"])) >= 3   # wrapper, torchrun, worker
+    # node 1 cannot be reached: node 0 is stopped all the same, node 1 is named, exit 3
+    h2.link_down()
+    try:
+        s = cli(home, "stop", doc["job"], "--grace-s", "10")
+    finally:
+        h2.link_up()
+    assert s.returncode == 3 and f"node1 (pct {VMID} on {h2.name})" in s.stderr, s.stdout + s.stderr
+    assert run_pids_on(h1, doc["job"]) == [] and store.get_run(doc["job"]).state != "stopped"
     s = cli(home, "stop", doc["job"], "--grace-s", "10")
     assert s.returncode == 0, s.stdout + s.stderr
     assert live_pids_of_run(doc["job"]) == []
+    assert [m.state for m in store.job_members(doc["job"])] == ["stopped", "stopped"]
     assert store.get_run(doc["job"]).state == "stopped"
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from controller.runstore import RunStore
-from tests.deploy_support import session_members, wait_for
+from tests.deploy_support import all_cmdlines, session_members, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,9 +59,11 @@ stop_grace_s = 10
     return pb
 
 
-def cli(home: Path, *argv: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+def cli(home: Path, *argv: str, timeout_s: float = 120, secret: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "DFCTL_HOME": str(home), "PYTHONPATH": str(ROOT)}
     env.pop("WANDB_API_KEY", None)
+    if secret is not None:
+        env["WANDB_API_KEY"] = secret
     return subprocess.run([sys.executable, "-m", "controller", *argv], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout_s)
 
@@ -133,14 +135,22 @@ def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job)
 
 
 def test_stop_leaves_nothing_on_either_node(tmp_path):
-    home = tmp_path / "home"
-    r = cli(home, "deploy", str(job_playbook(tmp_path, steps=100000, name="long")), "--json")
+    home, secret = tmp_path / "home", "job-wandb-key-" + os.urandom(6).hex()
+    r = cli(home, "deploy", str(job_playbook(tmp_path, steps=100000, name="long")), secret=secret)
     assert r.returncode == 0, r.stdout + r.stderr
+    job_id = re.search(r"^launched job (\S+) on 2 nodes \(node0 pid \d+, node1 pid \d+\)", r.stdout, re.M).group(1)
     store = RunStore(home / "registry.sqlite")
-    job_id = json.loads(r.stdout)["job"]
     m0, m1 = store.job_members(job_id)
     wait_for(lambda: "[rank0]:[progress] step=" in Path(m0.run_dir, "train.log").read_text(), timeout_s=240,
              interval_s=0.2, what="the job's first step (global rank 0 is on node 0: its addr sorts first)")
+    # the secret reached every node's workers through the env file: in no argv, not in the registry
+    assert secret not in r.stdout + r.stderr
+    assert not [c for c in all_cmdlines() if secret.encode() in c]
+    assert all(secret.encode() not in f.read_bytes() for f in home.iterdir() if f.is_file())
+    assert all(not Path(m.run_dir, "env").exists() for m in (m0, m1))
+    for m in (m0, m1):
+        environs = [Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") for pid in session_members(m.pid)]
+        assert any(f"WANDB_API_KEY={secret}".encode() in e for e in environs), m.run_id
     s = cli(home, "stop", "long", "--grace-s", "10")
     assert s.returncode == 0, s.stdout + s.stderr
     assert "node0 (local): stopped" in s.stdout and "node1 (local): stopped" in s.stdout

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from controller.bundle import Bundle
-from controller.deploy import LOCK_WAIT_S, DeployResult, deploy_bundle, lock_owner, resolve_workdir
+from controller.deploy import DeployResult, deploy_bundle, resolve_workdir
 from controller.errors import BadInputError, DfctlError, JobNodeError, RunConflictError
 from controller.launch import (
     LaunchedRun,
-    _status_entry,
     conflict_error,
+    exclusive_check,
     launch_run,
     launch_spec,
     make_run_id,
@@ -207,8 +207,7 @@ def launch_job(store: RunStore, pb: Playbook, nodes: list[JobNode], *, name: str
         for n in nodes:    # the target re-checks under the deploy lock, as a single run's launch does
             mine = [r for r in store.target_runs() if r.job_id != job.run_id and r.state not in ENDED_STATES
                     and _same_target(r, n)]
-            specs[n.rank]["exclusive"] = {"runs": [{**_status_entry(r), "run_id": r.run_id} for r in mine],
-                                          "lock_wait_s": LOCK_WAIT_S, "owner": lock_owner(f"launch {job.run_id}")}
+            specs[n.rank]["exclusive"] = exclusive_check(mine, job.run_id)
     results = _each(nodes, lambda n: launch_run(n.transport, n.playbook, n.workdir, spec=specs[n.rank]))
     failed = [(n, exc) for n, _, exc in results if exc is not None]
     launched = {n.rank: run for n, run, exc in results if exc is None}

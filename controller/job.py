@@ -4,12 +4,18 @@ launch torchrun on each, stop them together, and keep the job as ONE run in the 
 What each node runs (launched by launch_remote.py exactly as a single-node run: detached,
 unbuffered, a wrapper whose pid is the process group, exit_code, a 0600 env file):
 
-    python -u -m torch.distributed.run --nnodes N --node-rank i --nproc-per-node P
+    python -u -m torch.distributed.run --nnodes N --nproc-per-node P
         --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id <job id>
         --rdzv-conf is_host=<1 on node 0>,join_timeout=<s> --local-addr <node addr>
         --max-restarts R --tee 3 --log-dir <run dir>/torchelastic -m <module> <args>
 
 Why these flags:
+- no --node-rank: the c10d rendezvous numbers the nodes itself, in the sorted order of their
+  (--local-addr, pid) (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py, the rank
+  assignment over sorted(state.participants)); torchrun only warns that a --node-rank is
+  ignored there (torch/distributed/run.py:866). So global rank 0 is on the node whose addr
+  sorts first, which is node 0 when the addrs sort in node order (the rig's and local
+  nodes' do); the registry's node_rank is the playbook's order.
 - c10d rendezvous: node 0's torchrun hosts the TCPStore at the endpoint (is_host=1 says so
   explicitly: torchrun's own guess compares the endpoint with the machine's names and
   addresses, and two local nodes at 127.0.0.1 would both guess "host"); the others connect.
@@ -102,7 +108,7 @@ def torchrun_args(pb: Playbook, rank: int, job_id: str) -> list[str]:
     expanded on the target)."""
     d = pb.distributed
     rdzv_conf = f"is_host={1 if rank == 0 else 0},join_timeout={int(d.rdzv_timeout_s)}"
-    return ["--nnodes", str(len(pb.nodes)), "--node-rank", str(rank), "--nproc-per-node", str(d.nproc_per_node),
+    return ["--nnodes", str(len(pb.nodes)), "--nproc-per-node", str(d.nproc_per_node),
             "--rdzv-backend", d.rdzv_backend, "--rdzv-endpoint", pb.rdzv_endpoint(), "--rdzv-id", job_id,
             "--rdzv-conf", rdzv_conf, "--local-addr", pb.nodes[rank].reach_addr,
             "--max-restarts", str(d.max_restarts), "--tee", "3",

@@ -89,7 +89,7 @@ class NodeConfig(TargetConfig):
     """One node of a multi-node job: a target (every [target] key) plus the address the
     other nodes reach it at."""
 
-    addr: str | None = doc("Address the other nodes reach this node at (its CT's or host's IP or DNS name): node 0's is the rendezvous endpoint's host, every node's is torchrun's --local-addr (the workers' MASTER_ADDR comes from it). Required for ssh and pct nodes; local nodes default to 127.0.0.<rank+1> (all loopback). torchrun's c10d rendezvous numbers the nodes (and so the global ranks) in the sorted order of these addresses, not by --node-rank.", default=None)
+    addr: str | None = doc("Address the other nodes reach this node at (its CT's or host's IP or DNS name): node 0's is the rendezvous endpoint's host, every node's is torchrun's --local-addr (the workers' MASTER_ADDR comes from it). Required for ssh and pct nodes; local nodes default to 127.0.0.<rank+1> (all loopback). torchrun's c10d rendezvous numbers the nodes (and so the global ranks) in the sorted order of these addresses (it ignores --node-rank).", default=None)
 
     @property
     def reach_addr(self) -> str:

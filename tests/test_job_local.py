@@ -97,7 +97,7 @@ def test_deploy_registers_one_job_and_a_member_per_node(finished_job):
     assert all(m.pid and m.release_id == job.release_id and m.job_id == job.run_id for m in members)
     assert [n["release"]["transferred_bytes"] > 0 for n in doc["nodes"]] == [True, True]
     argv = json.loads(Path(members[1].run_dir, "launch.json").read_text())["argv"]
-    assert argv[argv.index("--node-rank") + 1] == "1" and argv[argv.index("--rdzv-id") + 1] == job.run_id
+    assert "--node-rank" not in argv and argv[argv.index("--rdzv-id") + 1] == job.run_id   # c10d ranks by addr
     assert "is_host=0" in argv[argv.index("--rdzv-conf") + 1]
 
 
@@ -204,7 +204,7 @@ def test_dry_run_prints_each_nodes_commands_and_changes_nothing(tmp_path, capsys
     doc = json.loads(out)
     assert [n["target"] for n in doc["nodes"]] == [f"nodes[{i}] (local:{tmp_path}/node{i})" for i in (0, 1)]
     argv = doc["nodes"][1]["torchrun"]
-    assert argv[argv.index("--node-rank") + 1] == "1" and argv[argv.index("--local-addr") + 1] == "127.0.0.2"
+    assert "is_host=0" in argv[argv.index("--rdzv-conf") + 1] and argv[argv.index("--local-addr") + 1] == "127.0.0.2"
     assert argv[argv.index("--rdzv-endpoint") + 1].startswith("127.0.0.1:")
     assert argv[argv.index("-m", argv.index("--log-dir")) + 1] == "trainer"
     assert not (tmp_path / "node0").exists() and not (tmp_path / "node1").exists()

@@ -208,3 +208,14 @@ def test_dry_run_prints_each_nodes_commands_and_changes_nothing(tmp_path, capsys
     assert argv[argv.index("--rdzv-endpoint") + 1].startswith("127.0.0.1:")
     assert argv[argv.index("-m", argv.index("--log-dir")) + 1] == "trainer"
     assert not (tmp_path / "node0").exists() and not (tmp_path / "node1").exists()
+
+
+def test_a_node_failing_to_deploy_launches_nothing_anywhere(tmp_path):
+    home = tmp_path / "home"
+    (tmp_path / "afile").write_text("not a directory\n")
+    node1 = f'kind = "local"\nworkdir = "{tmp_path}/afile/node1"'
+    r = cli(home, "deploy", str(job_playbook(tmp_path, steps=5, node1=node1)))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"nodes[1] (local:{tmp_path}/afile/node1): deploy failed: " in r.stderr
+    assert not os.listdir(tmp_path / "node0" / "runs")
+    assert RunStore(home / "registry.sqlite").runs(members=True) == []

@@ -130,6 +130,8 @@ def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job)
     assert r1.returncode == 0 and "[rank3]:[dist] rank=3" in r1.stdout, r1.stderr
     r0 = cli(home, "logs", "pair", "--tail", "200")
     assert "[rank0]:[done] steps=8" in r0.stdout
+    follow = cli(home, "logs", doc["job"], "--node", "1", "-f", "-n", "1")    # the node's run has ended: returns
+    assert follow.returncode == 0 and follow.stdout.startswith("[rank"), follow.stderr
     bad = cli(home, "logs", doc["job"], "--node", "2")
     assert bad.returncode == 2 and "no node 2" in bad.stderr
 

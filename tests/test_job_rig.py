@@ -17,6 +17,7 @@ import pytest
 
 from controller.runstore import RunStore
 from tests.deploy_support import wait_for
+from tests.rig.fixtures import FAB_VMID, on_fabric
 from tests.test_deploy_rig import live_pids_of_run
 from tests.test_job_local import cli
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.rig
 
 PROJECT = Path(__file__).resolve().parents[1]
 CT_PYTHON = str(PROJECT / ".venv" / "bin" / "python")   # the checkout is bound read-only into the CT
-VMID = 210                                            # the fabric CT (CT 200 keeps loopback only)
+VMID = FAB_VMID                                       # the fabric CT (CT 200 keeps loopback only)
 
 
 def job_playbook(rig, path: Path, workdir: str, *, steps: int, name: str, timeout_s: float = 10) -> Path:
@@ -66,9 +67,8 @@ def host_path(host, ct_path: str) -> Path:
 
 @pytest.fixture(scope="module")
 def fabric(rig):
-    for host in rig.ensure_hosts(2)[:2]:
-        host.reset()
-        host.add_fabric_container(VMID)
+    """The rig with hosts 1 and 2 on the fabric (once for the module's shared job)."""
+    on_fabric(rig)
     return rig
 
 

@@ -50,6 +50,7 @@ from controller.launch import (
     launch_spec,
     make_run_id,
     record_statuses,
+    refresh_states,
     runs_status,
     stop_run,
     target_identity,
@@ -322,15 +323,15 @@ def refresh_with_jobs(store: RunStore, records: list[RunRecord],
     """launch.refresh_states for a listing that holds job rows: a job's members are read
     (one round trip per target, as any run), then the job row's state is set from theirs.
     A job whose node could not be read is listed with that node's error (its records)."""
-    from controller.launch import refresh_states
-
     jobs = [r for r in records if r.is_job]
     members = {j.run_id: store.job_members(j.run_id) for j in jobs}
     singles = [r for r in records if not r.is_job]
     unreadable = refresh_states(store, singles + [m for ms in members.values() for m in ms], open_for)
     for j in jobs:
         settle_job(store, j, members[j.run_id])
-        bad = [entry for entry in unreadable if any(m in entry[2] for m in members[j.run_id])]
-        if bad:
-            unreadable.append((f"{j.run_id} node {bad[0][2][0].node_rank}", bad[0][1], [j]))
+        for _, message, recs in list(unreadable):
+            unread = [m for m in members[j.run_id] if any(m is r for r in recs)]
+            if unread:
+                unreadable.append((f"{j.run_id} node {unread[0].node_rank}", message, [j]))
+                break
     return unreadable

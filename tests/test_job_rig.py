@@ -126,9 +126,14 @@ def test_rig_job_redeploy_sends_nothing_and_stop_leaves_nothing(finished_job, fa
     # node 1 cannot be reached: node 0 is stopped all the same, node 1 is named, exit 3
     h2.link_down()
     try:
+        listed = cli(home, "runs", "--json")
         s = cli(home, "stop", doc["job"], "--grace-s", "10")
     finally:
         h2.link_up()
+    # runs: the job listed with node 1's read error, node 0 still running, exit 3 (a partial list)
+    row = [x for x in json.loads(listed.stdout) if x["run_id"] == doc["job"]][0]
+    assert listed.returncode == 3 and row["read_error"] and row["state"] == "running", listed.stderr
+    assert [(n["state"], bool(n["read_error"])) for n in row["nodes"]] == [("running", False), ("unknown", True)]
     assert s.returncode == 3 and f"node1 (pct {VMID} on {h2.name})" in s.stderr, s.stdout + s.stderr
     assert run_pids_on(h1, doc["job"]) == [] and store.get_run(doc["job"]).state != "stopped"
     s = cli(home, "stop", doc["job"], "--grace-s", "10")

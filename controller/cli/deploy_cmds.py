@@ -348,7 +348,8 @@ def runs(
     for row in rows:                   # a job: its nodes (each one's run dir, pid and state)
         if row["run_id"] in members:
             row["nodes"] = [{"node": m.node_rank, "run_id": m.run_id, "target": m.target, "run_dir": m.run_dir,
-                             "pid": m.pid, "state": m.state, "exit_code": m.exit_code,
+                             "pid": m.pid, "state": "unknown" if m.run_id in errors else m.state,
+                             "exit_code": m.exit_code,
                              "read_error": errors.get(m.run_id)} for m in members[row["run_id"]]]
             row["run_dir"] = f"runs/{row['run_id']} on {len(row['nodes'])} nodes"
     if json_out:

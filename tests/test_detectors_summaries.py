@@ -251,3 +251,16 @@ def test_stream_in_small_batches_gives_the_same_summaries():
                 sc.feed(lines[i:i + step])
             sc.finish()
             assert [(f.kind, f.summary, f.line, f.evidence) for f in sc.all_findings()] == whole, (name, step)
+
+
+def test_a_real_cpython_traceback_names_the_marked_expression(tmp_path):
+    """The caret line as this interpreter prints it (3.11+: `~~~~~^^^^^` under a subscript)."""
+    import subprocess
+    import sys
+
+    prog = tmp_path / "train_step.py"
+    prog.write_text('def step(batch):\n    return len(batch) + batch["input_ids"]\n\n\nstep({})\n')
+    out = subprocess.run([sys.executable, str(prog)], capture_output=True, timeout=60)
+    assert out.returncode == 1 and b"^^^" in out.stderr
+    (f,) = [x for x in scan_bytes(out.stderr) if x.kind == "crash"]
+    assert f.summary == "KeyError: 'input_ids' at train_step.py:2 in step (`batch[\"input_ids\"]`)"

@@ -227,7 +227,7 @@ def _refuse_twice(store: RunStore, target: TargetConfig, chosen: TrainingProcess
     from controller.records import ENDED_STATES
     from controller.runstore import target_of
 
-    for rec in store.runs():
+    for rec in store.target_runs():
         if rec.origin == "attached" and rec.pid == chosen.pid and rec.pid_start_ticks == chosen.start_ticks \
                 and rec.state not in ENDED_STATES and target_identity(target_of(rec)) == target_identity(target):
             raise BadInputError(f"attach: {chosen.where} pid {chosen.pid} is already attached as {rec.run_id}; "

@@ -201,7 +201,7 @@ def launch_registered(store: RunStore, transport: Transport, playbook: Playbook,
     it (and its row is removed: no run dir was made)."""
     rec = register_launch(store, spec, playbook, workdir=workdir, git_commit=git_commit, git_dirty=git_dirty)
     if playbook.run.exclusive:
-        mine = [r for r in store.runs() if r.run_id != rec.run_id and r.state not in ENDED_STATES
+        mine = [r for r in store.target_runs() if r.run_id != rec.run_id and r.state not in ENDED_STATES
                 and target_identity(target_of(r)) == target_identity(playbook.target)]
         spec["exclusive"] = {"runs": [{**_status_entry(r), "run_id": r.run_id} for r in mine],
                              "lock_wait_s": LOCK_WAIT_S, "owner": lock_owner(f"launch {rec.run_id}")}
@@ -328,7 +328,7 @@ def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecor
 
 def live_runs_of(store: RunStore, transport: Transport, target: TargetConfig) -> list[RunRecord]:
     """The registry's runs of this target (same machine or container) that are alive."""
-    mine = [r for r in store.runs() if target_identity(target_of(r)) == target_identity(target)]
+    mine = [r for r in store.target_runs() if target_identity(target_of(r)) == target_identity(target)]
     return live_runs(transport, target, mine, store)
 
 

@@ -4,6 +4,22 @@ SQLite (WAL, busy timeout) under the user's data directory, so two dfctl process
 deploy and a watch, or two watchers -- can share it safely. The watch cursor and findings
 live here too: a watcher killed and restarted continues with no log line lost or repeated.
 Secrets are never stored: the playbook arrives already redacted.
+
+Jobs (one training spread over several nodes by torchrun; playbook `[[nodes]]`) are ONE run
+to the user -- one id, one name -- kept as one job row plus one member row per node:
+
+- the job row: run_id = the job id (launch.make_run_id(name)), target_kind = "job", target a
+  label ("job: 2 nodes (pct 200 on pve1, pct 200 on pve2)"), job_id NULL, node_rank NULL,
+  playbook = the whole registry playbook (nodes + distributed), state set from its members;
+- member rows: run_id = f"{job_id}.node{i}", job_id = the job's id, node_rank = i, the same
+  name, that node's target_kind/target/host/vmid/workdir, playbook = the job's registry
+  playbook with its "target" key replaced by THAT node's target (so target_of(member) reaches
+  the node), run_dir = <node workdir>/runs/<job_id> (one dir name on every node), log_path =
+  <run_dir>/train.log, pid = that node's wrapper pid.
+
+Listing (`runs()`) and resolving a name or id prefix (`get_run`, `default_run`) see the job
+row and hide member rows; an exact member id still resolves; `job_members(job_id)` lists a
+job's members by node rank; `runs(members=True)` is every row (what lives on a target).
 """
 
 from __future__ import annotations
@@ -59,6 +75,19 @@ class RunRecord:
     origin: str = "launched"          # launched (dfctl deploy) | attached (dfctl attach: started by hand)
     pid_start_ticks: int | None = None
     """/proc/<pid>/stat start time of `pid` (attached runs): with the pid, which process is the run's."""
+    job_id: str | None = None
+    """A job's member row (one node of a multi-node job): the job row's run id. NULL otherwise."""
+    node_rank: int | None = None
+    """A job member's node rank (torchrun --node-rank; 0 hosts the rendezvous)."""
+
+    @property
+    def is_job(self) -> bool:
+        """The job row of a multi-node job (its members hold the processes)."""
+        return self.target_kind == JOB_KIND
+
+
+JOB_KIND = "job"
+"""target_kind of a job row."""
 
 
 def target_of(rec: RunRecord) -> TargetConfig:
@@ -79,14 +108,16 @@ def target_of(rec: RunRecord) -> TargetConfig:
 
 
 _CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
-_RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER"}
+_RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER",
+                      "job_id": "TEXT", "node_rank": "INTEGER"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY, name TEXT, target_kind TEXT, target TEXT, host TEXT, vmid INTEGER,
   workdir TEXT, run_dir TEXT, log_path TEXT, pid INTEGER, release_id TEXT, git_commit TEXT,
   git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, wandb_run_id TEXT,
-  state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT DEFAULT 'launched', pid_start_ticks INTEGER
+  state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT DEFAULT 'launched', pid_start_ticks INTEGER,
+  job_id TEXT, node_rank INTEGER
 );
 CREATE TABLE IF NOT EXISTS cursors (
   run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
@@ -192,9 +223,21 @@ class RunStore:
         d["origin"] = d.get("origin") or "launched"
         return RunRecord(**d)
 
-    def runs(self) -> list[RunRecord]:
-        """All runs, newest first."""
-        rows = self._db.execute("SELECT * FROM runs ORDER BY started_s DESC, run_id DESC").fetchall()
+    def runs(self, *, members: bool = False) -> list[RunRecord]:
+        """All runs, newest first: a job once (its job row), its member rows only with
+        members=True (every row: what runs on some target, job rows included)."""
+        where = "" if members else "WHERE job_id IS NULL"
+        rows = self._db.execute(f"SELECT * FROM runs {where} ORDER BY started_s DESC, run_id DESC").fetchall()
+        return [self._record(r) for r in rows]
+
+    def target_runs(self) -> list[RunRecord]:
+        """Every row whose processes live on one target -- single runs and job members, not
+        job rows (a job's target is its members'): what a conflict or status check asks about."""
+        return [r for r in self.runs(members=True) if not r.is_job]
+
+    def job_members(self, job_id: str) -> list[RunRecord]:
+        """A job's member rows (one per node), by node rank."""
+        rows = self._db.execute("SELECT * FROM runs WHERE job_id = ? ORDER BY node_rank", (job_id,)).fetchall()
         return [self._record(r) for r in rows]
 
     def default_run(self, command: str) -> RunRecord:
@@ -216,14 +259,16 @@ class RunStore:
         return self._db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
 
     def get_run(self, ref: str) -> RunRecord:
-        """A run by exact id, by name (the newest of that name), or by unique id prefix."""
+        """A run by exact id (a job member's too), by name (the newest of that name), or by
+        unique id prefix; a name or prefix means the job, never one of its member rows."""
         row = self._db.execute("SELECT * FROM runs WHERE run_id = ?", (ref,)).fetchone()
         if row is None:
             row = self._db.execute(
-                "SELECT * FROM runs WHERE name = ? ORDER BY started_s DESC LIMIT 1", (ref,)).fetchone()
+                "SELECT * FROM runs WHERE name = ? AND job_id IS NULL ORDER BY started_s DESC LIMIT 1",
+                (ref,)).fetchone()
         if row is None:
             rows = self._db.execute(
-                "SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\'",
+                "SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\' AND job_id IS NULL",
                 (ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",)).fetchall()
             if len(rows) > 1:
                 raise UnknownRunError(f"run {ref!r}: ambiguous, matches {', '.join(r['run_id'] for r in rows[:5])}")

@@ -7,7 +7,7 @@ cbreak mode (q quits, j/k or Tab pick the run shown in full) and the terminal re
 any exit. Not a terminal: one readable line per new finding and a status line now and
 then. `--json`: JSON lines, one document per run per tick (controller.records.tick_document:
 the run's state without its histories, plus the progress samples and log lines that tick
-added); with --once one document {"runs": [full RunState...], "hosts": [...], "jobs": [JobState...]}.
+added); with --once one document {"runs": [full RunState...], "hosts": [...]} (and "jobs": [JobState...] when a job is watched).
 A job (a run spread over nodes) is watched through its member runs (one probe per host
 as always) plus one {"job": JobState} line per tick in the stream; its verdict is the
 job's (controller/watch/job.py).
@@ -403,7 +403,10 @@ def once_document(rep) -> dict:
         doc["log_lines_new"] = list(obs.new_lines) if obs is not None else []
         doc["progress_new"] = to_jsonable(obs.progress) if obs is not None else []
         runs.append(doc)
-    return {"runs": runs, "hosts": to_jsonable(rep.hosts), "jobs": to_jsonable(rep.jobs)}
+    doc = {"runs": runs, "hosts": to_jsonable(rep.hosts)}
+    if rep.jobs:      # only when a job is watched: a plain watch's document keeps its two keys
+        doc["jobs"] = to_jsonable(rep.jobs)
+    return doc
 
 
 def job_status_line(job) -> str:

@@ -7,9 +7,12 @@ Side by side in one run:
   3. the tick with a 1 KB log vs a 2 GB log (sparse), cursor at the end as in a running watch;
      the seeds' way on the 2 GB log too (grep reads it all);
   4. time from an injected OOM line, a SIGKILL and a stalled log to the finding (interval 1 s);
-  5. 16 runs on 4 hosts: one probe per host per tick, hosts probed concurrently.
-Figures go to bench/results/watch.md. Run: `python -m bench watch` (root; the rig needs
-network namespaces, sshd and LXC).
+  5. 16 runs on 4 hosts: one probe per host per tick, hosts probed concurrently;
+  6. a job: the tick for a 4-node job (4 hosts x CT 200) vs the same 4 runs watched as
+     single runs, and the time from a rank's death (SIGKILL of a real torchrun worker, a
+     local 2-node job of the bundled trainer) to the job's first-failure finding.
+Figures go to bench/results/watch.md (6: watch_job.md). Run: `python -m bench watch`
+(root; the rig needs network namespaces, sshd and LXC); `python bench/watch.py job` runs 6 only.
 """
 
 from __future__ import annotations
@@ -358,6 +361,7 @@ def main() -> int:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
+        write_job_results(job_tick_bench(rig, home, started), job_death_bench(home))
         return 0
     finally:
         for h, rd in started:
@@ -370,5 +374,153 @@ def main() -> int:
         rig.close()
 
 
+# -- 6: a job ---------------------------------------------------------------------------
+JOB_RESULTS = ROOT / "bench" / "results" / "watch_job.md"
+
+
+def job_tick_bench(rig, home: Path, started: list) -> dict:
+    """The tick for one 4-node job (a job row + 4 member rows, one per host) against the
+    same 4 runs registered as single runs, interleaved so both see the same load."""
+    store_j, store_s = RunStore(home / "job.sqlite"), RunStore(home / "job-singles.sqlite")
+    job_id = "bench-job"
+    members = []
+    for i, h in enumerate(rig.hosts[:4]):
+        rd = launch_in_ct(h, f"jobnode{i}")
+        started.append((h, rd))
+        rec = record(rig, h, f"jobnode{i}")
+        members.append(rec)
+        store_s.add_run(rec)
+        rec_m = RunRecord(**{**asdict(rec), "run_id": f"{job_id}.node{i}", "job_id": job_id, "node_rank": i})
+        store_j.add_run(rec_m)
+    store_j.add_run(RunRecord(run_id=job_id, name="bench-job", target_kind="job", target="job: 4 nodes",
+                              started_s=time.time(), playbook={"distributed": {"nproc_per_node": 1}}))
+    wj = Watch([store_j.get_run(job_id)], store_j)
+    ws = Watch(store_s.runs(), store_s)
+    wj.tick()
+    ws.tick()
+    job_t, single_t = [], []
+    for _ in range(12):
+        job_t += ticks(wj, 2, pause_s=0.2)
+        single_t += ticks(ws, 2, pause_s=0.2)
+    out = {"job_ms": _ms(job_t), "single_ms": _ms(single_t), "n": len(job_t),
+           "job_round_trips": dict(wj.round_trips), "single_round_trips": dict(ws.round_trips),
+           "job_nodes_read": sum(1 for n in wj.job_states[0].nodes if n.state in ("running", "starting")),
+           "ticks": 1 + len(job_t)}
+    wj.close()
+    ws.close()
+    return out
+
+
+def job_death_bench(home: Path, repeats: int = 3) -> list[dict]:
+    """A local 2-node job of the bundled trainer (real torchrun, gloo, c10d on 127.0.0.1),
+    watched at interval 0.5 s; SIGKILL of node 1's worker once the job steps. Per kill: the
+    seconds to the first failure evidence seen in a tick, and to the job's finding (both
+    torchrun agents gave up and the nodes ended)."""
+    import signal
+
+    from tests.job_support import launch_local_job, worker_of
+
+    out = []
+    for k in range(repeats):
+        tmp = home / f"death{k}"
+        tmp.mkdir()
+        os.environ["DFCTL_HOME"] = str(tmp / "home")
+        store = RunStore(tmp / "home" / "registry.sqlite")
+        job = launch_local_job(tmp, store, name=f"death{k}")
+        w = Watch([store.get_run(job.job_id)], store, interval_s=0.5)
+        try:
+            killed = evidence = None
+            tick_s: list[float] = []
+            t_end = time.monotonic() + 240
+            while time.monotonic() < t_end:
+                t0 = time.perf_counter()
+                rep = w.tick()
+                tick_s.append(time.perf_counter() - t0)
+                js = rep.jobs[0]
+                if killed is None and (js.step or 0) >= 2:
+                    pid, rank = worker_of(job.members[1].pid)
+                    os.kill(pid, signal.SIGKILL)
+                    killed = time.monotonic()
+                elif killed is not None and evidence is None and js.first_failure is not None:
+                    evidence = time.monotonic() - killed
+                if killed is not None and any(f.run_id == job.job_id for f in rep.new_findings):
+                    named = js.first_failure
+                    out.append({"evidence_s": evidence, "finding_s": time.monotonic() - killed,
+                                "right": named is not None and named.node == 1 and named.rank == rank,
+                                "tick_ms": _ms(tick_s)})
+                    break
+                _sleep_until(t0 + 0.5)
+        finally:
+            w.close()
+            for m in job.members:
+                subprocess.run(["kill", "-9", f"-{m.pid}"], capture_output=True)
+            store.close()
+    return out
+
+
+def write_job_results(tick: dict, deaths: list[dict]) -> None:
+    fin = [d["finding_s"] for d in deaths]
+    ev = [d["evidence_s"] for d in deaths if d["evidence_s"] is not None]
+    lines = [
+        "# dfctl watch JOB — benchmark",
+        "",
+        f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: {platform.node()}, "
+        f"{os.cpu_count()} cores, {platform.platform()}; other helpers share the cores. "
+        "`python bench/watch.py job` (bench/watch.py section 6). Medians.",
+        "",
+        "| measurement | result |",
+        "|---|---|",
+        f"| one tick, a 4-node job (4 rig hosts x CT 200, one member each; median of {tick['n']}) | "
+        f"{tick['job_ms']:.0f} ms |",
+        f"| one tick, the same 4 runs watched as single runs (interleaved with the above) | "
+        f"{tick['single_ms']:.0f} ms |",
+        f"| **job / single-runs tick** | **{tick['job_ms'] / tick['single_ms']:.2f}×** |",
+        f"| round trips per host over {tick['ticks']} ticks: job / single runs | "
+        f"{', '.join(str(v) for v in tick['job_round_trips'].values())} / "
+        f"{', '.join(str(v) for v in tick['single_round_trips'].values())} |",
+        f"| SIGKILL of a worker -> first failure evidence in the job state (local 2-node job, interval 0.5 s; "
+        f"{len(ev)} kills) | {statistics.median(ev):.2f} s (each: {', '.join(f'{x:.2f}' for x in ev)}) |",
+        f"| SIGKILL of a worker -> the job's first-failure finding (both agents gave up) | "
+        f"{statistics.median(fin):.2f} s (each: {', '.join(f'{x:.2f}' for x in fin)}) |",
+        f"| the finding named the killed rank and node | {sum(d['right'] for d in deaths)}/{len(deaths)} |",
+        f"| tick of the local 2-node job (median over its life) | "
+        f"{statistics.median(d['tick_ms'] for d in deaths):.0f} ms |",
+        "",
+        "Notes: a job adds no probe -- its members are followed like single runs, grouped by host, and",
+        "the job layer folds their states after the tick (the first-failure reader over the new lines).",
+        "Death-to-finding is bounded below by torch, not the watch: gloo sees the peer gone, the other",
+        "rank raises, each torchrun agent notices its worker (monitor interval 0.1 s), SIGTERMs the rest",
+        "and writes its error summary; the job's finding waits for every node to end, so the rank it",
+        "names is judged on all the nodes' evidence. The kill is of a real torchrun worker of the bundled",
+        "trainer (tiny config, CPU); the 4-node tick uses the rig's program (no cross-host rendezvous).",
+    ]
+    JOB_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    JOB_RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main_job() -> int:
+    from tests.rig.rig import Rig
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    home = Path(tempfile.mkdtemp(prefix="dfctl-bench-job-"))
+    deaths = job_death_bench(home)
+    rig = Rig.create(hosts=4)
+    started: list = []
+    try:
+        tick = job_tick_bench(rig, home, started)
+    finally:
+        for h, rd in started:
+            try:
+                pid = (rd / "pid").read_text().strip()
+                h.ct_exec(200, ["sh", "-c", f"kill -9 -{pid} 2>/dev/null; true"])
+            except Exception:  # noqa: BLE001
+                pass
+        close_all()
+        rig.close()
+    write_job_results(tick, deaths)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_job() if sys.argv[1:] == ["job"] else main())

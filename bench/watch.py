@@ -480,7 +480,7 @@ def write_job_results(tick: dict, deaths: list[dict]) -> None:
         f"{', '.join(str(v) for v in tick['single_round_trips'].values())} |",
         f"| SIGKILL of a worker -> first failure evidence in the job state (local 2-node job, interval 0.5 s; "
         f"{len(ev)} kills) | {statistics.median(ev):.2f} s (each: {', '.join(f'{x:.2f}' for x in ev)}) |",
-        f"| SIGKILL of a worker -> the job's first-failure finding (both agents gave up) | "
+        f"| SIGKILL of a worker -> the job's first-failure finding (every agent gave up) | "
         f"{statistics.median(fin):.2f} s (each: {', '.join(f'{x:.2f}' for x in fin)}) |",
         f"| the finding named the killed rank and node | {sum(d['right'] for d in deaths)}/{len(deaths)} |",
         f"| tick of the local 2-node job (median over its life) | "
@@ -490,7 +490,7 @@ def write_job_results(tick: dict, deaths: list[dict]) -> None:
         "the job layer folds their states after the tick (the first-failure reader over the new lines).",
         "Death-to-finding is bounded below by torch, not the watch: gloo sees the peer gone, the other",
         "rank raises, each torchrun agent notices its worker (monitor interval 0.1 s), SIGTERMs the rest",
-        "and writes its error summary; the job's finding waits for every node to end, so the rank it",
+        "and writes its error summary; the job's finding waits until every node ended or its agent gave up, so the rank it",
         "names is judged on all the nodes' evidence. The kill is of a real torchrun worker of the bundled",
         "trainer (tiny config, CPU); the 4-node tick uses the rig's program (no cross-host rendezvous).",
     ]

@@ -62,6 +62,7 @@ def test_kill_one_nodes_worker_names_it_first_and_watch_exits_4(tmp_path):
     assert ff["time_s"] >= killed_s - 1.0                         # its time is after the kill, on our clock
     # the registry keeps the job's finding under the job's id; members keep their own
     assert [x.summary for x in store.findings(job.job_id)] == [f["summary"]]
+    assert store.get_run(job.job_id).state == "failed"            # the job row says how it ended
 
     # a later watch of the ended job: the same verdict from the registry, and the dashboard
     w = Watch([store.get_run(job.job_id)], store, interval_s=0.5)

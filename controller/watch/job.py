@@ -7,8 +7,8 @@ brought for its members: every new log line goes through that node's RankEventRe
 (controller/detectors/ranks.py), each probe's clock offset is kept, and the fold gives
 the job's aggregate tok/s, its state, torchrun's restarts and -- once ranks fail -- the
 first failure with the rest as its consequences. That finding is recorded once, under
-the job's own run id, when every node has ended (the agents gave up), so the rank it
-names is judged on all the evidence, not the first node's.
+the job's own run id, when every node has ended or its torchrun has given up, so the
+rank it names is judged on all the evidence, not the first node's.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from controller.records import (
     JobState,
     RestartEvent,
     RunState,
+    RunStatus,
     TickObservation,
 )
 from controller.runstore import RunRecord, RunStore
@@ -49,6 +50,7 @@ class JobFollower:
                               started_s=job.started_s, state="starting")
         self.state.findings = store.findings(job.run_id)
         self.judged = any(f.kind in detectors.FAILURE_KINDS for f in self.state.findings)
+        self.ended_recorded = False
 
     @staticmethod
     def node_of(m: RunFollower) -> int:
@@ -72,7 +74,14 @@ class JobFollower:
                 self.events += self.readers[node].feed(obs.new_lines, obs.first_line_no, now, self.interval_s)
         del self.events[:-MAX_EVENTS]
         self.fold(now)
-        return self.judge(now)
+        found = self.judge(now)
+        if not self.ended_recorded and all(m.done for m in self.members):
+            self.ended_recorded = True     # the job row says how the job ended, as a run's row does
+            try:
+                self.store.update_run(self.record.run_id, state=self.state.state, ended_s=now)
+            except Exception:  # noqa: BLE001 - the registry row is informational here
+                pass
+        return found
 
     def fold(self, now: float) -> None:
         st = self.state
@@ -107,9 +116,13 @@ class JobFollower:
                        clock_uncertainty_s=clock.uncertainty_s if clock else None)
 
     def judge(self, now: float) -> list[Finding]:
-        """The first-failure finding, once: every node has ended (its torchrun gave up)."""
+        """The first-failure finding, once: every node has ended or its torchrun gave up
+        (raised ChildFailedError), so the rank named is judged on every node's evidence."""
         ff = self.state.first_failure
-        if self.judged or ff is None or not all(m.state.state in ENDED_STATES for m in self.members):
+        if self.judged or ff is None:
+            return []
+        gave_up = set(ff.agents_failed)     # that node's torchrun printed its error summary: it is over
+        if not all(m.state.state in ENDED_STATES or self.node_of(m) in gave_up for m in self.members):
             return []
         if all(m.state.state in ("finished", "stopped") for m in self.members):
             return []              # a failure torchrun recovered from (a restart), or an operator's stop
@@ -134,10 +147,10 @@ class JobFollower:
         return all(m.done for m in self.members)
 
 
-def job_state(states: list[RunState]) -> str:
+def job_state(states: list[RunState]) -> RunStatus:
     """The job's one state: failed if any node failed, running while any node runs,
     finished only when every node finished."""
-    names = [s.state for s in states]
+    names: list[RunStatus] = [s.state for s in states]
     if not names:
         return "unknown"
     if "failed" in names:

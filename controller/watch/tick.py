@@ -54,7 +54,7 @@ class Watch:
         self.on_tick: Callable[[TickReport], None] | None = None   # after every tick (history)
         records = list(records)
         job_members = {rec.run_id: store.job_members(rec.run_id) for rec in records if rec.target_kind == "job"}
-        runs = [m for rec in records for m in (job_members.get(rec.run_id) if rec.target_kind == "job" else [rec])]
+        runs = [m for rec in records for m in (job_members[rec.run_id] if rec.target_kind == "job" else [rec])]
         self.runs = [RunFollower(rec, target_of(rec), store, on_finding=on_finding, on_progress=on_progress,
                                  on_log_bytes=on_log_bytes, errors=self.errors) for rec in runs]
         self.settings = settings or resolve_settings([r.cfg for r in self.runs], **setting_overrides)

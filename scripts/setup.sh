@@ -24,7 +24,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 VPY=.venv/bin/python
 stamp=.venv/.dfctl-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+install_main() {
   echo "setup: installing dfctl and its dependencies into .venv (log: .venv/setup.log)" >&2
   {
     "$VPY" -m pip install -q --upgrade pip &&
@@ -32,9 +32,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     # can set DFCTL_TORCH_SPEC (e.g. "torch") to take its own.
     { "$VPY" -c 'import torch' 2>/dev/null || "$VPY" -m pip install -q "${DFCTL_TORCH_SPEC:-torch==2.13.0}"; } &&
     "$VPY" -m pip install -q -e '.[trainer,dev]'
-  } >.venv/setup.log 2>&1 || { cat .venv/setup.log >&2; echo "setup: pip install failed (above)" >&2; exit 1; }
+  } >.venv/setup.log 2>&1 || { cat .venv/setup.log >&2; echo "setup: pip install failed (above)" >&2; return 1; }
   touch "$stamp"
-fi
+}
 # The real DFlash clients for tests/trainer/test_export.py, in their own venv: vLLM
 # speculators 0.9.0 needs transformers 5 and would pull torch 2.14 + torchvision/torchaudio
 # into .venv. It imports without torchvision/torchaudio, so: the same CPU torch, then
@@ -42,7 +42,7 @@ fi
 # 2.11 and sglang) goes in without its dependencies too: its DFlash module needs only
 # torch and transformers.
 cstamp=.venv-clients/.dfctl-installed
-if [ ! -f "$cstamp" ]; then
+install_clients() {
   echo "setup: installing the DFlash clients into .venv-clients (log: .venv-clients/setup.log)" >&2
   [ -x .venv-clients/bin/python ] || "$PY" -m venv .venv-clients
   {
@@ -51,7 +51,16 @@ if [ ! -f "$cstamp" ]; then
     .venv-clients/bin/python -m pip install -q 'transformers==5.19.0' 'datasets<=5.1.0' 'loguru<=0.7.3' \
       pydantic pydantic-settings rich typer click httpx huggingface-hub protobuf psutil safetensors \
       'tqdm<=4.70.1' numpy aiohttp 'openai>=2' hs-connectors==0.9.0
-  } >.venv-clients/setup.log 2>&1 || { cat .venv-clients/setup.log >&2; echo "setup: clients install failed (above)" >&2; exit 1; }
+  } >.venv-clients/setup.log 2>&1 || { cat .venv-clients/setup.log >&2; echo "setup: clients install failed (above)" >&2; return 1; }
   touch "$cstamp"
-fi
+}
+# The two venvs share nothing but pip's cache (safe for concurrent use), and each install is
+# mostly waiting on downloads and unpacking: side by side they take about as long as the
+# larger one alone (a fresh CI clone's set-up was ~3.5 min one after the other).
+pids=()
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then install_main & pids+=($!); fi
+if [ ! -f "$cstamp" ]; then install_clients & pids+=($!); fi
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || exit 1
 echo "setup: ready (.venv)" >&2

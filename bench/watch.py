@@ -452,10 +452,30 @@ def job_death_bench(home: Path, repeats: int = 3) -> list[dict]:
                 _sleep_until(t0 + 0.5)
         finally:
             w.close()
-            for m in job.members:
-                subprocess.run(["kill", "-9", f"-{m.pid}"], capture_output=True)
+            stop_job(job)
             store.close()
     return out
+
+
+def stop_job(job) -> None:
+    """SIGTERM each node's session, as `dfctl stop` does: the wrapper outlives it, records
+    the exit code and exits itself (a SIGKILL'd wrapper is an orphan's signal death for
+    whoever reaps it)."""
+    import signal
+
+    for m in job.members:
+        try:
+            os.killpg(m.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    def gone(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
+        except OSError:
+            return True
+
+    for m in job.members:
+        _wait(lambda pid=m.pid: gone(pid), 60, f"{m.run_id} stopped")
 
 
 def write_job_results(tick: dict, deaths: list[dict]) -> None:
@@ -480,7 +500,7 @@ def write_job_results(tick: dict, deaths: list[dict]) -> None:
         f"{', '.join(str(v) for v in tick['single_round_trips'].values())} |",
         f"| SIGKILL of a worker -> first failure evidence in the job state (local 2-node job, interval 0.5 s; "
         f"{len(ev)} kills) | {statistics.median(ev):.2f} s (each: {', '.join(f'{x:.2f}' for x in ev)}) |",
-        f"| SIGKILL of a worker -> the job's first-failure finding (every agent gave up) | "
+        f"| SIGKILL of a worker -> the job's first-failure finding (every node over) | "
         f"{statistics.median(fin):.2f} s (each: {', '.join(f'{x:.2f}' for x in fin)}) |",
         f"| the finding named the killed rank and node | {sum(d['right'] for d in deaths)}/{len(deaths)} |",
         f"| tick of the local 2-node job (median over its life) | "
@@ -490,8 +510,9 @@ def write_job_results(tick: dict, deaths: list[dict]) -> None:
         "the job layer folds their states after the tick (the first-failure reader over the new lines).",
         "Death-to-finding is bounded below by torch, not the watch: gloo sees the peer gone, the other",
         "rank raises, each torchrun agent notices its worker (monitor interval 0.1 s), SIGTERMs the rest",
-        "and writes its error summary; the job's finding waits until every node ended or its agent gave up, so the rank it",
-        "names is judged on all the nodes' evidence. The kill is of a real torchrun worker of the bundled",
+        "and writes its error summary; the job's finding waits until every node is over (ended, its",
+        "agent gave up, or all its ranks showed their failure), so the rank it names is judged on all",
+        "the nodes' evidence. The kill is of a real torchrun worker of the bundled",
         "trainer (tiny config, CPU); the 4-node tick uses the rig's program (no cross-host rendezvous).",
     ]
     JOB_RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -369,7 +369,11 @@ def _earliest(r: _Rank, clocks: dict[int, NodeClock], roles: tuple[str, ...]) ->
     evs = [e for e in r.events if e.role in roles] or r.events
     best = min(evs, key=lambda e: (mapped_time(e, clocks)[0], e.line or 0))
     t, err = mapped_time(best, clocks)
-    return t, err, best
+    # the same moment told twice (glog's line to the millisecond, the summary's whole
+    # second): keep the sharper of the times that agree with the earliest
+    close = [e for e in evs if abs(mapped_time(e, clocks)[0] - t) <= mapped_time(e, clocks)[1] + err]
+    sharp = min(close, key=lambda e: (mapped_time(e, clocks)[1], e.line or 0))
+    return (*mapped_time(sharp, clocks), sharp)
 
 
 def attempt_of(e: RankEvent, restarts: Sequence[RestartSeen]) -> int:
@@ -411,7 +415,7 @@ def first_failure(events: Iterable[RankEvent], clocks: dict[int, NodeClock] | No
 def _named(first: _Rank, ranks: list[_Rank], clocks: dict[int, NodeClock], caused: bool, attempt: int,
            silent: tuple[int, ...], agents: tuple[int, ...]) -> FirstFailure:
     t, err, ev = _earliest(first, clocks, (CAUSE, NEUTRAL) if caused else (CONSEQUENCE,))
-    cause_ev = next((e for e in first.events if e.kind == "oom"), None) or \
+    cause_ev = next((e for e in first.events if e.kind == "oom"), None) or (ev if ev.role == CAUSE else None) or \
         min((e for e in first.events if e.role == CAUSE), key=lambda e: mapped_time(e, clocks)[0], default=ev)
     others = []
     for r in sorted(ranks, key=lambda r: (r.node, r.rank if r.rank is not None else -1, r.local_rank or 0)):

@@ -7,8 +7,9 @@ brought for its members: every new log line goes through that node's RankEventRe
 (controller/detectors/ranks.py), each probe's clock offset is kept, and the fold gives
 the job's aggregate tok/s, its state, torchrun's restarts and -- once ranks fail -- the
 first failure with the rest as its consequences. That finding is recorded once, under
-the job's own run id, when every node has ended or its torchrun has given up, so the
-rank it names is judged on all the evidence, not the first node's.
+the job's own run id, once every node is over (ended, its torchrun gave up, or each of
+its ranks has shown its failure), so the rank it names is judged on all the evidence,
+not the first node's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from controller.records import (
     FirstFailure,
     JobNode,
     JobState,
+    RankOutcome,
     RestartEvent,
     RunState,
     RunStatus,
@@ -116,13 +118,14 @@ class JobFollower:
                        clock_uncertainty_s=clock.uncertainty_s if clock else None)
 
     def judge(self, now: float) -> list[Finding]:
-        """The first-failure finding, once: every node has ended or its torchrun gave up
-        (raised ChildFailedError), so the rank named is judged on every node's evidence."""
+        """The first-failure finding, once every node is over -- ended, its torchrun gave up
+        (ChildFailedError), or each of its ranks has shown its failure -- so the rank named
+        is judged on every node's evidence."""
         ff = self.state.first_failure
         if self.judged or ff is None:
             return []
-        gave_up = set(ff.agents_failed)     # that node's torchrun printed its error summary: it is over
-        if not all(m.state.state in ENDED_STATES or self.node_of(m) in gave_up for m in self.members):
+        over = set(ff.agents_failed) | self.nodes_all_failed(ff)
+        if not all(m.state.state in ENDED_STATES or self.node_of(m) in over for m in self.members):
             return []
         if all(m.state.state in ("finished", "stopped") for m in self.members):
             return []              # a failure torchrun recovered from (a restart), or an operator's stop
@@ -133,6 +136,20 @@ class JobFollower:
         self.state.findings.extend(stored)
         self.state.exit_code = self.exit_code()
         return stored
+
+    def nodes_all_failed(self, ff: FirstFailure) -> set[int]:
+        """Nodes every one of whose ranks (nproc_per_node) has shown its failure: nothing
+        earlier can still come from them (a rank's log is in order)."""
+        if self.world_size is None or not self.members:
+            return set()
+        nproc = self.world_size // len(self.members)
+        seen: dict[int, set] = {}
+        items: list[FirstFailure | RankOutcome] = [ff, *ff.consequences]
+        for o in items:
+            who = o.rank if o.rank is not None else (None, o.local_rank)
+            if who != (None, None):
+                seen.setdefault(o.node, set()).add(who)
+        return {n for n, ranks in seen.items() if len(ranks) >= nproc}
 
     def node_labels(self) -> dict[int, str]:
         return {self.node_of(m): m.record.target for m in self.members}

@@ -399,7 +399,7 @@ def job_tick_bench(rig, home: Path, started: list) -> dict:
     wj.tick()
     ws.tick()
     job_t, single_t = [], []
-    for _ in range(12):
+    for _ in range(30):
         job_t += ticks(wj, 2, pause_s=0.2)
         single_t += ticks(ws, 2, pause_s=0.2)
     out = {"job_ms": _ms(job_t), "single_ms": _ms(single_t), "n": len(job_t),

@@ -2,7 +2,8 @@
 
 `entries()` yields every committed log (logs/, made by generate.py by running the real
 frameworks; cited/, lines only hardware or services we lack print, each beside its
-source) with its label. `VARIANTS` are the ways people capture the same output --
+source; device/, made on a lent NVIDIA H200 by device/programs/make_device_logs.sh) with
+its label. `VARIANTS` are the ways people capture the same output --
 derived by a committed transform, not generated again:
 
 - wrapped:   hard-wrapped at 80 columns, as a terminal copy is (tokens cut in two);
@@ -48,7 +49,7 @@ class Entry:
 
 
 def entries() -> Iterator[Entry]:
-    for idx_path in (HERE / "index.json", HERE / "cited" / "index.json"):
+    for idx_path in (HERE / "index.json", HERE / "cited" / "index.json", HERE / "device" / "index.json"):
         if not idx_path.exists():
             continue
         for name, e in json.loads(idx_path.read_text()).items():

@@ -173,3 +173,19 @@ def test_two_causes_the_earlier_by_more_than_the_uncertainty_is_named(true_s, sk
         assert ff.rank == ranked[0]
     again = first_failure(list(reversed(events)), clocks)
     assert (again.rank, again.node) == (ff.rank, ff.node)         # never the arrival order's choice
+
+
+def test_nccl_watchdog_lines_from_a_real_h200_are_timeouts_timed_by_c10s_own_clock():
+    """tests/corpus/device/torchrun-nccl-watchdog.log (a lent H200, NCCL 2.28): the watchdog's
+    `[rank0]:[E1201 18:40:34.850764840 ProcessGroupNCCL.cpp:689] ... OpType=ALLREDUCE` is a
+    timeout, timed by that line; the SIGABRT that takes the process down is its consequence,
+    not a failure of its own."""
+    lines = (Path(__file__).parent / "corpus" / "device" / "torchrun-nccl-watchdog.log").read_text().splitlines()
+    r = RankEventReader(0)
+    events = r.feed(lines, 1, SEEN_S, 1.0)
+    timeouts = [e for e in events if e.kind == "timeout"]
+    assert timeouts and timeouts[0].rank == 0 and timeouts[0].what == "timed out in ALLREDUCE"
+    assert timeouts[0].time_source == "line"
+    assert time.strftime("%H:%M:%S", time.localtime(timeouts[0].time_s)) == "18:40:34"
+    ff = first_failure(events, {}, None, r.restarts)
+    assert ff.rank == 0 and not ff.own_failure and ff.kind == "timeout"

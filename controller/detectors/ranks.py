@@ -79,7 +79,10 @@ class RestartSeen:
 
 
 # -- what a line says --------------------------------------------------------------------
-_GLOG_TIME = re.compile(r"^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)?\s+\d+\s")
+_GLOG_TIME = re.compile(r"^\[?[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)?\s+(?:\d+\s|[\w.]+:\d+\])")
+"""glog as torch's Python agent writes it (`E1201 18:34:23.419000 738 api.py:1002]`) and as
+c10's C++ logging does (`[E1201 18:40:34.850764840 ProcessGroupNCCL.cpp:689]`)."""
+_NCCL_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(.*?OpType=(\w+)")
 _ISO_TIME = re.compile(r"^\[?(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
 _KEYS = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s?)+")
 _RANK_KEY = re.compile(r"\[rank(\d+)\]:")
@@ -201,6 +204,11 @@ class RankEventReader:
         if m:
             kind, role, what = _exit_meaning(int(m.group(1)))
             return [event(kind, role, what, r=None, lr=int(m.group(2)))]
+        m = _NCCL_WATCHDOG.search(body)
+        if m and _EXCEPTION.match(body) is None:
+            # NCCL's watchdog line (c10 C++ log, with its own time); the exception that
+            # follows repeats it and the process is then taken down (SIGABRT): consequences
+            return [event("timeout", CONSEQUENCE, f"timed out in {m.group(1)}")]
         exc = _EXCEPTION.match(body)
         if exc and _GAVE_UP.search(exc.group(1)):
             self._stopping = self._boundary = None
@@ -415,8 +423,11 @@ def first_failure(events: Iterable[RankEvent], clocks: dict[int, NodeClock] | No
 def _named(first: _Rank, ranks: list[_Rank], clocks: dict[int, NodeClock], caused: bool, attempt: int,
            silent: tuple[int, ...], agents: tuple[int, ...]) -> FirstFailure:
     t, err, ev = _earliest(first, clocks, (CAUSE, NEUTRAL) if caused else (CONSEQUENCE,))
-    cause_ev = next((e for e in first.events if e.kind == "oom"), None) or (ev if ev.role == CAUSE else None) or \
-        min((e for e in first.events if e.role == CAUSE), key=lambda e: mapped_time(e, clocks)[0], default=ev)
+    if caused:
+        cause_ev = next((e for e in first.events if e.kind == "oom"), None) or (ev if ev.role == CAUSE else None) or \
+            min((e for e in first.events if e.role == CAUSE), key=lambda e: mapped_time(e, clocks)[0], default=ev)
+    else:       # only consequences: name the earliest of them (a timeout before the SIGABRT it caused)
+        cause_ev = ev
     others = []
     for r in sorted(ranks, key=lambda r: (r.node, r.rank if r.rank is not None else -1, r.local_rank or 0)):
         if r is first:

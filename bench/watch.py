@@ -535,11 +535,11 @@ def write_job_results(tick: dict, deaths: list[dict]) -> None:
         "the job layer folds their states after the tick (the first-failure reader over the new lines).",
         "The job-vs-single tick ratio is within the rig's run-to-run noise (four earlier runs of this",
         "bench today: 1.14x, 1.42x, 0.86x, 1.22x); the fold itself is the in-process figure above.",
-        "Death-to-finding is bounded below by torch, not the watch: gloo sees the peer gone, the other",
-        "rank raises, each torchrun agent notices its worker (monitor interval 0.1 s), SIGTERMs the rest",
-        "and writes its error summary; the job's finding waits until every node is over (ended, its",
-        "agent gave up, or all its ranks showed their failure), so the rank it names is judged on all",
-        "the nodes' evidence. The kill is of a real torchrun worker of the bundled",
+        "Death to finding: the killed worker's agent notices within its monitor interval (0.1 s) and",
+        "writes its glog line and error summary, the other node's rank loses its peer at once (gloo);",
+        "the finding is made at the first tick at which every node is over (ended, its agent gave up,",
+        "or each of its ranks showed its failure) -- not after the workers' teardown (2-4 s here), and",
+        "never on one node's evidence alone. The kill is of a real torchrun worker of the bundled",
         "trainer (tiny config, CPU); the 4-node tick uses the rig's program (no cross-host rendezvous).",
     ]
     JOB_RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -440,7 +440,7 @@ def job_death_bench(home: Path, repeats: int = 3) -> list[dict]:
     torchrun agents gave up and the nodes ended)."""
     import signal
 
-    from tests.job_support import launch_local_job, worker_of
+    from tests.job_support import launch_local_job, stop_job, worker_of
 
     out = []
     for k in range(repeats):
@@ -477,27 +477,6 @@ def job_death_bench(home: Path, repeats: int = 3) -> list[dict]:
             stop_job(job)
             store.close()
     return out
-
-
-def stop_job(job) -> None:
-    """SIGTERM each node's session, as `dfctl stop` does: the wrapper outlives it, records
-    the exit code and exits itself (a SIGKILL'd wrapper is an orphan's signal death for
-    whoever reaps it)."""
-    import signal
-
-    for m in job.members:
-        try:
-            os.killpg(m.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-    def gone(pid: int) -> bool:
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
-        except OSError:
-            return True
-
-    for m in job.members:
-        _wait(lambda pid=m.pid: gone(pid), 60, f"{m.run_id} stopped")
 
 
 def write_job_results(tick: dict, deaths: list[dict]) -> None:

@@ -117,3 +117,24 @@ def worker_of(wrapper_pid: int) -> tuple[int, int] | None:
             if ranks:
                 return w, int(ranks[0][5:])
     return None
+
+
+def stop_job(job: LocalJob, timeout_s: float = 60.0) -> None:
+    """SIGTERM each node's session as `dfctl stop` does (the wrapper outlives it, records the
+    exit code and exits itself); wait until every wrapper is gone."""
+    import signal
+
+    for m in job.members:
+        try:
+            os.killpg(m.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    end = time.monotonic() + timeout_s
+    for m in job.members:
+        while time.monotonic() < end:
+            try:
+                if Path(f"/proc/{m.pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+                    break
+            except OSError:
+                break
+            time.sleep(0.05)

@@ -19,7 +19,7 @@ from rich.console import Console
 from controller.dashboard import render
 from controller.runstore import RunStore
 from controller.watch import Watch
-from tests.job_support import ROOT, launch_local_job, worker_of
+from tests.job_support import ROOT, launch_local_job, stop_job, worker_of
 
 
 def test_kill_one_nodes_worker_names_it_first_and_watch_exits_4(tmp_path):
@@ -43,6 +43,7 @@ def test_kill_one_nodes_worker_names_it_first_and_watch_exits_4(tmp_path):
     finally:
         if watch.poll() is None:
             watch.kill()
+        stop_job(job)                       # nothing left running, whatever happened above
     assert killed_rank is not None, (jobs[-1:], watch.stderr.read()[-2000:])
     assert rc == 4, watch.stderr.read()[-2000:]
     assert runs == {m.run_id for m in job.members}                # the members are followed as runs

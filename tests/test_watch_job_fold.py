@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import time
 
+from rich.cells import cell_len
 from rich.console import Console
 
 from controller.dashboard import render
@@ -63,6 +64,12 @@ def test_restarts_are_events_on_the_dashboard_not_a_new_run():
     screen = buf.getvalue()
     assert "2 restart(s)" in screen and "restart: node 0 at " in screen and "restart: node 1 at " in screen
     assert screen.count("job restart ") == 1                     # one job, not one per attempt
+    small = io.StringIO()                                          # 80x24: fits, the job block first
+    Console(file=small, width=80, height=24, color_system=None, force_terminal=False).print(
+        render([m.state for m in job.members], jobs=[st], now_s=time.time()))
+    lines = small.getvalue().rstrip("\n").split("\n")
+    assert len(lines) <= 24 and max(cell_len(x) for x in lines) <= 80
+    assert lines[0].startswith("job restart failed 2 nodes") and lines[1].startswith("  node 0 ")
 
 
 def test_a_skewed_node_clock_is_mapped_back_and_said_in_the_evidence():

@@ -303,7 +303,11 @@ def watch(
     json_out: bool = typer.Option(False, "--json", help="JSON lines (with --once: one document)."),
     notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell)."),
 ) -> None:
-    """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong."""
+    """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong.
+
+    A RUN may be a multi-node job: its nodes are watched as one (per-node rows, the job's
+    tok/s, torchrun's restarts) and, when ranks fail, one finding names the rank that
+    failed first and lists the others as its consequences. Exit: 0 healthy, 4 failure, 5 regression."""
     from controller.runstore import RunStore
     from controller.watch import Watch
 

@@ -189,3 +189,17 @@ def test_nccl_watchdog_lines_from_a_real_h200_are_timeouts_timed_by_c10s_own_clo
     assert time.strftime("%H:%M:%S", time.localtime(timeouts[0].time_s)) == "18:40:34"
     ff = first_failure(events, {}, None, r.restarts)
     assert ff.rank == 0 and not ff.own_failure and ff.kind == "timeout"
+
+
+def test_a_restart_under_tee_prefixes_is_seen_from_the_new_workers_start_up():
+    """torchrun --tee with a `[rank${rank}]:` prefix (how dfctl deploy launches a job): the
+    restarted worker's start-up milestone is prefixed too; a SIGTERM'd worker's
+    checkpoint_saved on its way out is not a new attempt."""
+    cascade = ["W1201 10:00:01.000000 77 api.py:1028] Sending process 80 closing signal SIGTERM",
+               "E1201 10:00:01.100000 77 api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 81)"]
+    r = RankEventReader(0)
+    r.feed(["[rank0]:[progress] step=4 loss=2.0", *cascade, "[rank0]:[milestone] checkpoint_saved step=4"],
+           1, SEEN_S, 1.0)
+    assert r.restarts == []
+    r.feed(["[rank0]:[milestone] dataset_loaded samples=200"], 5, SEEN_S, 1.0)
+    assert [(x.node, x.line, x.attempts_left) for x in r.restarts] == [(0, 4, -1)]

@@ -97,6 +97,10 @@ _CHILD_FAILED = re.compile(r"\bChildFailedError\b")
 _GAVE_UP = re.compile(r"ChildFailedError|RendezvousClosedError|RendezvousError|SignalException")
 _CLOSING = re.compile(r"Sending process \d+ closing signal SIGTERM")
 _NEW_ATTEMPT = re.compile(r"\[milestone\]|\bstep[= ]\d")
+_NEW_START = re.compile(r"^\[milestone\] (?:dataset_loaded|target_loaded|first_step)\b")
+"""A worker's start-up milestone (the bundled trainer's), even under a rank prefix (torchrun
+--tee): a worker starting after its agent stopped the group is a new attempt. Not
+`checkpoint_saved`: a worker SIGTERM'd by its agent saves one on its way out."""
 _AGENT_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s")
 _OOM = re.compile(r"(?:CUDA|HIP) out of memory|OutOfMemoryError|Cuda failure (?:\d+ )?'out of memory'"
                   r"|CUDA error: out of memory|can't allocate memory|not enough memory")
@@ -239,8 +243,8 @@ class RankEventReader:
         """A restart without torchrun's INFO line (not printed at its default log level):
         the agent stopped its workers (`Sending process N closing signal SIGTERM`), no
         ChildFailedError followed, and then a new attempt showed itself -- a milestone or
-        progress line, or the agent stopping workers once more (the next attempt failed
-        too). The new attempt starts at the first line after the first stop's cascade."""
+        progress line (a worker's start-up milestone under a rank prefix too), or the agent
+        stopping workers once more (the next attempt failed too). The new attempt starts at the first line after the first stop's cascade."""
         if _CLOSING.search(body):
             if self._stopping is not None and self._boundary is not None:
                 self._confirm_restart()
@@ -251,7 +255,7 @@ class RankEventReader:
             return
         if self._boundary is None and not _AGENT_LINE.match(raw):
             self._boundary = line_no
-        if self._boundary is not None and not key and _NEW_ATTEMPT.search(raw):
+        if self._boundary is not None and (_NEW_START.search(body) or (not key and _NEW_ATTEMPT.search(raw))):
             self._confirm_restart()
 
     def _confirm_restart(self) -> None:

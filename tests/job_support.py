@@ -105,18 +105,25 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def worker_of(wrapper_pid: int) -> tuple[int, int] | None:
-    """(pid, global rank) of the trainer worker under a node's wrapper -> torchrun -> worker."""
+def workers_of(wrapper_pid: int) -> list[tuple[int, int, int]]:
+    """(pid, global rank, local rank) of each trainer worker under a node's wrapper ->
+    torchrun -> workers, by local rank."""
+    out = []
     for agent in children(wrapper_pid):
         for w in children(agent):
             try:
-                env = Path(f"/proc/{w}/environ").read_bytes().split(b"\0")
+                env = dict(e.split(b"=", 1) for e in Path(f"/proc/{w}/environ").read_bytes().split(b"\0") if b"=" in e)
             except OSError:
                 continue
-            ranks = [e for e in env if e.startswith(b"RANK=")]
-            if ranks:
-                return w, int(ranks[0][5:])
-    return None
+            if b"RANK" in env and b"LOCAL_RANK" in env:
+                out.append((w, int(env[b"RANK"]), int(env[b"LOCAL_RANK"])))
+    return sorted(out, key=lambda x: x[2])
+
+
+def worker_of(wrapper_pid: int) -> tuple[int, int] | None:
+    """(pid, global rank) of the first trainer worker under a node's wrapper."""
+    ws = workers_of(wrapper_pid)
+    return (ws[0][0], ws[0][1]) if ws else None
 
 
 def stop_job(job: LocalJob, timeout_s: float = 60.0) -> None:

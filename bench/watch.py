@@ -408,7 +408,7 @@ def job_tick_bench(rig, home: Path, started: list) -> dict:
         wj.jobs[0].fold(time.time())
         fold_s.append(time.perf_counter() - t0)
     out = {"job_ms": _ms(job_t), "single_ms": _ms(single_t), "n": len(job_t), "fold_us": _ms(fold_s) * 1000,
-           "reader_us_per_line": reader_cost_us(),
+           "reader_us_per_line": reader_cost_us(), "reader_healthy_us": reader_healthy_us(),
            "job_round_trips": dict(wj.round_trips), "single_round_trips": dict(ws.round_trips),
            "job_nodes_read": sum(1 for n in wj.job_states[0].nodes if n.state in ("running", "starting")),
            "ticks": 1 + len(job_t)}
@@ -431,6 +431,23 @@ def reader_cost_us() -> float:
         first_failure(events, {}, 4)
         runs.append(time.perf_counter() - t0)
     return statistics.median(runs) / sum(len(x) for x in logs) * 1e6
+
+
+def reader_healthy_us() -> float:
+    """The reader over healthy lines: the bundled trainer's progress line under torchrun
+    --tee's `[rank0]:` prefix, per line."""
+    from controller.detectors.ranks import RankEventReader
+
+    line = ("[rank0]:[progress] step=120 loss=3.2145 acc=0.4410 tau=2.310 accept_len=3.310 tok_per_s=21534.2 "
+            "samples_per_s=4.21 step_time_s=0.502 data_wait_s=0.001 mem_alloc_gib=61.20 mem_peak_gib=88.10 lr=6.0e-04")
+    lines = [line] * 5000
+    runs = []
+    for _ in range(5):
+        r = RankEventReader(0)
+        t0 = time.perf_counter()
+        r.feed(lines, 1, time.time(), 1.0)
+        runs.append(time.perf_counter() - t0)
+    return min(runs) / len(lines) * 1e6
 
 
 def job_death_bench(home: Path, repeats: int = 3) -> list[dict]:
@@ -499,6 +516,8 @@ def write_job_results(tick: dict, deaths: list[dict]) -> None:
         f"| the job layer's fold of its 4 members per tick (in-process, median of 200) | {tick['fold_us']:.0f} µs |",
         f"| the first-failure reader over a real failing job's logs (both nodes, then first_failure) | "
         f"{tick['reader_us_per_line']:.1f} µs per line |",
+        f"| the same reader over healthy progress lines (`[rank0]:[progress] …`, best of 5 x 5,000) | "
+        f"{tick['reader_healthy_us']:.1f} µs per line |",
         f"| round trips per host over {tick['ticks']} ticks: job / single runs | "
         f"{', '.join(str(v) for v in tick['job_round_trips'].values())} / "
         f"{', '.join(str(v) for v in tick['single_round_trips'].values())} |",

@@ -53,6 +53,7 @@ class JobFollower:
         self.state.findings = store.findings(job.run_id)
         self.judged = any(f.kind in detectors.FAILURE_KINDS for f in self.state.findings)
         self.ended_recorded = False
+        self.dirty = False
 
     @staticmethod
     def node_of(m: RunFollower) -> int:
@@ -73,7 +74,9 @@ class JobFollower:
             if hs is not None and hs.clock_offset_s is not None:
                 self.clocks[node] = NodeClock(hs.clock_offset_s, hs.clock_uncertainty_s or 0.0)
             if obs.new_lines:
-                self.events += self.readers[node].feed(obs.new_lines, obs.first_line_no, now, self.interval_s)
+                new = self.readers[node].feed(obs.new_lines, obs.first_line_no, now, self.interval_s)
+                self.events += new
+                self.dirty = self.dirty or bool(new) or len(self.restarts) != len(self.state.restarts)
         del self.events[:-MAX_EVENTS]
         self.fold(now)
         found = self.judge(now)
@@ -97,7 +100,9 @@ class JobFollower:
         st.restarts = [RestartEvent(node_rank=r.node, time_s=self.controller_time(r.node, r.time_s, r.time_source),
                                     attempts_left=r.attempts_left, max_restarts=r.max_restarts, line=r.text)
                        for r in sorted(self.restarts, key=lambda r: (r.node, r.line))]
-        st.first_failure = first_failure(self.events, self.clocks, self.world_size, self.restarts)
+        if self.dirty:                       # only new evidence changes the answer
+            st.first_failure = first_failure(self.events, self.clocks, self.world_size, self.restarts)
+            self.dirty = False
         st.updated_s = now
         st.exit_code = self.exit_code()
 

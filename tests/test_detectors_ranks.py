@@ -203,3 +203,14 @@ def test_a_restart_under_tee_prefixes_is_seen_from_the_new_workers_start_up():
     assert r.restarts == []
     r.feed(["[rank0]:[milestone] dataset_loaded samples=200"], 5, SEEN_S, 1.0)
     assert [(x.node, x.line, x.attempts_left) for x in r.restarts] == [(0, 4, -1)]
+
+
+def test_a_restart_without_prefixes_is_seen_when_training_starts_again():
+    """No --tee: the restarted attempt's first progress step is not past the last step
+    before the stop; a step after it (the old attempt's last line) is no restart."""
+    cascade = ["W1201 10:00:01.000000 77 api.py:1028] Sending process 80 closing signal SIGTERM"]
+    r = RankEventReader(0)
+    r.feed(["[progress] step=40 loss=2.0", *cascade, "[progress] step=41 loss=2.0"], 1, SEEN_S, 1.0)
+    assert r.restarts == []
+    r.feed(["[progress] step=1 loss=9.0"], 4, SEEN_S, 1.0)
+    assert [x.line for x in r.restarts] == [3]

@@ -110,7 +110,7 @@ _RESTART = re.compile(r"Worker group (?:FAILED|UNHEALTHY)\. (\d+)/(\d+) attempts
 _CHILD_FAILED = re.compile(r"\bChildFailedError\b")
 _GAVE_UP = re.compile(r"ChildFailedError|RendezvousClosedError|RendezvousError|SignalException")
 _CLOSING = re.compile(r"Sending process \d+ closing signal SIGTERM")
-_NEW_ATTEMPT = re.compile(r"\[milestone\]|\bstep[= ]\d")
+_STEP = re.compile(r"\bstep[= ](\d+)")
 _NEW_START = re.compile(r"^\[milestone\] (?:dataset_loaded|target_loaded|first_step)\b")
 """A worker's start-up milestone (the bundled trainer's), even under a rank prefix (torchrun
 --tee): a worker starting after its agent stopped the group is a new attempt. Not
@@ -180,13 +180,18 @@ class RankEventReader:
         self.restarts: list[RestartSeen] = []
         self._stopping: tuple[float, str, str, int] | None = None   # the agent stopping its workers (SIGTERM sent)
         self._boundary: int | None = None        # where a new attempt would start, if it was a restart
+        self._max_step: int | None = None        # the highest progress step before the agent's stop
 
     def feed(self, lines: Sequence[str], first_line_no: int, seen_s: float,
              seen_error_s: float = 0.0) -> list[RankEvent]:
         out: list[RankEvent] = []
         for i, raw in enumerate(lines):
+            if self._stopping is None and "step" in raw:
+                m = _STEP.search(raw)
+                if m:
+                    self._max_step = max(self._max_step or 0, int(m.group(1)))
             if self._block is None and self._stopping is None and not _maybe_evidence(raw):
-                continue           # most lines of a healthy log: one search, nothing more
+                continue           # most lines of a healthy log: substring tests, nothing more
             line_no = first_line_no + i
             key, body = peel(raw)
             out += self._one(raw, key, body, line_no, seen_s, seen_error_s)
@@ -258,9 +263,9 @@ class RankEventReader:
     def _watch_restart(self, raw: str, key: str, body: str, when: tuple[float, str, float], line_no: int) -> None:
         """A restart without torchrun's INFO line (not printed at its default log level):
         the agent stopped its workers (`Sending process N closing signal SIGTERM`), no
-        ChildFailedError followed, and then a new attempt showed itself -- a milestone or
-        progress line (a worker's start-up milestone under a rank prefix too), or the agent
-        stopping workers once more (the next attempt failed too). The new attempt starts at the first line after the first stop's cascade."""
+        ChildFailedError followed, and then a new attempt showed itself -- a worker's
+        start-up milestone, a progress step not past the last one before the stop (training
+        again), or the agent stopping workers once more (the next attempt failed too). The new attempt starts at the first line after the first stop's cascade."""
         if _CLOSING.search(body):
             if self._stopping is not None and self._boundary is not None:
                 self._confirm_restart()
@@ -271,8 +276,16 @@ class RankEventReader:
             return
         if self._boundary is None and not _AGENT_LINE.match(raw):
             self._boundary = line_no
-        if self._boundary is not None and (_NEW_START.search(body) or (not key and _NEW_ATTEMPT.search(raw))):
+        if self._boundary is not None and (_NEW_START.search(body) or self._step_went_back(body)):
             self._confirm_restart()
+
+    def _step_went_back(self, body: str) -> bool:
+        """A progress line whose step is not past the last one before the stop: the new
+        attempt training again (from step 1, or from its checkpoint)."""
+        if "[milestone]" in body:      # `checkpoint_saved step=N` on a SIGTERM'd worker's way out
+            return False
+        m = _STEP.search(body)
+        return m is not None and self._max_step is not None and int(m.group(1)) <= self._max_step
 
     def _confirm_restart(self) -> None:
         assert self._stopping is not None and self._boundary is not None

@@ -28,10 +28,14 @@ def node_lines(name: str, node: int) -> list[str]:
     return (JOBS / name / f"node{node}.log").read_text().splitlines()
 
 
-def read(name: str, chunks: dict[int, list[list[str]]] | None = None, clocks=None, world=4):
-    """Feed each node's log (in the given tick chunks, else whole) to its reader."""
+def read(name: str, chunks: dict[int, list[list[str]]] | None = None, clocks=None, world=4, order=None):
+    """Feed each node's log (in the given tick chunks, else whole) to its reader; `order`
+    (a Random) shuffles which node's evidence reaches the reader first."""
     events, restarts = [], []
-    for node in (0, 1):
+    nodes = [0, 1]
+    if order is not None:
+        order.shuffle(nodes)
+    for node in nodes:
         r = RankEventReader(node)
         parts = (chunks or {}).get(node) or [node_lines(name, node)]
         line_no = 1
@@ -39,6 +43,8 @@ def read(name: str, chunks: dict[int, list[list[str]]] | None = None, clocks=Non
             events += r.feed(part, line_no, SEEN_S + i, 1.0)
             line_no += len(part)
         restarts += r.restarts
+    if order is not None:
+        order.shuffle(events)
     return first_failure(events, clocks or {}, world, restarts), events, restarts
 
 
@@ -138,8 +144,10 @@ def _chunks(lines: list[str], cuts: list[int]) -> list[list[str]]:
 
 
 @given(skew_s=st.integers(-600, 600), noise=st.floats(-1.0, 1.0), cuts0=st.lists(st.integers(0, 200), max_size=6),
-       cuts1=st.lists(st.integers(0, 200), max_size=6), name=st.sampled_from(["sigkill-rank3", "oom-rank1"]))
-def test_real_logs_with_a_skewed_clock_and_any_tick_chunking_name_the_same_rank(skew_s, noise, cuts0, cuts1, name):
+       cuts1=st.lists(st.integers(0, 200), max_size=6), name=st.sampled_from(["sigkill-rank3", "oom-rank1", "hang-rank2"]),
+       order=st.randoms(use_true_random=False))
+def test_real_logs_with_a_skewed_clock_and_any_tick_chunking_name_the_same_rank(skew_s, noise, cuts0, cuts1, name,
+                                                                                  order):
     """Node 1's clock runs skew_s off (every timestamp of its log shifted), the probe's
     offset says so to within its uncertainty, and the lines arrive in any tick chunks."""
     truth = INDEX[name]["first"]
@@ -147,7 +155,7 @@ def test_real_logs_with_a_skewed_clock_and_any_tick_chunking_name_the_same_rank(
     node1 = [_shift(x, skew_s) for x in node_lines(name, 1)]
     chunks = {0: _chunks(node_lines(name, 0), cuts0), 1: _chunks(node1, cuts1)}
     clocks = {0: NodeClock(0.0, unc), 1: NodeClock(skew_s + noise * unc, unc)}
-    ff, _, _ = read(name, chunks, clocks)
+    ff, _, _ = read(name, chunks, clocks, order=order)
     assert (ff.rank, ff.node) == (truth["rank"], truth["node"])
 
 

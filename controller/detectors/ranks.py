@@ -265,7 +265,8 @@ class RankEventReader:
         the agent stopped its workers (`Sending process N closing signal SIGTERM`), no
         ChildFailedError followed, and then a new attempt showed itself -- a worker's
         start-up milestone, a progress step not past the last one before the stop (training
-        again), or the agent stopping workers once more (the next attempt failed too). The new attempt starts at the first line after the first stop's cascade."""
+        again), or the agent stopping workers once more (the next attempt failed too). The
+        new attempt starts at the first line after the first stop's cascade."""
         if _CLOSING.search(body):
             if self._stopping is not None and self._boundary is not None:
                 self._confirm_restart()

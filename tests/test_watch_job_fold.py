@@ -100,3 +100,15 @@ def test_aggregate_tok_per_s_sums_the_nodes_that_report():
     job.members[1].state.progress = []                           # the bundled trainer: rank 0's node only
     job.observe({}, time.time())
     assert job.state.tok_per_s == 3000.0
+
+
+def test_an_operators_stop_is_no_failure_of_the_job():
+    """`dfctl stop JOB` leaves stop_request in each run dir before it signals: the ranks'
+    SIGTERM cascade that follows makes no first-failure finding."""
+    store = RunStore()
+    job = _job(store, "stopped")
+    for m in job.members:
+        m.state.process.stopped_by = "dfctl stop"
+    _feed(job, "sigkill-rank3", time.time())
+    assert job.state.first_failure is not None and job.state.findings == []
+    assert store.findings("stopped") == []

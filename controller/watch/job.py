@@ -134,6 +134,8 @@ class JobFollower:
             return []
         if all(m.state.state in ("finished", "stopped") for m in self.members):
             return []              # a failure torchrun recovered from (a restart), or an operator's stop
+        if any(m.state.process.stopped_by for m in self.members):
+            return []              # `dfctl stop` (its stop_request is read before the ranks' SIGTERM lines)
         self.judged = True
         f = failure_finding(ff, self.node_labels(), self.clocks, self.record.run_id, now,
                             restarts=len(self.state.restarts))

@@ -82,3 +82,38 @@ def test_kill_one_nodes_worker_names_it_first_and_watch_exits_4(tmp_path):
     assert "  node 0 local" in screen and "  node 1 local" in screen
     assert f"first failure: rank {killed_rank} (node 1: local, local rank 0) killed by SIGKILL" in screen
     assert "FAILED" in screen
+
+
+def test_stop_during_watch_is_no_failure_and_exits_0(tmp_path):
+    """Both nodes stopped the way `dfctl stop` stops a run (stop_request, then SIGTERM to the
+    session) while `dfctl watch JOB` runs: torchrun's SignalException on each node is the
+    stop obeyed, not a crash -- the job ends `stopped`, no finding, exit 0."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from controller.launch import stop_run
+    from controller.runstore import target_of
+    from controller.transport.local import LocalTransport
+
+    store = RunStore()
+    job = launch_local_job(tmp_path, store, name="ws")
+    watch = subprocess.Popen([sys.executable, "-m", "controller", "watch", job.job_id, "--json", "--interval", "0.5"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last, stopped = None, False
+    try:
+        for line in watch.stdout:
+            doc = json.loads(line)
+            if "job" in doc:
+                last = doc["job"]
+                if not stopped and (last["step"] or 0) >= 2:
+                    with ThreadPoolExecutor(2) as pool:
+                        list(pool.map(lambda m: stop_run(LocalTransport(), target_of(m), m, grace_s=10), job.members))
+                    stopped = True
+        rc = watch.wait(timeout=120)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+        stop_job(job)
+    assert stopped and rc == 0, watch.stderr.read()[-2000:]
+    assert last["state"] == "stopped" and last["exit_code"] == 0 and last["findings"] == []
+    assert [n["state"] for n in last["nodes"]] == ["stopped", "stopped"]
+    assert all(n["findings"] == [] for n in last["nodes"])

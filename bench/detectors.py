@@ -8,9 +8,9 @@ Side by side in one run:
      beside it `grep -c -E` for the same failure words, the floor any text scan pays;
   3. one watch tick's text work: `scan_lines` + `LineParser` on 1,000 new lines (the
      per-tick cost the watch loop adds per run);
-  4. the detectors before this rewrite (controller/detectors.py at BASE_COMMIT, imported
-     from `git show` into a temporary module) and now, over the same 100 MB log in the
-     same process, one after the other: MB/s side by side;
+  4. check-log's read loop with the detectors before this rewrite (the controller/ tree at
+     BASE_COMMIT), as the previous measurement left them (PREV_COMMIT) and now, over the
+     same 100 MB log, each in a fresh interpreter, alternated: MB/s side by side;
   5. recall and false alarms on the corpus (tests/corpus/), per label and per framework,
      on the whole corpus and on its held-out part, for the logs as printed and for their
      capture variants -- for the old detectors and the new.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,14 @@ from controller.logparse import LineParser, flush_carry, split_lines  # noqa: E4
 SEED = ROOT / "tests" / "data" / "logs" / "seed_dflash_oom.log"
 BASE_COMMIT = "42fd17d"
 """The last commit with the single-module detectors (before issue 14's rewrite)."""
+PREV_COMMIT = "99f3d7a"
+"""The detectors package as the previous measurement left it (150-log corpus), before the
+second round of issue 14 (the 223-log corpus)."""
 RESULTS = ROOT / "bench" / "results" / "detectors.md"
+LOOP_ROUNDS = 4
+"""Alternated rounds of the 100 MB read loop per reader: the machine is shared and its
+load moves by the minute (two rounds gave new/previous 0.84 and, the same hour, 1.0 on
+a 20 MB log), so best and median of four."""
 
 
 def make_log(path: Path, size_bytes: int) -> None:
@@ -139,78 +147,121 @@ def old_detectors():
     return mod
 
 
-def scan_file(mod, path: Path) -> tuple[float, int]:
-    """(seconds, findings): check-log's read loop with `mod`'s TextScanner."""
-    t0 = time.perf_counter()
-    sc = mod.TextScanner(now_s=0.0)
-    carry = b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            lines, carry = split_lines(chunk, carry)
-            sc.feed(lines)
-    sc.feed(flush_carry(carry))
-    sc.finish()
-    return time.perf_counter() - t0, len(sc.all_findings())
+_LOOP = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from controller.detectors import TextScanner
+from controller.logparse import flush_carry, split_lines
+t0, c0 = time.perf_counter(), time.process_time()
+sc = TextScanner(now_s=0.0)
+carry = b""
+with open(sys.argv[2], "rb") as fh:
+    while chunk := fh.read(1 << 20):
+        lines, carry = split_lines(chunk, carry)
+        sc.feed(lines)
+sc.feed(flush_carry(carry))
+sc.finish()
+print(time.perf_counter() - t0, time.process_time() - c0, len(sc.all_findings()))
+"""
 
 
-def corpus_table(mods: dict) -> list[str]:
-    """Recall per label and false alarms on healthy logs, per reader, per slice."""
-    from collections import defaultdict
+def tree_at(commit: str, dest: Path) -> Path:
+    """The controller/ package as it was at `commit`, extracted under `dest`."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", commit, "controller"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
 
-    from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes
 
-    rows: dict = defaultdict(lambda: [0, 0])      # (reader, slice, group) -> [hits, total]
-    fa: dict = defaultdict(lambda: [0, 0])        # (reader, slice) -> [false alarms, healthy total]
-    misses: dict = defaultdict(list)
+def scan_file_at(tree: Path, path: Path) -> tuple[float, float, int]:
+    """check-log's read loop (split_lines + TextScanner) with `tree`'s controller, in a fresh
+    interpreter (packages of different commits cannot share one process): (wall s, CPU s
+    of the loop, findings). The CPU time is the steadier figure on a shared machine."""
+    out = subprocess.run([sys.executable, "-c", _LOOP, str(tree), str(path)], capture_output=True, text=True,
+                         check=True, cwd=tree)
+    wall, cpu, n = out.stdout.split()
+    return float(wall), float(cpu), int(n)
+
+
+_CORPUS = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, sys.argv[1])
+from controller.detectors import TextScanner
+from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes
+rows, fa, misses = {}, {}, {}
+for e in entries():
+    raw = e.path.read_bytes()
+    for vname, fn in [("orig", None), *VARIANTS.items()]:
+        data = raw if fn is None else fn(raw.decode("utf-8", "replace")).encode()
+        v = judge(e, scan_bytes(data, scanner=TextScanner(now_s=0.0)))
+        for sl in (("all",) + (("held-out",) if e.heldout else ())):
+            sv = sl + "/" + ("printed" if vname == "orig" else "variants")
+            for k in e.expect:
+                for group in ("label " + k, "fw " + e.framework):
+                    r = rows.setdefault(sv + "|" + group, [0, 0])
+                    r[1] += 1
+                    r[0] += k not in v.missing
+            if e.healthy:
+                r = fa.setdefault(sv, [0, 0])
+                r[1] += 1
+                r[0] += bool(v.false_alarm)
+        if not v.ok:
+            misses.setdefault(e.name + (" (held out)" if e.heldout else ""), []).append(vname + ": " + str(v))
+print(json.dumps({"rows": rows, "fa": fa, "misses": misses}))
+"""
+
+
+def corpus_counts(tree: Path) -> dict:
+    """Recall and false alarms of `tree`'s detectors on today's corpus (a fresh interpreter
+    with that tree's controller first on the path; the corpus and its judge from ROOT)."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _CORPUS, str(tree), str(ROOT)], capture_output=True, text=True,
+                         check=True, cwd=tree)
+    return json.loads(out.stdout)
+
+
+def corpus_table(trees: dict[str, Path]) -> list[str]:
+    """Recall per label and per framework, false alarms on healthy logs, per reader and slice."""
+    from tests.corpus.corpus import VARIANTS, entries
+
+    counts = {name: corpus_counts(tree) for name, tree in trees.items()}
     ents = list(entries())
-    for e in ents:
-        raw = e.path.read_bytes()
-        for vname, fn in [("orig", None), *VARIANTS.items()]:
-            data = raw if fn is None else fn(raw.decode("utf-8", "replace")).encode()
-            for rname, mod in mods.items():
-                v = judge(e, scan_bytes(data, scanner=mod.TextScanner(now_s=0.0)))
-                for sl in (("all",) + (("held-out",) if e.heldout else ())):
-                    sv = f"{sl}/{'printed' if vname == 'orig' else 'variants'}"
-                    for k in e.expect:
-                        for group in (f"label {k}", f"fw {e.framework}"):
-                            rows[(rname, sv, group)][1] += 1
-                            rows[(rname, sv, group)][0] += k not in v.missing
-                    if e.healthy:
-                        fa[(rname, sv)][1] += 1
-                        fa[(rname, sv)][0] += bool(v.false_alarm)
-                if rname == "new" and not v.ok:
-                    misses[e.name].append(f"{vname}: {v}")
     slices = ["all/printed", "all/variants", "held-out/printed", "held-out/variants"]
-    groups = sorted({g for (_, _, g) in rows})
+    groups = sorted({k.split("|", 1)[1] for c in counts.values() for k in c["rows"]})
     out = [f"Corpus: {len(ents)} logs ({sum(e.heldout for e in ents)} held out, "
            f"{sum(e.healthy for e in ents)} healthy, {len({e.framework for e in ents})} frameworks/launchers), "
-           f"each also in {len(VARIANTS)} capture variants ({', '.join(VARIANTS)}).", "",
-           "| recall (found / expected) | " + " | ".join(f"old {s}" for s in slices) + " | "
-           + " | ".join(f"new {s}" for s in slices) + " |", "|---|" + "---|" * (2 * len(slices))]
+           f"each also in {len(VARIANTS)} capture variants ({', '.join(VARIANTS)}). Readers: "
+           + ", ".join(f"{n} ({'this tree' if t == ROOT else 'controller/ at ' + t.name})" for n, t in trees.items())
+           + ".", "",
+           "| recall (found / expected) | " + " | ".join(f"{n} {s}" for n in trees for s in slices) + " |",
+           "|---|" + "---|" * (len(trees) * len(slices))]
 
-    def cell(key, table):
-        hit, tot = table[key]
+    def cell(pair):
+        hit, tot = pair or (0, 0)
         return f"{hit}/{tot} ({100 * hit / tot:.0f}%)" if tot else "–"
     for g in groups:
-        out.append(f"| {g} | " + " | ".join(cell(("old", s, g), rows) for s in slices) + " | "
-                   + " | ".join(cell(("new", s, g), rows) for s in slices) + " |")
-    out.append("| **false alarms on healthy logs** | " + " | ".join(cell(("old", s), fa) for s in slices) + " | "
-               + " | ".join(cell(("new", s), fa) for s in slices) + " |")
-    out += ["", "Misses of the new detectors (every one, log: variant: verdict):", ""]
-    out += [f"- {name}: " + "; ".join(m[:3]) + (f" (+{len(m) - 3} more)" if len(m) > 3 else "")
-            for name, m in sorted(misses.items())] or ["- none"]
+        out.append(f"| {g} | " + " | ".join(cell(counts[n]["rows"].get(f"{s}|{g}")) for n in trees for s in slices)
+                   + " |")
+    out.append("| **false alarms on healthy logs** | "
+               + " | ".join(cell(counts[n]["fa"].get(s)) for n in trees for s in slices) + " |")
+    for n in list(trees)[1:]:
+        out += ["", f"Misses of the {n} detectors (every one, log: variant: verdict):", ""]
+        out += [f"- {name}: " + "; ".join(m[:3]) + (f" (+{len(m) - 3} more)" if len(m) > 3 else "")
+                for name, m in sorted(counts[n]["misses"].items())] or ["- none"]
     return out
 
 
 def main() -> int:
-    import controller.detectors as new
-
     out = []
-    old = old_detectors()
-    corpus = corpus_table({"old": old, "new": new})
-    if "--corpus-only" in sys.argv:
-        print("\n".join(corpus))
-        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"old": tree_at(BASE_COMMIT, Path(tmp) / BASE_COMMIT),
+                 "previous": tree_at(PREV_COMMIT, Path(tmp) / PREV_COMMIT), "new": ROOT}
+        corpus = corpus_table(trees)
+        if "--corpus-only" in sys.argv:
+            print("\n".join(corpus))
+            return 0
     with tempfile.TemporaryDirectory() as tmp:
         small, big = Path(tmp) / "small.log", Path(tmp) / "big.log"
         make_log(small, 10 << 20)
@@ -221,12 +272,16 @@ def main() -> int:
         w_small, rss_small, rc_small = run_check_log(small)
         w_big, rss_big, rc_big = run_check_log(big)
         g_big = run_grep(big)
-        # alternate, twice each, and keep each reader's best: the machine is shared and its
-        # load moves by the minute, so one pass each is not a fair comparison
-        runs = [(name, scan_file(mod, big)) for _ in range(2) for name, mod in (("old", old), ("new", new))]
-        t_old, n_old = min(r for name, r in runs if name == "old")
-        t_new, n_new = min(r for name, r in runs if name == "new")
-        alternated = ", ".join(f"{name} {r[0]:.1f} s" for name, r in runs)
+        # alternate and keep each reader's best and median (LOOP_ROUNDS)
+        trees = {"old": tree_at(BASE_COMMIT, Path(tmp) / "old"), "previous": tree_at(PREV_COMMIT, Path(tmp) / "prev"),
+                 "new": ROOT}
+        runs = [(name, scan_file_at(tree, big)) for _ in range(LOOP_ROUNDS) for name, tree in trees.items()]
+        t_old, _, n_old = min(r for name, r in runs if name == "old")
+        t_prev, _, n_prev = min(r for name, r in runs if name == "previous")
+        t_new, _, n_new = min(r for name, r in runs if name == "new")
+        med = {k: statistics.median(r[0] for name, r in runs if name == k) for k in trees}
+        cpu = {k: min(r[1] for name, r in runs if name == k) for k in trees}
+        alternated = ", ".join(f"{name} {r[0]:.1f} s (CPU {r[1]:.1f} s)" for name, r in runs)
     tick = bench_tick()
     mb = 1 << 20
     out.append("# Log-text path: split_lines, detectors, check-log")
@@ -251,9 +306,15 @@ def main() -> int:
     out.append(f"| one tick's text work, 1,000 new progress lines (parse + scan_lines) | {tick * 1000:.1f} ms |")
     out.append(f"| check-log read loop, {s_big / mb:.0f} MB, detectors at {BASE_COMMIT} (old) | {t_old:.1f} s "
                f"({s_big / mb / t_old:.1f} MB/s), {n_old} findings |")
-    out.append(f"| same loop, same file, same process, detectors now (new) | {t_new:.1f} s "
-               f"({s_big / mb / t_new:.1f} MB/s), {n_new} findings; new/old throughput "
-               f"{t_old / t_new:.2f} (best of two each, alternated: {alternated}) |")
+    out.append(f"| same loop, same file, detectors at {PREV_COMMIT} (previous measurement) | {t_prev:.1f} s "
+               f"({s_big / mb / t_prev:.1f} MB/s), {n_prev} findings |")
+    out.append(f"| same loop, same file, detectors now (new) | {t_new:.1f} s "
+               f"({s_big / mb / t_new:.1f} MB/s), {n_new} findings; new/old throughput {t_old / t_new:.2f}, "
+               f"new/previous {t_prev / t_new:.2f} (best of {LOOP_ROUNDS}; of the medians: new/old "
+               f"{med['old'] / med['new']:.2f}, new/previous {med['previous'] / med['new']:.2f}); "
+               f"**by CPU time (best of {LOOP_ROUNDS}): old {cpu['old']:.1f} s, previous {cpu['previous']:.1f} s, "
+               f"new {cpu['new']:.1f} s: new/old {cpu['old'] / cpu['new']:.2f}, new/previous "
+               f"{cpu['previous'] / cpu['new']:.2f}** (each in a fresh interpreter, alternated: {alternated}) |")
     out.append("")
     out.append("check-log parses every line (progress, milestones, wandb) and runs the detectors; grep only "
                "counts matches, so the ratio is the price of typed results. Memory stays flat because the "

@@ -170,3 +170,78 @@ def test_argparse_refusal_of_a_module_entry_point():
     (f,) = scan_lines(lines, now_s=0.0)
     assert (f.kind, f.severity, f.line) == ("crash", "critical", 3)
     assert f.summary == "command line refused: python -m trainer: error: unrecognized arguments: --stepz 300"
+
+
+def _nan_kinds(lines, batch: int):
+    """The check-log path (TextScanner) fed in batches of `batch` lines: the NaN judgement
+    must not depend on where batches are cut."""
+    from controller.detectors import TextScanner
+
+    sc = TextScanner(now_s=0.0, batch_lines=batch, overlap_lines=4)
+    for i in range(0, len(lines), batch):
+        sc.feed(lines[i:i + batch])
+    sc.finish()
+    return [f for f in sc.all_findings() if f.kind == "nan"]
+
+
+def _record(step: int, norm: str, loss: str = "2.31") -> str:
+    return f"{{'loss': {loss}, 'grad_norm': {norm}, 'learning_rate': 0.001, 'epoch': {step / 100:.2f}}}"
+
+
+@given(st.integers(0, 19), st.integers(1, 60), st.integers(1, 50), st.lists(st.integers(1, 2), max_size=6))
+def test_nan_norms_are_judged_as_a_run_in_a_row(search, healthy, batch, blips):
+    """An fp16 start-up search (up to 19 NaN/Inf norms before the first finite one) and
+    isolated overflow blips (one or two NaN norms between finite ones, anywhere) stay
+    quiet; three in a row after a finite norm are a NaN finding."""
+    lines = [_record(s, "nan") for s in range(search)]
+    lines += [_record(s, "0.91") for s in range(healthy)]
+    for n in blips:
+        lines += [_record(0, "inf") for _ in range(n)] + [_record(0, "0.88") for _ in range(3)]
+    assert _nan_kinds(lines, batch) == []
+    lines += [_record(s, "nan") for s in range(3)]
+    (f,) = _nan_kinds(lines, batch)
+    assert "in a row" in f.summary and "grad_norm" in f.summary
+
+
+@given(st.integers(1, 50), st.sampled_from(["0.0", "'0'", "0"]))
+def test_loss_pinned_at_zero_with_nan_norms_is_named(batch, zero):
+    lines = [_record(s, "4.01", "12.7") for s in range(5)] + [_record(s, "nan", zero) for s in range(6)]
+    (f,) = _nan_kinds(lines, batch)
+    assert "loss pinned at 0.0" in f.summary
+
+
+@given(st.integers(1, 50))
+def test_a_loss_that_reaches_zero_with_finite_norms_stays_quiet(batch):
+    """A task the model fits (float32 cross-entropy exactly 0.0), a frozen warm-up
+    (grad_norm 0.0): healthy."""
+    lines = ([_record(s, "0.0", "12.8") for s in range(10)] + [_record(s, "1.2e-18", "0.0") for s in range(30)]
+             + [_record(s, "0", "'0'") for s in range(5)])
+    assert _nan_kinds(lines, batch) == []
+
+
+_ATTEMPT = ["[default0]:step 5/30 | loss 6.78", "[default0]:step 10/30 | loss 5.61",
+            "[default1]:[rank1]: Traceback (most recent call last):",
+            '[default1]:[rank1]:   File "/work/train.py", line 51, in main',
+            "[default1]:[rank1]: ValueError: rank 1: batch 15 has 0 tokens after filtering",
+            "W1201 18:51:55.269000 15650 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 15713 "
+            "closing signal SIGTERM",
+            "E1201 18:51:55.469000 15650 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+            "local_rank: 1 (pid: 15714) of binary: /usr/bin/python"]
+_GIVE_UP = ["Traceback (most recent call last):", '  File "/usr/bin/torchrun", line 8, in <module>',
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+            "Root Cause (first observed failure):"]
+
+
+@given(st.integers(0, 30), st.sampled_from([1, 5, 10]))
+def test_an_elastic_restart_that_trains_on_is_not_a_crash(noise, restart_step):
+    """torchrun --max-restarts: a worker's death, then the group's progress again from the
+    start or a checkpoint (at or below the step reached) -- recovered; the same death
+    followed by the launcher's ChildFailedError report, or by a dying attempt's late
+    lines past the step reached, is a crash."""
+    loading = [f"[default0]:loading shard {k}" for k in range(noise)]
+    restarted = _ATTEMPT + loading + [f"[default0]:step {restart_step}/30 | loss 6.7", "[default0]:step 30/30 | loss 2"]
+    assert [f for f in scan_lines(restarted, now_s=0.0) if f.kind == "crash"] == []
+    gave_up = _ATTEMPT + loading + _GIVE_UP
+    assert any("ValueError" in f.summary for f in scan_lines(gave_up, now_s=0.0) if f.kind == "crash")
+    late = _ATTEMPT + ["[default0]:step 15/30 | loss 4.6"]
+    assert any(f.kind == "crash" for f in scan_lines(late, now_s=0.0))

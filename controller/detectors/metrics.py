@@ -35,6 +35,22 @@ class NonFinite:
     is_loss: bool
 
 
+_NUMBER = r"['\"]?\s*(?:[:=]\s*|\s+|\s*\|\s*)\[?['\"]?(?:tensor\()?"
+_FINITE_NORM = re.compile(r"(?<![\w.])(?:grad[ _]?norm|gradient[ _]norm|total[ _]norm)" + _NUMBER + r"[-+]?\.?\d", re.I)
+_ZERO_LOSS = re.compile(r"(?<![\w.])(?:[A-Za-z]+[ _])?loss" + _NUMBER + r"[-+]?0(?:\.0*)?(?:[eE][-+]?\d+)?(?![\w.])",
+                        re.I)
+
+
+def finite_norm(line: str) -> bool:
+    """The line holds a gradient norm with a finite value (the end of a run of NaN norms)."""
+    return _FINITE_NORM.search(line) is not None
+
+
+def zero_loss(line: str) -> bool:
+    """The line's loss reads exactly 0 (`'loss': 0.0`, `loss=0.0000`, `'loss': '0'`)."""
+    return _ZERO_LOSS.search(line) is not None
+
+
 def maybe_non_finite(low: str) -> bool:
     """Cheap test before the reader runs: the lower-cased line holds nan or the word inf."""
     return "nan" in low or ("inf" in low and _INF_WORD.search(low) is not None)

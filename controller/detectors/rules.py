@@ -210,9 +210,9 @@ RULES: tuple[TextRule, ...] = (
     R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,
       "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
-                         r"|Floating point exception|Killed)(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
+                         r"|Floating point exception|Killed|Terminated|Hangup)(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
       CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
-                                                  "killed")),
+                                                  "killed", "terminated", "hangup")),
     R("torchrun-death", _rx(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)"),
       CRASH, CRIT, _torchrun_death, H.HINT_LAUNCHER, ("exitcode",)),
     R("elastic-sigkill", _rx(r"Signal 9 \(SIGKILL\) received by PID (\d+)"), OOM, CRIT,
@@ -305,8 +305,9 @@ RULES: tuple[TextRule, ...] = (
                         r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
       ("sigsegv", "exitcode")),
     R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
-                              r"|Floating point exception)(?P<core>\s*\(core dumped\))?\s*$"),
-      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating")),
+                              r"|Floating point exception|Terminated|Hangup)(?P<core>\s*\(core dumped\))?\s*$"),
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+                                                     "terminated", "hangup")),
     R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
     R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,

@@ -1,13 +1,16 @@
 """`scan_lines`: log text -> findings, by rules plus structure.
 
 The pass over a batch of lines: repair every line (repair.py), then
+0. elastic restarts that recovered (a worker's death, then the group's progress again):
+   that attempt's deaths and tracebacks count as handled;
 1. the rule table on each line that holds a trigger word (rules.py);
-2. the metric-record reader on each line that holds "nan"/"inf" (metrics.py);
+2. the metric-record reader on each line that holds "nan"/"inf" (metrics.py), and on
+   lines with a finite gradient norm while a run of NaN ones is open;
 3. the loss-scale trajectory (loss_scale.py);
 4. the traceback reader (tracebacks.py) and usage errors (usage_errors.py);
 then the findings that only explain a failure when nothing better does (secondary).
-State that must outlive a batch -- the loss-scale trajectory, how many gradient-norm
-records were non-finite, whether compile trouble was seen -- lives in a ScanState the
+State that must outlive a batch -- the loss-scale trajectory, the run of non-finite
+gradient-norm records in a row, whether compile trouble was seen -- lives in a ScanState the
 caller may keep (TextScanner does), so a log fed in any chunking gives the same findings.
 """
 
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from controller.detectors import hints as H
 from controller.detectors.evidence import EVIDENCE_LINES, bounded, signal_suffix
 from controller.detectors.loss_scale import LossScaleTrajectory
-from controller.detectors.metrics import maybe_non_finite, non_finite_values
+from controller.detectors.metrics import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.detectors.repair import Line, repaired
 from controller.detectors.rules import Hit, classify, recoverable, triggered
 from controller.detectors.tracebacks import Traceback, frame_location, read_tracebacks, user_frame
@@ -34,9 +37,19 @@ MAX_FINDINGS_PER_SCAN = 100
 HANDLED_LOOKAHEAD_LINES = 5
 PROGRESS_LOOKAHEAD_LINES = 60
 PROGRESS_LOOKBACK_LINES = 300
+RESTART_LOOKAHEAD_LINES = 400
+"""How far after an elastic launcher's worker-death line to look for what it did next:
+give up (its ChildFailedError report) or restart the workers (their progress again)."""
+_ELASTIC_DEATH = "failed (exitcode"
+_ELASTIC_GIVE_UP = ("ChildFailedError", "Root Cause (first observed failure)")
 NONFINITE_NORM_RECORDS = 3
-"""Gradient-norm records that must read NaN/Inf before it is a finding: one or two are a
-skipped fp16 step during the loss-scale search (healthy); a NaN *loss* counts at once."""
+"""Gradient-norm records IN A ROW that must read NaN/Inf before it is a finding, once a
+finite norm has been seen: one or two are a skipped fp16 step (the scaler grows, overflows,
+halves: normal at any point of a run); a NaN *loss* counts at once."""
+STARTUP_NONFINITE_NORM_RECORDS = 20
+"""The same before any finite norm: an fp16 scaler's search starts high (DeepSpeed 2**32,
+torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
+NaN/Inf and it is still healthy; past this many it is not a search."""
 
 _HANDLED = re.compile(
     r"\b(?:retry(?:ing)?|will retry|retried|re-?trying|attempt(?:ing)? to recover|recover(?:ed|ing)|"
@@ -53,7 +66,9 @@ class ScanState:
     """What outlives one batch (see module doc)."""
 
     loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
-    nonfinite_norms: int = 0
+    nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
+    finite_norm_seen: bool = False
+    zero_loss_norms: int = 0          # ... of which the loss read exactly 0
     norm_evidence: list[tuple[int, str]] = field(default_factory=list)
     norm_reported: bool = False
     compile_trouble: bool = False
@@ -161,10 +176,15 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     ctx = list(context_before)
     raw = ctx + list(lines) + list(context_after)
     b = _Batch(raw, len(ctx), len(ctx) + len(lines), first_line_no - len(ctx), _now(now_s), run_id)
-    candidates, structure = _candidates(b)
-    _line_rules(b, st, candidates)
+    texts = _texts(b)
+    want_norms = st.nonfinite_norms > 0 or not st.finite_norm_seen
+    candidates, structure = _candidates(texts, want_norms)
+    if not want_norms and any(_nonfinite_norm(texts[i]) for i in candidates):
+        candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
+    restarted = _recovered_restarts(b, texts, candidates)
+    _line_rules(b, st, candidates, restarted)
     if structure - {"usage:"}:
-        _traceback_findings(b)
+        _traceback_findings(b, restarted)
     if "usage:" in structure:
         _usage_findings(b)
     _loss_scale_finding(b, st)
@@ -190,7 +210,7 @@ LINE_WORDS = (
     "resource_exhausted", "kv cache", "cache blocks", "warming up", "dataloader", "encountered in worker",
     "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
     "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
-    "terminate", "defaultcpuallocator", "finite",
+    "terminate", "hangup", "defaultcpuallocator", "finite",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -208,17 +228,23 @@ single line does (the per-call overhead dominates a short line), and most chunks
 healthy log hold no word at all. Measured 1.7x faster than line by line (BENCHMARKS.md)."""
 
 
-def _candidates(b: _Batch) -> tuple[list[int], set[str]]:
-    """Indexes of lines that hold any LINE_WORDS word, and which STRUCTURE_WORDS occur
-    anywhere in the batch: a pass over chunks of lines, then over the lines of the
-    chunks that hold a word."""
-    if isinstance(b.rep, list):
-        texts = [ln.text for ln in b.rep]
-    else:
-        texts = b.raw
+def _texts(b: _Batch) -> list[str]:
+    return [ln.text for ln in b.rep] if isinstance(b.rep, list) else b.raw
+
+
+def _nonfinite_norm(text: str) -> bool:
+    low = text.lower()
+    return "norm" in low and maybe_non_finite(low)
+
+
+def _candidates(texts: list[str], norms: bool = False) -> tuple[list[int], set[str]]:
+    """Indexes of lines that hold any LINE_WORDS word (and, with `norms`, the word "norm":
+    finite gradient norms end a run of NaN ones, so they are read while such a run is open
+    or before the first finite norm), and which STRUCTURE_WORDS occur anywhere in the
+    batch: a pass over chunks of lines, then over the lines of the chunks that hold a word."""
     out = []
     seen: set[str] = set()
-    words, structure = LINE_WORDS, STRUCTURE_WORDS
+    words, structure = (LINE_WORDS + ("norm",) if norms else LINE_WORDS), STRUCTURE_WORDS
     for g in range(0, len(texts), CHUNK_LINES):
         group = texts[g:g + CHUNK_LINES]
         chunk = "\n".join(group).lower()
@@ -239,10 +265,53 @@ def _candidates(b: _Batch) -> tuple[list[int], set[str]]:
     return out, seen
 
 
-def _line_rules(b: _Batch, st: ScanState, candidates: list[int]) -> None:
+def _recovered_restarts(b: _Batch, texts: list[str], candidates: list[int]) -> list[int]:
+    """Indexes of elastic worker-death lines (torchrun: `failed (exitcode: 1) local_rank: 1
+    (pid: N)`) after which the launcher restarted the workers instead of giving up: before
+    any ChildFailedError report, training progress starts again at or below the step it had
+    reached (a restarted group begins anew or from its checkpoint; a dying attempt's late
+    lines would be past it). That attempt's deaths and tracebacks were recovered from, as a
+    retried exception is; the last attempt's, which the launcher gave up on, are reported."""
+    out: list[int] = []
+    for i in candidates:
+        if _ELASTIC_DEATH not in texts[i]:
+            continue
+        probe = LineParser()
+        reached = None
+        for j in range(i - 1, max(-1, i - 1 - PROGRESS_LOOKBACK_LINES), -1):
+            p = probe.parse(b.rep[j].text).progress
+            if p is not None:
+                reached = p.step
+                break
+        if reached is None:
+            continue
+        for j in range(i + 1, min(len(texts), i + 1 + RESTART_LOOKAHEAD_LINES)):
+            if any(w in texts[j] for w in _ELASTIC_GIVE_UP):
+                break
+            if "step" not in texts[j].lower():
+                continue
+            p = probe.parse(b.rep[j].text).progress
+            if p is not None and p.step <= reached:
+                out.append(i)
+                break
+    return out
+
+
+def _in_restarted_attempt(i: int, restarted: list[int]) -> bool:
+    """Line i belongs to an attempt that a restart recovered: at or before one of its
+    death lines, after the previous one, within the lookback."""
+    prev = -1
+    for r in restarted:
+        if prev < i <= r and r - i <= PROGRESS_LOOKBACK_LINES:
+            return True
+        prev = r
+    return False
+
+
+def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list[int]) -> None:
     rep = b.rep
     for i in candidates:
-        if not b.reported(i):
+        if not b.reported(i) or i in restarted:
             continue
         ln = rep[i]
         line = ln.text if len(ln.text) <= MATCH_CHARS else ln.text[:MATCH_CHARS]
@@ -250,8 +319,11 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int]) -> None:
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
-        if maybe_non_finite(low):
-            _metric_record(b, st, i, line)
+        non_finite = maybe_non_finite(low) and _metric_record(b, st, i, line)
+        if not non_finite and "norm" in low and (st.nonfinite_norms or not st.finite_norm_seen) and finite_norm(line):
+            st.finite_norm_seen = True
+            st.nonfinite_norms = st.zero_loss_norms = 0
+            st.norm_evidence.clear()
         if not triggered(low):
             continue
         hit = classify(line, low)
@@ -268,24 +340,34 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int]) -> None:
         b.add(b.make(hit, i, evidence), i, hit.secondary)
 
 
-def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> None:
+def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
+    """Judge a line's NaN/Inf metric values; True when it held one."""
     values = non_finite_values(line)
     if not values:
-        return
+        return False
     loss = next((v for v in values if v.is_loss), None)
     if loss is not None:
         b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({loss.key} = {loss.value})", H.HINT_NAN), i,
                      [b.rep[i].raw]), i)
-        return
+        return True
     st.nonfinite_norms += 1
+    # a record cut in two (a hard wrap inside a progress bar's line): its loss is on the line before
+    st.zero_loss_norms += zero_loss(line) or ("loss" not in line.lower() and i > 0
+                                              and zero_loss(b.rep[i - 1].text[-MATCH_CHARS:]))
     if len(st.norm_evidence) < EVIDENCE_LINES:
         st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
-    if st.nonfinite_norms >= NONFINITE_NORM_RECORDS and not st.norm_reported:
+    need = NONFINITE_NORM_RECORDS if st.finite_norm_seen else STARTUP_NONFINITE_NORM_RECORDS
+    if st.nonfinite_norms >= need and not st.norm_reported:
         st.norm_reported = True
         v = values[0]
-        f = b.make(Hit("nan", "critical", f"gradient norm is NaN/Inf ({v.key} = {v.value}) in "
-                       f"{NONFINITE_NORM_RECORDS}+ records", H.HINT_NAN), i, [e for _, e in st.norm_evidence])
+        if st.zero_loss_norms >= need:
+            what = (f"loss pinned at 0.0 while the gradient norm is NaN/Inf ({v.key} = {v.value}) in {need}+ "
+                    "records in a row: every step is skipped or the weights are already NaN")
+        else:
+            what = f"gradient norm is NaN/Inf ({v.key} = {v.value}) in {need}+ records in a row"
+        f = b.make(Hit("nan", "critical", what, H.HINT_NAN), i, [e for _, e in st.norm_evidence])
         b.add(replace(f, line=st.norm_evidence[0][0]), i)
+    return True
 
 
 def _recompile_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:
@@ -321,11 +403,11 @@ def _child_failed_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tu
     return hit, evidence
 
 
-def _traceback_findings(b: _Batch) -> None:
+def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
     rep = b.rep
     for tb in read_tracebacks(rep):
         i = tb.exc
-        if i is None or not b.reported(i) or tb.superseded or tb.ignored:
+        if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
         if i in b.hit_at:
             # The exception line itself is an OOM/hang/... line: give that finding the frames.

@@ -211,6 +211,106 @@ for mode, expect, must in (("shape", ["crash"], ["RuntimeError"]), ("assert", ["
                        env={"IPYTHONDIR": "{tmp}/ipy"}))
 
 
+# -- added in the second round (issue 14's gaps): more healthy runs full of tempting words,
+# real fp16 on CPU, losses that print 0.0, restarts, more launchers' ways to end ----------
+FP16 = "{py} {prog}/plain.py fp16-"
+for fmt in ("kv", "dict", "pipe", "bracket", "mainloss"):
+    SCENARIOS.append(S(f"amp-fp16-search-healthy-{fmt}", "torch.amp", f"{FP16}healthy --fmt {fmt} --steps 40 --every 2"))
+# logged every step: the search's first five records all read grad_norm nan/inf (healthy)
+SCENARIOS.append(S("amp-fp16-search-healthy-every-step", "torch.amp", f"{FP16}healthy --fmt dict --steps 40 --every 1"))
+for fmt in ("kv", "dict", "pipe"):
+    SCENARIOS.append(S(f"amp-fp16-collapse-{fmt}", "torch.amp", f"{FP16}collapse --fmt {fmt} --steps 60 --every 3",
+                       ["nan"]))
+for fmt in ("dict", "kv", "pipe"):
+    SCENARIOS.append(S(f"plain-loss-zero-nan-{fmt}", "torch", f"{P} zero-nan --fmt {fmt} --every 2", ["nan"],
+                       ["loss pinned at 0.0"]))
+for fmt in ("dict", "kv"):
+    SCENARIOS += [
+        S(f"plain-loss-zero-healthy-{fmt}", "torch", f"{P} zero-healthy --fmt {fmt} --steps 60"),
+        S(f"plain-frozen-healthy-{fmt}", "torch", f"{P} frozen --fmt {fmt} --every 2"),
+        S(f"plain-warnings-healthy-{fmt}", "torch", f"{P} warnings --fmt {fmt}"),
+    ]
+SCENARIOS += [
+    S("plain-tqdm-healthy", "torch", f"{P} tqdm-healthy"),
+    S("plain-tqdm-nan", "torch", f"{P} tqdm-nan", ["nan"]),
+    S("plain-retry-healthy", "torch", f"{P} retry"),
+    S("plain-retry-healthy-pipe", "torch", f"{P} retry --fmt pipe"),
+    S("plain-handled-long-dict", "torch", f"{P} handled --fmt dict --steps 80"),
+    S("plain-cpu-oom-dict", "torch", f"{P} cpu-oom --fmt dict", ["oom"]),
+    S("bash-sigterm", "bash", f"bash -c '{P} sigterm; echo \"train.sh: exit $?\"'", ["crash"]),
+    S("bash-script-sigterm", "bash",
+      f"printf '%s\\n' 'set -u' '{P} sigterm' 'echo done' > {{tmp}}/train.sh && bash {{tmp}}/train.sh", ["crash"]),
+    S("bash-tee-faulthandler-segv", "bash", "{py} -X faulthandler {prog}/plain.py segv 2>&1 | tee {tmp}/train.log",
+      ["crash"], ["Segmentation fault"]),
+    S("bash-tee-faulthandler-abort", "bash", "{py} -X faulthandler {prog}/plain.py abort 2>&1 | tee {tmp}/train.log",
+      ["crash"], ["Aborted"]),
+    S("dataloader-worker-abort", "torch-dataloader", "{py} {prog}/dataloader_run.py worker-abort", ["crash"],
+      ["DataLoader worker"]),
+    S("dataloader-worker-timeout", "torch-dataloader", "{py} {prog}/dataloader_run.py worker-slow", ["crash"],
+      ["DataLoader timed out"]),
+]
+for mode, expect, must in (("eval-healthy", [], []), ("grad-accum", [], []), ("zero-nan", ["nan"], ["loss pinned at 0.0"]),
+                           ("zero-nan-unfiltered", ["nan"], []), ("zero-healthy", [], []), ("frozen", [], []),
+                           ("on-log-error", ["crash"], ["TypeError"]),
+                           # SIGKILLed mid-transfer of a shared batch: the main process sees a reset pipe
+                           ("worker-kill", ["crash"], ["ConnectionResetError"]),
+                           ("worker-error", ["crash"], ["OSError"]), ("cpu-oom", ["oom"], [])):
+    SCENARIOS.append(S(f"hf-{mode}", "transformers", f"{H} {mode}", expect, must))
+SCENARIOS.append(S("hf-eval-healthy-piped", "transformers", f"{H} eval-healthy 2>&1 | cat"))
+for mode, expect, must in (("callback-error", ["crash"], ["FileNotFoundError"]),
+                           ("callback-error --tqdm", ["crash"], ["FileNotFoundError"]),
+                           ("validate-error", ["crash"], ["RuntimeError"]), ("validate-healthy", [], []),
+                           ("oom", ["oom"], []), ("optim-error", ["crash"], ["ValueError"]), ("tempting", [], []),
+                           ("tempting --tqdm", [], []), ("loss-zero-healthy", [], [])):
+    SCENARIOS.append(S(f"lightning-{mode.replace(' --', '-')}", "lightning", f"{L_} {mode}", expect, must))
+DW = "{prog}/dist_worker.py"
+SCENARIOS += [
+    S("torchrun-restart-recovers", "torchrun", f"{TR} --max-restarts 1 {DW} restart-recovers"),
+    S("torchrun-restart-recovers-tee", "torchrun", f"{TR} --max-restarts 1 --tee 3 {DW} restart-recovers"),
+    S("torchrun-restart-exhausted", "torchrun", f"{TR} --max-restarts 2 {DW} restart-exhausted", ["crash"],
+      ["ValueError"]),
+    S("torchrun-sigterm", "torchrun", f"{TR} {DW} sigterm", ["crash"], ["rank 1", "SIGTERM"]),
+    S("torchrun-exit1", "torchrun", f"{TR} {DW} exit1", ["crash"], ["rank 1"]),
+    S("torchrun-gloo-barrier", "torchrun", f"{TR} {DW} gloo-barrier", ["hang"]),
+    S("torchrun-gloo-timeout-rank0", "torchrun", f"{TR} {DW} gloo-timeout --bad-rank 0", ["hang"]),
+    S("torchrun-nan-rank0", "torchrun", f"{TR} {DW} nan --bad-rank 0", ["nan"]),
+    S("torchrun-segv-rank0-tee", "torchrun", f"{TR} --tee 3 {DW} segv --bad-rank 0", ["crash"], ["rank 0", "SIGSEGV"]),
+    S("deepspeed-sigterm", "deepspeed", f"{DS} {DW} sigterm", ["crash"], env={"DS_ACCELERATOR": "cpu"}),
+    S("deepspeed-gloo-barrier", "deepspeed", f"{DS} {DW} gloo-barrier", ["hang"], env={"DS_ACCELERATOR": "cpu"}),
+    S("accelerate-hf-loss-zero-nan", "accelerate", f"{AC} {{prog}}/hf_trainer.py zero-nan", ["nan"],
+      ["loss pinned at 0.0"]),
+    S("accelerate-sigterm", "accelerate", f"{AC} {{prog}}/plain.py sigterm", ["crash"]),
+]
+for mode, expect, must in (("sigkill", ["oom"], ["SIGKILL"]), ("abort", ["crash"], ["SIGABRT"]),
+                           ("exit", ["crash"], []), ("tempting", [], [])):
+    SCENARIOS.append(S(f"mp-spawn-{mode}", "torch.multiprocessing", f"{{py}} {{prog}}/mp_spawn.py {mode}", expect, must))
+SCENARIOS += [
+    S("dynamo-recompile-shape", "torch.compile", "{py} {prog}/dynamo_run.py recompile-shape", ["recompile"],
+      ["recompile_limit"]),
+    S("dynamo-fullgraph-break", "torch.compile", "{py} {prog}/dynamo_run.py fullgraph-break", ["crash"],
+      ["Unsupported"]),
+    S("dynamo-graph-breaks-healthy", "torch.compile", "{py} {prog}/dynamo_run.py graph-breaks",
+      env={"TORCH_LOGS": "graph_breaks"}),
+]
+WB = {"WANDB_MODE": "offline", "WANDB_DIR": "{tmp}", "WANDB_SILENT": "false"}
+SCENARIOS += [
+    S("wandb-offline-tempting", "wandb", "{py} {prog}/wandb_run.py tempting", env=WB),
+    S("wandb-offline-sigkill", "wandb", "bash -c '{py} {prog}/wandb_run.py sigkill; echo \"exit $?\"'", ["oom"],
+      ["Killed"], env=WB),
+]
+# -- Keras 3 on the torch backend: Keras-style `loss: nan`, TerminateOnNaN, its own errors --
+KR = "{py} {prog}/keras_run.py"
+for mode, expect, must in (("healthy", [], []), ("healthy --verbose 2", [], []), ("tempting --verbose 2", [], []),
+                           ("nan", ["nan"], []), ("nan --verbose 2", ["nan"], []), ("terminate", ["nan"], []),
+                           ("shape", ["crash"], ["ValueError"])):   # fails before any line verbose changes
+    SCENARIOS.append(S(f"keras-{mode.replace(' --verbose 2', '-v2')}", "keras", f"{KR} {mode}", expect, must,
+                       env={"KERAS_BACKEND": "torch"}))
+for mode, expect, must in (("keyerror", ["crash"], ["KeyError"]), ("tempting", [], [])):
+    SCENARIOS.append(S(f"ipython-{mode}", "ipython",
+                       f"{{bin}}/ipython --colors=nocolor --no-banner {{prog}}/ipython_cell.py {mode}", expect, must,
+                       env={"IPYTHONDIR": "{tmp}/ipy"}))
+
+
 def run_one(sc: Scenario, port: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
         cmd = sc.command.format(py=shlex.quote(sys.executable), bin=shlex.quote(str(VENV_BIN)),

@@ -11,6 +11,7 @@ import ctypes
 import os
 import signal
 import sys
+import time
 
 import torch
 
@@ -30,12 +31,17 @@ class Data(torch.utils.data.Dataset):
                 os.kill(os.getpid(), signal.SIGKILL)
             if self.mode == "worker-segv":
                 ctypes.string_at(0)
+            if self.mode == "worker-abort":
+                os.abort()
+            if self.mode == "worker-slow":
+                time.sleep(30)
         return torch.full((4,), float(i))
 
 
 def main() -> None:
     mode = sys.argv[1]
-    dl = torch.utils.data.DataLoader(Data(mode), batch_size=10, num_workers=2)
+    dl = torch.utils.data.DataLoader(Data(mode), batch_size=10, num_workers=2,
+                                     timeout=3 if mode == "worker-slow" else 0)
     print("dataloader: num_workers=2 batch_size=10 skip_errors=False oom_guard=on", flush=True)
     total = 0.0
     for step, batch in enumerate(dl, 1):

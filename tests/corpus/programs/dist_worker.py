@@ -23,15 +23,30 @@ import torch.distributed as dist
 def main() -> None:
     mode = next(a for a in sys.argv[1:] if not a.startswith("--"))  # deepspeed adds --local_rank=N
     bad = int(sys.argv[sys.argv.index("--bad-rank") + 1]) if "--bad-rank" in sys.argv else 1
-    timeout_s = 6 if mode == "gloo-timeout" else 60
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout_s))
+    timeout_s = 6 if mode.startswith("gloo-") else 60
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if mode.startswith("restart-"):
+        # A restarted group must not read the last attempt's gloo addresses from the
+        # launcher's store (they are refused: `Gloo connectFullMesh failed`): one key
+        # prefix per attempt, as elastic training scripts do.
+        base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                             timeout=timeout)
+        dist.init_process_group("gloo", timeout=timeout, store=dist.PrefixStore(f"attempt{restart}", base),
+                                rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    else:
+        dist.init_process_group("gloo", timeout=timeout)
+    if mode == "restart-recovers" and restart == 0:
+        mode = "exception"   # the first attempt fails; torchrun restarts the group, the second succeeds
+    if mode == "restart-exhausted":
+        mode = "exception"
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(rank)
     model = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     x = torch.randn(32, 8)
     y = x.sum(-1, keepdim=True)
-    if mode == "tempting" and rank == 0:
+    if mode in ("tempting", "restart-recovers") and rank == 0 and restart:
         print("NCCL_ASYNC_ERROR_HANDLING=1 TORCH_NCCL_BLOCKING_WAIT=0 timeout=60s nan_check=on", flush=True)
         print("watchdog: heartbeat ok; 0 collective timeouts; 0 ranks killed", flush=True)
     for step in range(1, 31):
@@ -54,6 +69,15 @@ def main() -> None:
                 sys.exit(3)
             if mode == "gloo-timeout":
                 time.sleep(30)
+            if mode == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            if mode == "exit1":
+                print(f"rank {rank}: fatal: checkpoint shard missing", file=sys.stderr, flush=True)
+                sys.exit(1)
+            if mode == "gloo-barrier":
+                time.sleep(30)
+        if mode == "gloo-barrier" and step == 15:
+            dist.barrier()
         for p in model.parameters():
             dist.all_reduce(p.grad)
             p.grad /= world

@@ -21,6 +21,31 @@ def main() -> None:
     def step(x, k):
         return (x * k).sin().sum()
 
+    if mode == "recompile-shape":   # a new sequence length every batch, dynamic shapes off
+        f = torch.compile(lambda t: (t * 2).tanh().sum(), backend="eager", dynamic=False)
+        for i in range(1, 10):
+            print(f"step={i} seq_len={8 * i} loss={float(f(torch.randn(8 * i))):.4f}", flush=True)
+        print("compiled run done", flush=True)
+        return
+    if mode == "fullgraph-break":   # fullgraph=True and a data-dependent branch: dynamo refuses
+        def fwd(t):
+            if t.sum() > 0:
+                return t.cos()
+            return t.sin()
+        g = torch.compile(fwd, backend="eager", fullgraph=True)
+        for i in range(1, 4):
+            print(f"step={i} loss={float(g(torch.randn(8)).sum()):.4f}", flush=True)
+        return
+    if mode == "graph-breaks":      # healthy: graph breaks logged (TORCH_LOGS=graph_breaks by the caller)
+        def fwd2(t):
+            u = t.cos()
+            print("debug: inside the compiled step, no error")
+            return u.sum()
+        g = torch.compile(fwd2, backend="eager")
+        for i in range(1, 4):
+            print(f"step={i} loss={float(g(torch.randn(8))):.4f}", flush=True)
+        print("compiled run done", flush=True)
+        return
     if mode == "dynamic":
         f = torch.compile(step, backend="eager", dynamic=True)
     else:

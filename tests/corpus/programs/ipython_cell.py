@@ -13,6 +13,13 @@ for step in range(1, 11):
     if mode == "nan" and step >= 5:
         loss = loss * float("nan")
     print(f"step {step}: loss={loss.item():.4f}")
+    if mode == "keyerror" and step == 4:
+        batch = {"input_ids": x}
+        batch["attention_mask"]
+    if mode == "tempting" and step == 3:
+        import warnings
+        warnings.warn("ErrorDocument schema v1 is deprecated; nan_policy='raise' ignored", FutureWarning, stacklevel=1)
+        print("eval: error_rate=0.0 nan_count=0 oom_retries=0 failed=0")
     if mode == "assert" and step == 7:
         assert loss.item() < 0, f"loss went positive at step {step}"
 print("cell done")

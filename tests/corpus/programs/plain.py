@@ -101,6 +101,98 @@ def scaler_run(args, collapse: bool) -> None:
                   flush=True)
 
 
+def fp16_run(args, collapse: bool) -> None:
+    """Real fp16 on CPU: torch.autocast(float16) and torch.amp.GradScaler("cpu"). The scale
+    starts high (2**20), so the first steps' scaled gradients overflow fp16 and the scaler
+    halves it a few times: the normal loss-scale search. Collapse: from step 15 the batch
+    holds values fp16 cannot carry (a corrupt shard), the forward overflows, every step is
+    skipped and the scale halves towards zero."""
+    model, x, y = model_and_data()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 20, growth_interval=25)
+    skipped = 0
+    print(f"fp16: autocast float16, GradScaler init_scale={scaler.get_scale():g}, logging_nan_inf_filter=True",
+          flush=True)
+    for step in range(1, args.steps + 1):
+        xb = x * 1e4 if collapse and step >= 15 else x
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(xb).float(), y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+        before = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        after = scaler.get_scale()
+        if after < before:
+            skipped += 1
+            if args.fmt == "kv":
+                print(f"[amp] step {step}: overflow, skipped; loss_scale {before:g} -> {after:g}", flush=True)
+        if step % args.every == 0:
+            if args.fmt == "kv":
+                print(f"step={step} loss={loss.item():.4f} grad_norm={gn:.4f} loss_scale={after:g} "
+                      f"skipped={skipped} tok_per_s={11000 + step}", flush=True)
+            else:
+                print(fmt_line(args.fmt, step, args.steps, loss.item(), gn, 1e-3, 11000.0 + step)
+                      .replace("loss scale: 1.0", f"loss scale: {after:.1f}"), flush=True)
+    print(f"done: {skipped} skipped steps", flush=True)
+
+
+def masked_loss_run(args, mode: str) -> None:
+    """Losses that print 0.0. `zero-nan`: from step 12 every label is masked out; the loss
+    is a torch.where over the masked rows, so the forward is exactly 0.0 while the backward
+    through the untaken branch (sqrt of a negative) is NaN: grad_norm nan every step, the
+    weights turn NaN after the first such step, the loss stays 0.0. `zero-healthy`: an
+    easy task the model fits, so the rounded loss reaches 0.0 and stays there with small
+    finite gradients. `frozen`: the first 10 steps are a frozen warm-up (loss detached),
+    grad_norm 0.0 there, then normal training."""
+    torch.manual_seed(0)
+    if mode == "zero-healthy":
+        model = torch.nn.Linear(4, 1)
+        x = torch.randn(64, 4)
+        y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 0.25
+        opt = torch.optim.SGD(model.parameters(), lr=0.2)
+    else:
+        model, x, y = model_and_data()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    for step in range(1, args.steps + 1):
+        out = model(x)
+        if mode == "zero-nan" and step >= 12:
+            keep = torch.zeros_like(out, dtype=torch.bool)
+            loss = torch.where(keep, torch.sqrt(out - 1e6), torch.zeros_like(out)).sum()
+        else:
+            loss = torch.nn.functional.mse_loss(out, y)
+        if mode == "frozen" and step <= 10:
+            loss = loss.detach() + 0 * sum(p.sum() for p in model.parameters())
+        opt.zero_grad()
+        loss.backward()
+        gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+        opt.step()
+        if step % args.every == 0:
+            print(fmt_line(args.fmt, step, args.steps, loss.item(), gn, 1e-3, 10500.0 + step), flush=True)
+    print("training finished", flush=True)
+
+
+def tqdm_run(args, nan: bool) -> None:
+    """A tqdm bar with a loss postfix, as many hand-written loops print it."""
+    from tqdm import tqdm
+
+    model, x, y = model_and_data()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    bar = tqdm(range(1, args.steps + 1), desc="train", mininterval=0, file=sys.stdout)
+    for step in bar:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if nan and step >= args.steps // 2:
+            loss = loss * float("nan")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        bar.set_postfix(loss=loss.item(), lr=1e-3, nan_skips=0)
+    bar.close()
+    print("epoch done", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="plain.py")
     ap.add_argument("mode")
@@ -197,6 +289,53 @@ def main() -> None:
                     sig = {"sigkill": signal.SIGKILL, "sigbus": signal.SIGBUS, "sigill": signal.SIGILL,
                            "sigfpe": signal.SIGFPE}[m]
                     os.kill(os.getpid(), sig)
+        train(args, hook=hook)
+    elif m in ("fp16-healthy", "fp16-collapse"):
+        fp16_run(args, collapse=(m == "fp16-collapse"))
+    elif m in ("zero-nan", "zero-healthy", "frozen"):
+        masked_loss_run(args, m)
+    elif m in ("tqdm-healthy", "tqdm-nan"):
+        tqdm_run(args, nan=(m == "tqdm-nan"))
+    elif m == "warnings":
+        # healthy, but printing real library warnings with Error/failed/nan in them
+        import logging
+        import warnings
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        log = logging.getLogger("train")
+        warnings.simplefilter("always")
+        log.info("data: /data/error_analysis/train-errors.jsonl, eval: /data/oom_ablation/nan_cases.jsonl")
+        log.warning("tokenizer: 3 samples raised UnicodeDecodeError and were skipped (error_policy=skip)")
+        model, x, y = model_and_data()
+        torch.nn.functional.mse_loss(model(x), y.squeeze(1))  # torch warns: broadcasting target size
+        sched_opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        torch.optim.lr_scheduler.StepLR(sched_opt, 10).step()  # torch warns: scheduler before optimizer
+        warnings.warn("ErrorHandler is deprecated; use FaultPolicy(on_error='retry')", DeprecationWarning, stacklevel=1)
+        train(args)
+        log.info("eval: error_rate=0.031 nan_fraction=0.000 killed=0 failed_batches=0")
+    elif m == "retry":
+        # a transient failure, logged with its traceback, retried, and the run goes on
+        import logging
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        log = logging.getLogger("data")
+        state = {"tries": 0}
+
+        def hook(step, model, x):
+            if step == 8:
+                for attempt in range(1, 4):
+                    try:
+                        state["tries"] += 1
+                        if attempt < 3:
+                            raise ConnectionResetError(104, "Connection reset by peer")
+                        log.info("shard 00017 fetched on attempt %d", attempt)
+                        break
+                    except ConnectionResetError:
+                        log.exception("fetching shard 00017 failed (attempt %d/3), retrying in 0s", attempt)
+        train(args, hook=hook)
+    elif m == "sigterm":
+        def hook(step, model, x):
+            if step == 20:
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGTERM)
         train(args, hook=hook)
     elif m == "exit3":
         def hook(step, model, x):

@@ -15,13 +15,23 @@ import wandb
 
 def main() -> None:
     mode = sys.argv[1]
-    run = wandb.init(project="corpus", mode="offline", config={"lr": 1e-3, "nan_check": True})
+    config = {"lr": 1e-3, "nan_check": True}
+    if mode == "tempting":
+        config.update(output_dir="runs/error-analysis-oom", skip_nan=True, on_error="retry", max_restarts=3)
+    run = wandb.init(project="corpus", mode="offline", config=config)
     loss = 2.0
     for step in range(1, 31):
         loss = loss * 0.95
         if mode == "nan" and step >= 20:
             loss = math.nan
-        run.log({"loss": loss, "tok_per_s": 10000.0 + step}, step=step)
+        row = {"loss": loss, "tok_per_s": 10000.0 + step}
+        if mode == "tempting":
+            row.update(nan_steps=0, error_rate=0.01, grad_norm=0.0 if step < 3 else 1.5, skipped=2 if step < 3 else 0)
+        run.log(row, step=step)
+        if mode == "sigkill" and step == 22:
+            import os
+            import signal
+            os.kill(os.getpid(), signal.SIGKILL)
         if step % 5 == 0:
             print(f"step={step} loss={loss:.4f} tok_per_s={10000 + step}", flush=True)
         if mode == "crash" and step == 17:

@@ -203,9 +203,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--height", type=int, default=None, help="rows (default: the terminal's)")
     ap.add_argument("--selected", type=int, default=2, help="which sample run to show in full")
     ap.add_argument("--runs", type=int, default=3, help="how many sample runs (1-8)")
+    ap.add_argument("--job", action="store_true", help="a sample 2-node job instead (rank 11 out of memory)")
     args = ap.parse_args(argv)
     console = Console(width=args.width, height=args.height)
     now_s = time.time()
+    if args.job:
+        from controller.widgets.demo import sample_job
+
+        states, job = sample_job(now_s)
+        console.print(render(states, 0, now_s=now_s, jobs=[job]))
+        return
     console.print(render(sample_states(now_s, n_runs=args.runs), args.selected, now_s=now_s))
 
 

@@ -69,7 +69,7 @@ def test_restarts_are_events_on_the_dashboard_not_a_new_run():
         render([m.state for m in job.members], jobs=[st], now_s=time.time()))
     lines = small.getvalue().rstrip("\n").split("\n")
     assert len(lines) <= 24 and max(cell_len(x) for x in lines) <= 80
-    assert lines[0].startswith("job restart failed 2 nodes") and lines[1].startswith("  node 0 ")
+    assert lines[0].startswith("job restart failed FAILED (exit 4)  2 nodes") and lines[1].startswith("  node 0 ")
 
 
 def test_a_skewed_node_clock_is_mapped_back_and_said_in_the_evidence():
@@ -112,3 +112,20 @@ def test_an_operators_stop_is_no_failure_of_the_job():
     _feed(job, "sigkill-rank3", time.time())
     assert job.state.first_failure is not None and job.state.findings == []
     assert store.findings("stopped") == []
+
+
+def test_the_sample_job_renders_at_every_size():
+    """`python -m controller.dashboard --job`: the issue's example fits each terminal size."""
+    from controller.widgets.demo import sample_job
+
+    now = time.time()
+    states, job = sample_job(now)
+    for width, height in ((80, 24), (120, 40), (200, 60)):
+        buf = io.StringIO()
+        Console(file=buf, width=width, height=height, color_system=None, force_terminal=False).print(
+            render(states, jobs=[job], now_s=now))
+        lines = buf.getvalue().rstrip("\n").split("\n")
+        assert len(lines) <= height and max(cell_len(x) for x in lines) <= width
+        assert lines[0].startswith("job train-2n failed FAILED (exit 4)  2 nodes")
+        assert any(x.startswith("  first failure: rank 11 (node 1: pct 200 on pve2") for x in lines)
+    assert "15 ranks then timed out in ALLREDUCE" in job.findings[0].summary

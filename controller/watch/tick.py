@@ -60,6 +60,9 @@ class Watch:
         self.settings = settings or resolve_settings([r.cfg for r in self.runs], **setting_overrides)
         # a job: its members are followed as runs above (no extra probe); the job folds them
         by_id = {r.record.run_id: r for r in self.runs}
+        for r in self.runs:
+            if r.record.job_id is not None and r.record.node_rank is not None:
+                r.state.name = f"{r.record.name} node{r.record.node_rank}"   # rows and lines say which node
         self.jobs = [JobFollower(rec, [by_id[m.run_id] for m in job_members[rec.run_id]], store,
                                  interval_s=self.settings.interval_s)
                      for rec in records if rec.target_kind == "job"]

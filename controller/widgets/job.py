@@ -15,19 +15,21 @@ from controller.widgets.logtail import clean_line
 
 
 def job_headline(job: JobState, width: int) -> Text:
+    """`job train-2n failed FAILED (exit 4)  2 nodes  42.6K tok/s (job total)  step 800  1 restart(s)`:
+    the verdict right after the state, so a narrow terminal still shows it."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("job ", style="bold")
     t.append(f"{job.name or job.job_id} ", style="bold cyan")
     t.append(f"{job.state} ", style=STATE_STYLE.get(job.state, ""))
+    verdict = {0: ("healthy", "green"), 4: ("FAILED (exit 4)", "bold red"), 5: ("regression (exit 5)", "yellow")}.get(
+        job.exit_code, (f"exit {job.exit_code}", ""))
+    t.append(f"{verdict[0]}  ", style=verdict[1])
     t.append(f"{len(job.nodes)} nodes  ")
-    t.append(f"step {job.step if job.step is not None else '-'}  ", style="dim")
     t.append(f"{si(job.tok_per_s)} tok/s", style="bold")
     t.append(" (job total)  ", style="dim")
+    t.append(f"step {job.step if job.step is not None else '-'}  ", style="dim")
     if job.restarts:
-        t.append(f"{len(job.restarts)} restart(s)  ", style="yellow")
-    verdict = {0: ("healthy", "green"), 4: ("FAILED", "bold red"), 5: ("regression", "yellow")}.get(
-        job.exit_code, (f"exit {job.exit_code}", ""))
-    t.append(verdict[0], style=verdict[1])
+        t.append(f"{len(job.restarts)} restart(s)", style="yellow")
     return t
 
 

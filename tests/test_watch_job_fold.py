@@ -19,9 +19,9 @@ from controller.watch.job import JobFollower
 from tests.test_detectors_ranks import _shift, node_lines
 
 
-def _job(store: RunStore, name: str) -> JobFollower:
+def _job(store: RunStore, name: str, max_restarts: int = 0) -> JobFollower:
     store.add_run(RunRecord(run_id=name, name=name, target_kind="job", target="job: 2 nodes",
-                            playbook={"distributed": {"nproc_per_node": 2}}))
+                            playbook={"distributed": {"nproc_per_node": 2, "max_restarts": max_restarts}}))
     members = []
     for i in (0, 1):
         rec = RunRecord(run_id=f"{name}.node{i}", name=name, target_kind="pct", target=f"pct 200 on pve{i + 1}",
@@ -129,3 +129,27 @@ def test_the_sample_job_renders_at_every_size():
         assert lines[0].startswith("job train-2n failed FAILED (exit 4)  2 nodes")
         assert any(x.startswith("  first failure: rank 11 (node 1: pct 200 on pve2") for x in lines)
     assert "15 ranks then timed out in ALLREDUCE" in job.findings[0].summary
+
+
+def test_the_finding_waits_for_the_agents_when_torchrun_may_restart():
+    """Every rank has failed but no torchrun has given up yet (its ChildFailedError not yet
+    read): without max_restarts that is the end -- the finding comes now, before the
+    workers' slow teardown; with max_restarts the agents may restart them, so it waits."""
+    def before_agents_gave_up(node: int) -> list[str]:
+        lines = node_lines("sigkill-rank3", node)
+        return lines[:next(i for i, x in enumerate(lines) if x.startswith("Traceback"))]
+
+    store = RunStore()
+    found = {}
+    for restarts in (0, 1):
+        job = _job(store, f"r{restarts}", max_restarts=restarts)
+        for m in job.members:
+            m.state.state = "running"
+        now = time.time()
+        job.observe({o.run_id: o for o in (_obs(job, n, before_agents_gave_up(n), now) for n in (0, 1))}, now)
+        found[restarts] = [f.summary for f in job.state.findings]
+    # before torchrun's summary the killed worker is known by its local rank only (its agent's
+    # line); node 0's bare `exitcode: 1` is one of its two ranks already counted
+    assert len(found[0]) == 1 and found[0][0].startswith("local rank 1 (node 1: pct 200 on pve2) killed by SIGKILL at ")
+    assert found[0][0].endswith("; 3 ranks then lost their peers")
+    assert found[1] == []

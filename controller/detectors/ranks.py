@@ -122,6 +122,8 @@ _TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|Timed out w
                       r"|timed out|Timeout\(ms\)=|\bTimeoutError\b", re.I)
 _PEER_LOST = re.compile(r"Connection (?:closed|reset) by peer|Broken pipe|remote process exited"
                         r"|communicator was aborted|NCCL communicator .*abort|DistNetworkError")
+_STORE_LOST = re.compile(r"(?:DistNetworkError|RendezvousConnectionError|RendezvousClosedError|DistStoreError)$")
+"""The agent's (or a worker's) link to the c10d store gone: the store's host went down first."""
 _OP = re.compile(r"OpType=(\w+)|\bin (all_reduce|all_gather|broadcast|barrier|reduce_scatter|all_to_all|send|recv)\b")
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)): ?(.*)$")
 
@@ -244,6 +246,8 @@ class RankEventReader:
         if exc is None:
             return []
         name, message = exc.groups()
+        if _STORE_LOST.search(name):
+            return [event("peer_lost", CONSEQUENCE, "lost the rendezvous store (" + name.rsplit(".", 1)[-1] + ")")]
         if _PEER_LOST.search(message):
             return [event("peer_lost", CONSEQUENCE, "lost its peer (" + _peer_words(message) + ")")]
         if _TIMEOUT.search(body):
@@ -372,9 +376,11 @@ def mapped_time(e: RankEvent, clocks: dict[int, NodeClock]) -> tuple[float, floa
     return e.time_s - c.offset_s, e.time_error_s + c.uncertainty_s
 
 
-def _group(events: Iterable[RankEvent]) -> list[_Rank]:
+def _group(events: Iterable[RankEvent], nproc_per_node: int | None = None) -> list[_Rank]:
     """Events per rank: a local rank is joined to its global rank where one event says
-    both (torchrun's summary); unprefixed cause lines join their node's only failed rank."""
+    both (torchrun's summary); unprefixed cause lines join their node's only failed rank;
+    a local rank's bare exit code on a node whose every rank is already known by its
+    global number (before the summary maps it) is one of those, not one more rank."""
     events = list(events)
     local_to_global: dict[tuple[int, int], int] = {}
     for e in events:
@@ -404,6 +410,11 @@ def _group(events: Iterable[RankEvent]) -> list[_Rank]:
         if target is None:
             target = ranks.setdefault(("n", e.node), _Rank(e.node, None, None))
         target.events.append(e)
+    if nproc_per_node:
+        for key, r in list(ranks.items()):
+            if key[0] == "l" and r.role() == NEUTRAL and \
+                    sum(1 for k, o in ranks.items() if k[0] == "g" and o.node == r.node) >= nproc_per_node:
+                del ranks[key]
     return list(ranks.values())
 
 
@@ -423,7 +434,8 @@ def attempt_of(e: RankEvent, restarts: Sequence[RestartSeen]) -> int:
 
 
 def first_failure(events: Iterable[RankEvent], clocks: dict[int, NodeClock] | None = None,
-                  world_size: int | None = None, restarts: Sequence[RestartSeen] = ()) -> FirstFailure | None:
+                  world_size: int | None = None, restarts: Sequence[RestartSeen] = (),
+                  nproc_per_node: int | None = None) -> FirstFailure | None:
     """The earliest rank that failed on its own (else, with only timeouts, the one rank
     the others waited for; else the earliest failure of any kind), and every other rank's
     failure as its consequence. Only each node's latest torchrun attempt counts (a
@@ -435,7 +447,7 @@ def first_failure(events: Iterable[RankEvent], clocks: dict[int, NodeClock] | No
         latest[rs.node] = latest.get(rs.node, 0) + 1
     attempt = max(latest.values(), default=0)
     events = [e for e in events if attempt_of(e, restarts) == latest.get(e.node, 0)]
-    ranks = _group(events)
+    ranks = _group(events, nproc_per_node)
     if not ranks:
         return None
     causes = [r for r in ranks if r.role() == CAUSE] or [r for r in ranks if r.role() == NEUTRAL]

@@ -48,6 +48,8 @@ class JobFollower:
         dist = (job.playbook or {}).get("distributed") or {}
         nproc = dist.get("nproc_per_node")
         self.world_size = int(nproc) * len(members) if isinstance(nproc, int) else None
+        restarts = dist.get("max_restarts")
+        self.max_restarts = int(restarts) if isinstance(restarts, int) else 0
         self.state = JobState(job_id=job.run_id, name=job.name, target=job.target, release_id=job.release_id,
                               started_s=job.started_s, state="starting")
         self.state.findings = store.findings(job.run_id)
@@ -101,7 +103,8 @@ class JobFollower:
                                     attempts_left=r.attempts_left, max_restarts=r.max_restarts, line=r.text)
                        for r in sorted(self.restarts, key=lambda r: (r.node, r.line))]
         if self.dirty:                       # only new evidence changes the answer
-            st.first_failure = first_failure(self.events, self.clocks, self.world_size, self.restarts)
+            nproc = self.world_size // len(self.members) if self.world_size and self.members else None
+            st.first_failure = first_failure(self.events, self.clocks, self.world_size, self.restarts, nproc)
             self.dirty = False
         st.updated_s = now
         st.exit_code = self.exit_code()
@@ -124,12 +127,15 @@ class JobFollower:
 
     def judge(self, now: float) -> list[Finding]:
         """The first-failure finding, once every node is over -- ended, its torchrun gave up
-        (ChildFailedError), or each of its ranks has shown its failure -- so the rank named
-        is judged on every node's evidence."""
+        (ChildFailedError), or (no max_restarts) each of its ranks has shown its failure --
+        so the rank named is judged on every node's evidence, and a failure torchrun
+        restarts the workers after is not the job's end."""
         ff = self.state.first_failure
         if self.judged or ff is None:
             return []
-        over = set(ff.agents_failed) | self.nodes_all_failed(ff)
+        over = set(ff.agents_failed)
+        if self.max_restarts == 0:       # with restarts left, failed ranks may be restarted: wait for the agents
+            over |= self.nodes_all_failed(ff)
         if not all(m.state.state in ENDED_STATES or self.node_of(m) in over for m in self.members):
             return []
         if all(m.state.state in ("finished", "stopped") for m in self.members):

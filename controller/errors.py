@@ -102,3 +102,10 @@ def one_line(text: str) -> str:
     """`text` with every line-breaking and control character escaped (tab kept): what the
     CLI prints after `dfctl: error: ` stays one line for every reader, whatever the input held."""
     return text.translate(_LINE_BREAKING)
+
+
+class JobNodeError(DfctlError):
+    """A node of a multi-node job could not be reached, deployed to or launched on: the
+    whole job was aborted (nothing of it is left running). The message names the node."""
+
+    exit_code = EXIT_UNREACHABLE

@@ -203,8 +203,7 @@ def launch_registered(store: RunStore, transport: Transport, playbook: Playbook,
     if playbook.run.exclusive:
         mine = [r for r in store.target_runs() if r.run_id != rec.run_id and r.state not in ENDED_STATES
                 and target_identity(target_of(r)) == target_identity(playbook.target)]
-        spec["exclusive"] = {"runs": [{**_status_entry(r), "run_id": r.run_id} for r in mine],
-                             "lock_wait_s": LOCK_WAIT_S, "owner": lock_owner(f"launch {rec.run_id}")}
+        spec["exclusive"] = exclusive_check(mine, rec.run_id)
     try:
         run = launch_run(transport, playbook, workdir, spec=spec)
     except (RunConflictError, LockedError):
@@ -215,6 +214,13 @@ def launch_registered(store: RunStore, transport: Transport, playbook: Playbook,
         raise
     finish_launch(store, run)
     return run
+
+
+def exclusive_check(others: list[RunRecord], run_id: str) -> dict[str, Any]:
+    """spec["exclusive"] of a launch: the target re-checks these runs of it under the deploy
+    lock and starts run `run_id` only if none lives (launch_remote.launch)."""
+    return {"runs": [{**_status_entry(r), "run_id": r.run_id} for r in others],
+            "lock_wait_s": LOCK_WAIT_S, "owner": lock_owner(f"launch {run_id}")}
 
 
 def finish_launch(store: RunStore, run: LaunchedRun) -> None:

@@ -85,6 +85,30 @@ class TargetConfig:
 
 
 @dataclass(frozen=True)
+class NodeConfig(TargetConfig):
+    """One node of a multi-node job: a target (every [target] key) plus the address the
+    other nodes reach it at."""
+
+    addr: str | None = doc("Address the other nodes reach this node at (its CT's or host's IP or DNS name): node 0's is the rendezvous endpoint's host, every node's is torchrun's --local-addr (the workers' MASTER_ADDR comes from it). Required for ssh and pct nodes; local nodes default to 127.0.0.<rank+1> (all loopback). torchrun's c10d rendezvous numbers the nodes (and so the global ranks) in the sorted order of these addresses (it ignores --node-rank).", default=None)
+
+    @property
+    def reach_addr(self) -> str:
+        """addr (the loader gives local nodes one)."""
+        return self.addr or "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    nproc_per_node: int = doc("Worker processes per node (torchrun --nproc-per-node; usually its GPU count).", default=1)
+    rdzv_backend: Literal["c10d"] = doc("torchrun rendezvous backend: c10d, whose TCPStore node 0's torchrun hosts at the endpoint.", default="c10d")
+    rdzv_endpoint: str | None = doc("HOST:PORT of the rendezvous (default: node 0's addr and master_port).", default=None)
+    master_port: int = doc("Port of the rendezvous store on node 0 (the default endpoint's port).", default=29500)
+    max_restarts: int = doc("torchrun --max-restarts: times the agents restart all workers after one fails.", default=0)
+    rdzv_timeout_s: float = doc("Seconds the nodes wait for each other at the rendezvous (torchrun's rdzv-conf join_timeout).", default=600.0)
+    env: dict[str, str] = doc("Environment for every node's workers on top of run.env: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_DEBUG, ...", default_factory=dict)
+
+
+@dataclass(frozen=True)
 class BundleConfig:
     paths: tuple[str, ...] = doc("Paths (relative to the project root) that make up the bundle.", default=("trainer",))
     exclude: tuple[str, ...] = doc("Extra glob patterns to leave out (on top of .gitignore).", default=())
@@ -132,7 +156,22 @@ class Playbook:
     bundle: BundleConfig = doc("What code to ship.", default_factory=BundleConfig)
     run: RunConfig = doc("What to launch.", default_factory=RunConfig)
     watch: WatchConfig = doc("How to watch and what counts as a failure.", default_factory=WatchConfig)
+    nodes: tuple[NodeConfig, ...] = doc("A job across several nodes instead of one [target]: one [[nodes]] table per node, in node-rank order (node 0 hosts the rendezvous). Each takes every [target] key, plus:", default=())
+    distributed: DistributedConfig = doc("How torchrun joins the nodes of a [[nodes]] job.", default_factory=DistributedConfig)
     source: str = doc("File this playbook was loaded from (set by the loader).", default="<memory>")
+
+    @property
+    def is_job(self) -> bool:
+        """Several nodes ([[nodes]]) under torchrun, not one [target]."""
+        return bool(self.nodes)
+
+    def for_node(self, rank: int) -> Playbook:
+        """This playbook with node `rank` as its target: what deploy and launch of that node use."""
+        return dataclasses.replace(self, target=self.nodes[rank])
+
+    def rdzv_endpoint(self) -> str:
+        """HOST:PORT of the job's rendezvous: [distributed].rdzv_endpoint, else node 0's addr."""
+        return self.distributed.rdzv_endpoint or f"{self.nodes[0].reach_addr}:{self.distributed.master_port}"
 
     def secret_names(self) -> tuple[str, ...]:
         """Env names whose values never appear in argv, logs, the registry or --json."""
@@ -154,6 +193,9 @@ class Playbook:
         data = self.redacted()
         secrets = set(self.secret_names())
         data["run"]["env"] = {k: ("<redacted>" if k in secrets else env_value_hash(k, v)) for k, v in self.run.env.items()}
+        data["distributed"]["env"] = {k: env_value_hash(k, v) for k, v in self.distributed.env.items()}
+        if self.is_job:
+            del data["target"]          # a job has no one target: its nodes are (runstore's job contract)
         return data
 
 
@@ -241,23 +283,80 @@ def _build(cls: type, table: dict[str, Any], prefix: str, src: str) -> Any:
     return cls(**kwargs)
 
 
-def _check(pb: Playbook) -> None:
-    src, t, w = pb.source, pb.target, pb.watch
+def _check_target(src: str, t: TargetConfig, where: str) -> None:
+    """One target's values ([target], or one [[nodes]] entry: `where` is "target" or "nodes[i]")."""
     if t.kind in ("ssh", "pct") and not t.host:
-        raise PlaybookError(f"{src}: target.host: required when target.kind is \"{t.kind}\"")
+        raise PlaybookError(f"{src}: {where}.host: required when {where}.kind is \"{t.kind}\"")
     if t.kind == "pct" and t.vmid is None:
-        raise PlaybookError(f"{src}: target.vmid: required when target.kind is \"pct\"")
+        raise PlaybookError(f"{src}: {where}.vmid: required when {where}.kind is \"pct\"")
     if t.vmid is not None and not (100 <= t.vmid <= 999_999_999):
-        raise PlaybookError(f"{src}: target.vmid: expected a Proxmox id from 100 to 999999999, got {t.vmid}")
+        raise PlaybookError(f"{src}: {where}.vmid: expected a Proxmox id from 100 to 999999999, got {t.vmid}")
     if t.port is not None and not (1 <= t.port <= 65535):
-        raise PlaybookError(f"{src}: target.port: expected 1..65535, got {t.port}")
+        raise PlaybookError(f"{src}: {where}.port: expected 1..65535, got {t.port}")
     if not (0 < t.connect_timeout_s <= 600):
-        raise PlaybookError(f"{src}: target.connect_timeout_s: expected 0 < seconds <= 600, got {t.connect_timeout_s}")
+        raise PlaybookError(f"{src}: {where}.connect_timeout_s: expected 0 < seconds <= 600, got {t.connect_timeout_s}")
     if not t.workdir.strip():
-        raise PlaybookError(f"{src}: target.workdir: must not be empty")
+        raise PlaybookError(f"{src}: {where}.workdir: must not be empty")
     if ":" in t.workdir:
         # the release dir goes into the run's PYTHONPATH, where ':' separates entries
-        raise PlaybookError(f"{src}: target.workdir: ':' is not allowed (it would split the run's PYTHONPATH), got {_describe(t.workdir)}")
+        raise PlaybookError(f"{src}: {where}.workdir: ':' is not allowed (it would split the run's PYTHONPATH), got {_describe(t.workdir)}")
+    _check_workdir(src, t.workdir, where)
+    if not t.python.strip() or t.python != t.python.strip():
+        raise PlaybookError(f"{src}: {where}.python: expected an interpreter name or absolute path, got {_describe(t.python)}")
+    if "/" in t.python and not t.python.startswith("/"):
+        raise PlaybookError(f"{src}: {where}.python: a path must be absolute, got {_describe(t.python)}")
+    if not (1 <= t.keepalive_s <= 3600):
+        raise PlaybookError(f"{src}: {where}.keepalive_s: expected 1..3600 seconds, got {t.keepalive_s}")
+
+
+ADDR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\]")
+"""A node address: a host name or IPv4 address, or a bracketed IPv6 address (it goes into HOST:PORT)."""
+
+
+def _check_nodes(pb: Playbook) -> None:
+    """[[nodes]] and [distributed]: each node a valid target with an address, no node twice."""
+    src, d = pb.source, pb.distributed
+    seen: dict[tuple, int] = {}
+    for i, node in enumerate(pb.nodes):
+        where = f"nodes[{i}]"
+        _check_target(src, node, where)
+        if node.addr is None and node.kind != "local":
+            raise PlaybookError(f"{src}: {where}.addr: required for a {node.kind} node (the address the other "
+                                f"nodes reach it at; node 0's is the rendezvous host)")
+        if node.addr is not None and not ADDR_RE.fullmatch(node.addr):
+            raise PlaybookError(f"{src}: {where}.addr: expected a host name or IP address, got {_describe(node.addr)}")
+        key = (node.kind, node.host, node.port, node.user, node.vmid, node.workdir)
+        if key in seen:
+            raise PlaybookError(f"{src}: {where}: the same target and workdir as nodes[{seen[key]}] "
+                                f"(two nodes of one job need their own run dirs)")
+        seen[key] = i
+    if not (1 <= d.nproc_per_node <= MAX_GPUS):
+        raise PlaybookError(f"{src}: distributed.nproc_per_node: expected 1..{MAX_GPUS}, got {d.nproc_per_node}")
+    if not (1 <= d.master_port <= 65535):
+        raise PlaybookError(f"{src}: distributed.master_port: expected 1..65535, got {d.master_port}")
+    if not (0 <= d.max_restarts <= 1000):
+        raise PlaybookError(f"{src}: distributed.max_restarts: expected 0..1000, got {d.max_restarts}")
+    if not (0 < d.rdzv_timeout_s <= MAX_DURATION_S):
+        raise PlaybookError(f"{src}: distributed.rdzv_timeout_s: expected 0 < seconds <= {MAX_DURATION_S:g}, "
+                            f"got {d.rdzv_timeout_s:g}")
+    if d.rdzv_endpoint is not None:
+        host, _, port = d.rdzv_endpoint.rpartition(":")
+        if not ADDR_RE.fullmatch(host) or not port.isdigit() or not (1 <= int(port) <= 65535):
+            raise PlaybookError(f"{src}: distributed.rdzv_endpoint: expected HOST:PORT, got {_describe(d.rdzv_endpoint)}")
+    for k in d.env:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise PlaybookError(f"{src}: distributed.env: {_describe(k)} is not a valid environment variable name")
+        if looks_secret(k):
+            raise PlaybookError(f"{src}: distributed.env.{k}: looks like a secret; put it in run.env or "
+                                f"run.secret_env (sent through the 0600 env file)")
+
+
+def _check(pb: Playbook) -> None:
+    src, w = pb.source, pb.watch
+    if pb.is_job:
+        _check_nodes(pb)
+    else:
+        _check_target(src, pb.target, "target")
     if not RUN_NAME_RE.fullmatch(pb.run.name):
         raise PlaybookError(f"{src}: run.name: {RUN_NAME_RULE}, got {_describe(pb.run.name)}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", pb.run.module):
@@ -304,31 +403,24 @@ MAX_DURATION_S = 7 * 86400.0
 MAX_GPUS = 4096
 
 
-def _check_workdir(src: str, w: str) -> None:
+def _check_workdir(src: str, w: str, where: str = "target") -> None:
     if "\x00" in w or w != w.strip():
-        raise PlaybookError(f"{src}: target.workdir: leading or trailing spaces are not allowed, got {_describe(w)}")
+        raise PlaybookError(f"{src}: {where}.workdir: leading or trailing spaces are not allowed, got {_describe(w)}")
     parts = w.split("/")
     if ".." in parts:
-        raise PlaybookError(f"{src}: target.workdir: '..' is not allowed (it would resolve elsewhere than written), "
+        raise PlaybookError(f"{src}: {where}.workdir: '..' is not allowed (it would resolve elsewhere than written), "
                             f"got {_describe(w)}")
     if w.startswith("/"):
         top = [p for p in parts if p not in ("", ".")]
         if not top:
-            raise PlaybookError(f"{src}: target.workdir: \"/\" is not allowed (releases/ and runs/ would go into the root)")
+            raise PlaybookError(f"{src}: {where}.workdir: \"/\" is not allowed (releases/ and runs/ would go into the root)")
         if top[0] in SYSTEM_DIRS:
-            raise PlaybookError(f"{src}: target.workdir: not under /{top[0]} (a system directory), got {_describe(w)}")
+            raise PlaybookError(f"{src}: {where}.workdir: not under /{top[0]} (a system directory), got {_describe(w)}")
 
 
 def _check_bounds(pb: Playbook) -> None:
     """Values that parse but cannot be meant: each with its sane range."""
-    src, t, w = pb.source, pb.target, pb.watch
-    _check_workdir(src, t.workdir)
-    if not t.python.strip() or t.python != t.python.strip():
-        raise PlaybookError(f"{src}: target.python: expected an interpreter name or absolute path, got {_describe(t.python)}")
-    if "/" in t.python and not t.python.startswith("/"):
-        raise PlaybookError(f"{src}: target.python: a path must be absolute, got {_describe(t.python)}")
-    if not (1 <= t.keepalive_s <= 3600):
-        raise PlaybookError(f"{src}: target.keepalive_s: expected 1..3600 seconds, got {t.keepalive_s}")
+    src, w = pb.source, pb.watch
     if w.gpus_expected is not None and not (1 <= w.gpus_expected <= MAX_GPUS):
         raise PlaybookError(f"{src}: watch.gpus_expected: expected 1..{MAX_GPUS}, got {w.gpus_expected}")
     if w.baseline_tok_per_s is not None and not (1e-3 <= w.baseline_tok_per_s <= 1e12):
@@ -353,6 +445,10 @@ def _check_bounds(pb: Playbook) -> None:
 def _check_required(cls: type, table: dict[str, Any], prefix: str, src: str) -> None:
     """Keys marked required (doc(required=True)) that the playbook does not write. Checked
     last, so a playbook with a wrong value is told about the value first."""
+    if cls is Playbook and "nodes" in table:
+        for i, node in enumerate(table["nodes"]):
+            _check_required(NodeConfig, node, f"nodes[{i}]", src)
+        table = {**table, "target": {"kind": "local"}}    # a job's targets are its nodes
     for f in dataclasses.fields(cls):
         where = f"{prefix}.{f.name}" if prefix else f.name
         if f.metadata.get("required") and f.name not in table:
@@ -379,8 +475,12 @@ def parse_playbook(text: str | bytes, source: str = "<memory>", *, require_targe
     except RecursionError:
         # tomllib parses nested arrays/tables recursively: thousands of levels overflow it
         raise PlaybookError(f"{source}: not valid TOML: arrays or tables nested too deeply") from None
+    if "nodes" in data and "target" in data:
+        raise PlaybookError(f"{source}: nodes: a playbook has either [target] or [[nodes]], not both")
     pb = _build(Playbook, data, "", source)
-    pb = dataclasses.replace(pb, source=source)
+    pb = dataclasses.replace(pb, source=source, nodes=tuple(
+        dataclasses.replace(n, addr=f"127.0.0.{i + 1}") if n.kind == "local" and n.addr is None else n
+        for i, n in enumerate(pb.nodes)))
     _check(pb)
     if require_target:
         _check_required(Playbook, data, "", source)
@@ -434,10 +534,17 @@ def reference_markdown() -> str:
     for sec in dataclasses.fields(Playbook):
         if sec.name == "source":
             continue
-        out.append(f"### [{sec.name}] — {sec.metadata['doc']}\n")
-        out.append("| key | type | default | meaning |\n|---|---|---|---|")
         cls = typing.get_type_hints(Playbook)[sec.name]
-        for f in dataclasses.fields(cls):
+        shown_fields = list(dataclasses.fields(cls)) if typing.get_origin(cls) is not tuple else None
+        if shown_fields is None:            # [[nodes]]: an array of tables; only what a node adds to a target
+            cls = typing.get_args(cls)[0]
+            inherited = {f.name for f in dataclasses.fields(TargetConfig)}
+            shown_fields = [f for f in dataclasses.fields(cls) if f.name not in inherited]
+            out.append(f"### [[{sec.name}]] — {sec.metadata['doc']}\n")
+        else:
+            out.append(f"### [{sec.name}] — {sec.metadata['doc']}\n")
+        out.append("| key | type | default | meaning |\n|---|---|---|---|")
+        for f in shown_fields:
             default = f.default if f.default is not dataclasses.MISSING else (
                 f.default_factory() if f.default_factory is not dataclasses.MISSING else "")
             tp = _type_name(typing.get_type_hints(cls)[f.name])

@@ -78,7 +78,8 @@ class RunRecord:
     job_id: str | None = None
     """A job's member row (one node of a multi-node job): the job row's run id. NULL otherwise."""
     node_rank: int | None = None
-    """A job member's node rank (torchrun --node-rank; 0 hosts the rendezvous)."""
+    """A job member's node rank: its [[nodes]] index (0 hosts the rendezvous; torchrun's c10d numbers
+    the nodes by their addrs, the same order when those sort in node order)."""
 
     @property
     def is_job(self) -> bool:

@@ -131,3 +131,45 @@ def test_registry_form_holds_no_env_value():
     assert env_value_hash("LR", "3") == env_value_hash("LR", "3") != env_value_hash("LR", "4")
     plain, secret = split_env(pb, {})
     assert plain == {"LR": "3"} and secret == {"MY_AUTH": "secret-DEF", "DB_URL": "postgres://u:pw@db"}
+
+
+def test_two_node_playbook_loads_as_a_job():
+    pb = load_playbook(ROOT / "playbooks" / "two-nodes-ct200.toml")
+    assert pb.is_job and [n.host for n in pb.nodes] == ["pve1", "pve2"]
+    assert pb.rdzv_endpoint() == "10.0.0.11:29500"
+    assert pb.for_node(1).target.host == "pve2"
+    reg = pb.for_registry()
+    assert "target" not in reg and reg["nodes"][1]["addr"] == "10.0.0.12"
+    assert reg["distributed"]["env"]["NCCL_SOCKET_IFNAME"].startswith("sha256:")   # no env value stored
+
+
+_NODE = '[[nodes]]\nkind = "pct"\nhost = "h1"\nvmid = 200\naddr = "10.0.0.1"\nworkdir = "/ws"\n'
+
+
+@pytest.mark.parametrize("text,message", [
+    (_NODE + '[[nodes]]\nkind = "pct"\nhost = "h2"\nvmid = "abc"', 'nodes[1].vmid: expected an integer, got "abc"'),
+    (_NODE + '[[nodes]]\nkind = "pct"\nhost = "h2"\nvmid = 200\nworkdir = "/ws"', "nodes[1].addr: required for a pct node"),
+    (_NODE + '[[nodes]]\nhost = "h2"', "nodes[1].kind: required"),
+    (_NODE + '[[nodes]]\nkind = "pct"\nhost = "h2"\naddr = "x"\nworkdir = "/ws"', "nodes[1].vmid: required"),
+    (_NODE + '[[nodes]]\nkind = "pct"\nhost = "h2"\nvmid = 200\naddr = "a b"', 'nodes[1].addr: expected a host name'),
+    (_NODE + _NODE, "nodes[1]: the same target and workdir as nodes[0]"),
+    (_NODE + '[[nodes]]\nkind = "local"\nworkdir = "/usr/x"', "nodes[1].workdir: not under /usr"),
+    (_NODE + '[[nodes]]\nkind = "local"\nvmid = 200\nadr = 1', 'nodes[1].adr: unknown key (did you mean "addr"?)'),
+    (_NODE + '[target]\nkind = "local"', "nodes: a playbook has either [target] or [[nodes]], not both"),
+    (_NODE + '[distributed]\nnproc_per_node = 0', "distributed.nproc_per_node: expected 1..4096, got 0"),
+    (_NODE + '[distributed]\nrdzv_backend = "etcd"', 'distributed.rdzv_backend: expected one of "c10d", got "etcd"'),
+    (_NODE + '[distributed]\nrdzv_endpoint = "h1"', 'distributed.rdzv_endpoint: expected HOST:PORT, got "h1"'),
+    (_NODE + '[distributed]\nenv = { HF_TOKEN = "x" }', "distributed.env.HF_TOKEN: looks like a secret"),
+    ('nodes = ["x"]', 'nodes[0]: expected a table, got "x"'),
+])
+def test_bad_job_playbooks_name_the_node_and_key(text, message):
+    with pytest.raises(PlaybookError) as info:
+        parse_playbook(text, "playbooks/x.toml")
+    assert f"playbooks/x.toml: {message}" in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_local_nodes_default_to_loopback():
+    pb = parse_playbook('[[nodes]]\nkind = "local"\nworkdir = "a"\n[[nodes]]\nkind = "local"\nworkdir = "b"\n'
+                        '[distributed]\nmaster_port = 29611', "x.toml")
+    assert pb.rdzv_endpoint() == "127.0.0.1:29611" and pb.nodes[1].reach_addr == "127.0.0.2"

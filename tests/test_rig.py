@@ -318,17 +318,18 @@ def test_add_host_and_stale_session_cleanup(rig, tmp_path):
         sys.path.insert(0, %r)
         from tests.rig.rig import Rig
         rig = Rig.create(hosts=1)
-        print(rig.hosts[0].netns, rig.hosts[0].link.host_dev, rig.dir, flush=True)
+        rig.hosts[0].add_fabric_container(210)
+        print(rig.hosts[0].netns, rig.hosts[0].link.host_dev, rig.dir, rig.fabric.netns, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """ % str(Path(__file__).resolve().parents[1])))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    netns, host_dev, session_dir = proc.stdout.split()
-    assert netns in list_netns() and Path(session_dir).exists()
+    netns, host_dev, session_dir, fabric = proc.stdout.split()
+    assert netns in list_netns() and fabric in list_netns() and Path(session_dir).exists()
     from tests.rig.stale import _pids_in_cgroup_prefix, cleanup_stale_sessions
     assert _pids_in_cgroup_prefix(netns)  # its CT 200 still runs
     cleanup_stale_sessions()
-    assert netns not in list_netns()
+    assert netns not in list_netns() and fabric not in list_netns()
     assert _pids_in_cgroup_prefix(netns) == []
     assert host_dev not in list_links()
     assert not Path(session_dir).exists()

@@ -540,6 +540,9 @@ def _check_ranks_agree(replicas: DrafterReplicas, out) -> None:
     import torch.distributed as dist
 
     checksum = torch.stack([p.detach().double().sum() for p in replicas.params]).sum().item()
+    # every rank says its own (each node's log then carries its replica's checksum: a
+    # multi-node job's sync is checked from the nodes' own words, not rank 0's summary)
+    say(f"[dist] rank={dist.get_rank()} params_checksum={checksum:.10e}")
     gathered: list = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, checksum)
     agree = all(abs(g - gathered[0]) <= 1e-9 * max(1.0, abs(gathered[0])) for g in gathered)

@@ -43,6 +43,9 @@ def _resolve_target(playbook: Optional[Path], target: Optional[str], ssh_config:
         raise BadInputError("give a PLAYBOOK or --target (one of them)")
     if playbook is not None:
         pb = load_playbook(playbook)
+        if pb.is_job:
+            raise BadInputError(f"attach: {playbook} is a [[nodes]] job playbook; attach takes one target "
+                                f"(a playbook with [target], or --target)")
         return pb.target, None, pb
     t, vmids = parse_target_spec(target or "", ssh_config=ssh_config, python=python)
     if t.kind != "local":

@@ -40,7 +40,8 @@ def _emit_json(obj: Any) -> None:
 def _with_accept(pb: Playbook, accept: bool) -> Playbook:
     if not accept:
         return pb
-    return dataclasses.replace(pb, target=dataclasses.replace(pb.target, accept_new_host_key=True))
+    return dataclasses.replace(pb, target=dataclasses.replace(pb.target, accept_new_host_key=True),
+                               nodes=tuple(dataclasses.replace(n, accept_new_host_key=True) for n in pb.nodes))
 
 
 class _LazyProgress:
@@ -98,6 +99,11 @@ def deploy(
     _check_deploy_flags(name, follow=follow, until=until, no_launch=no_launch, dry_run=dry_run)
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
     root = project_root()
+    if pb.is_job:
+        if replace or follow:
+            raise BadInputError(f"{'--replace' if replace else '--follow'}: not for a [[nodes]] job yet",
+                                hint="dfctl stop JOB first; dfctl watch JOB follows it")
+        return _deploy_job(pb, root, name, no_launch=no_launch, dry_run=dry_run, json_out=json_out)
     bundle, workdir, transport = build_bundle(root, pb.bundle), resolve_workdir(pb.target, root), open_transport(pb.target)
     store = RunStore()
     try:
@@ -119,6 +125,76 @@ def deploy(
         _emit_json(out)
     if follow and out["run"] is not None:
         _follow_launched(out["run"]["run_id"], until, json_out)
+
+
+def _deploy_job(pb: Playbook, root, name: str | None, *, no_launch: bool, dry_run: bool, json_out: bool) -> None:
+    """deploy of a [[nodes]] playbook: every node reached and given the release at once,
+    then torchrun launched on each (controller.job); any node failing aborts the whole job."""
+    from controller.bundle import build_bundle, local_git_state
+    from controller.job import deploy_nodes, job_label, launch_job, open_nodes
+
+    bundle, nodes = build_bundle(root, pb.bundle), open_nodes(pb, root)
+    if dry_run:
+        return _print_job_dry_run(pb, nodes, bundle, json_out=json_out)
+    store = RunStore()
+    try:
+        results = deploy_nodes(nodes, bundle, store, check_live=not no_launch and pb.run.exclusive)
+        out: dict[str, Any] = {"target": job_label(pb), "job": None, "nodes": [
+            {"node": n.rank, "target": n.where, "release": dataclasses.asdict(r), "run": None}
+            for n, r in zip(nodes, results)]}
+        if not json_out:
+            for n, r in zip(nodes, results):
+                typer.echo(_release_text(r, n.where))
+        if not no_launch:
+            commit, dirty = local_git_state(root)
+            job, launched = launch_job(store, pb, nodes, name=name, git_commit=commit, git_dirty=dirty)
+            out["job"] = job.run_id
+            for row, run in zip(out["nodes"], launched):
+                row["run"] = _launched_row(run)
+            if not json_out:
+                pids = ", ".join(f"node{i} pid {run.pid}" for i, run in enumerate(launched))
+                typer.echo(f"launched job {job.run_id} on {len(nodes)} nodes ({pids}); run dir runs/{job.run_id} "
+                           f"on each node")
+                typer.echo(f"watch it: dfctl watch {job.run_id}; a node's log: dfctl logs {job.run_id} --node N",
+                           err=True)
+    finally:
+        store.close()
+    if json_out:
+        _emit_json(out)
+
+
+def _print_job_dry_run(pb: Playbook, nodes, bundle, *, json_out: bool) -> None:
+    from controller.deploy import plan_commands
+    from controller.job import job_label, torchrun_args
+    from controller.launch import launch_command, make_run_id
+
+    job_id = make_run_id(pb.run.name)
+    per_node = [{"node": n.rank, "target": n.where,
+                 "commands": plan_commands(n.transport, n.workdir, bundle) + [launch_command(n.transport, n.node)],
+                 "torchrun": ["python", "-u", "-m", "torch.distributed.run", *torchrun_args(pb, n.rank, job_id)]}
+                for n in nodes]
+    if json_out:
+        _emit_json({"dry_run": True, "target": job_label(pb), "release_id": bundle.content_id, "nodes": per_node})
+        return
+    typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, {job_label(pb)}")
+    for row in per_node:
+        typer.echo(f"# {row['target']}")
+        for c in row["commands"]:
+            typer.echo(c)
+        typer.echo("#   runs: " + " ".join(row["torchrun"]))
+
+
+def node_playbook(pb: Playbook, node: int | None, command: str) -> Playbook:
+    """The one-target playbook a per-target command works on: a [[nodes]] playbook's node
+    `node` (--node), or the playbook itself."""
+    if pb.is_job:
+        if node is None or node >= len(pb.nodes):
+            raise BadInputError(f"dfctl {command}: {pb.source} has {len(pb.nodes)} [[nodes]]: give --node 0.."
+                                f"{len(pb.nodes) - 1}" + (f" (got {node})" if node is not None else ""))
+        return pb.for_node(node)
+    if node is not None:
+        raise BadInputError(f"--node {node}: {pb.source} has one [target], no [[nodes]]")
+    return pb
 
 
 def _check_deploy_flags(name: str | None, *, follow: bool, until: str, no_launch: bool, dry_run: bool) -> None:
@@ -255,19 +331,27 @@ def runs(
 
         raise typer.Exit(live_table(interval))
     from controller.importers import is_imported
-    from controller.launch import refresh_states
+    from controller.job import refresh_with_jobs
 
     store = RunStore()
     try:
         records = store.runs()
         # an imported run has no process to ask about: its end state is what the import found
-        unreadable = refresh_states(store, [r for r in records if not is_imported(r)], _open_for)
+        unreadable = refresh_with_jobs(store, [r for r in records if not is_imported(r)], _open_for)
+        members = {r.run_id: store.job_members(r.run_id) for r in records if r.is_job}
     finally:
         store.close()
     errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
     for label, message, _ in unreadable:
         print(f"dfctl: {label}: {message}", file=sys.stderr)
     rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
+    for row in rows:                   # a job: its nodes (each one's run dir, pid and state)
+        if row["run_id"] in members:
+            row["nodes"] = [{"node": m.node_rank, "run_id": m.run_id, "target": m.target, "run_dir": m.run_dir,
+                             "pid": m.pid, "state": "unknown" if m.run_id in errors else m.state,
+                             "exit_code": m.exit_code,
+                             "read_error": errors.get(m.run_id)} for m in members[row["run_id"]]]
+            row["run_dir"] = f"runs/{row['run_id']} on {len(row['nodes'])} nodes"
     if json_out:
         _emit_json(rows)
     elif not rows:
@@ -298,15 +382,24 @@ def logs(
                                                     "(default: the one live run, else the newest)."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing as the log grows, until the run ends."),
     tail: int = typer.Option(50, "--tail", "-n", min=0, help="Lines from the end to print first (0: none)."),
+    node: Optional[int] = typer.Option(None, "--node", min=0, help="A multi-node job's node rank whose "
+                                                                  "train.log to print (default 0)."),
 ) -> None:
     """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
-    offset and fingerprint, through renames, truncations and deletions)."""
+    offset and fingerprint, through renames, truncations and deletions). A job's log is
+    per node (--node): every worker line carries its global rank, `[rank3]: ...`."""
     from controller.importers import imported_source, is_imported
     from controller.logstream import LogStream
 
     store = RunStore()
     try:
         rec = store.get_run(run) if run is not None else store.default_run("logs")
+        if rec.is_job:
+            from controller.job import member_for_node
+
+            rec = member_for_node(store, rec, node or 0)
+        elif node is not None:
+            raise BadInputError(f"--node {node}: run {rec.run_id} is not a multi-node job")
     finally:
         store.close()
     if is_imported(rec) and not rec.log_path and not rec.run_dir:
@@ -354,6 +447,8 @@ def stop(
     store = RunStore()
     try:
         rec = store.get_run(run) if run is not None else _confirmed_default(store, yes)
+        if rec.is_job:
+            return _stop_job(store, rec, grace_s, json_out=json_out)
         if is_imported(rec):
             raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
                                 f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
@@ -372,12 +467,40 @@ def stop(
         typer.echo(_stopped_text(rec, res))
 
 
+def _stop_job(store: RunStore, job: RunRecord, grace_s: Optional[float], *, json_out: bool) -> None:
+    """`dfctl stop JOB`: every node's process group at once; a node not reached or with
+    processes left is named (exit 3 / 1), the others are stopped all the same."""
+    from controller.job import stop_job
+
+    if grace_s is None:
+        grace_s = float(((job.playbook or {}).get("run") or {}).get("stop_grace_s") or RunConfig().stop_grace_s)
+    results = stop_job(store, job, grace_s, reach=lambda rec: _open_for(rec)[1])
+    rows = [{"node": m.node_rank, "run_id": m.run_id, "target": m.target, **(res or {}),
+             "error": exc.message if exc else None} for m, res, exc in results]
+    if json_out:
+        _emit_json({"run_id": job.run_id, "nodes": rows})
+    unreached = [(m, exc) for m, _, exc in results if exc is not None]
+    left = [(m, res["left"]) for m, res, _ in results if res and res.get("left")]
+    if not json_out:
+        for m, res, _ in results:
+            if res and not res.get("left"):
+                typer.echo(f"node{m.node_rank} ({m.target}): " + _stopped_text(m, res))
+    if unreached:
+        m, exc = unreached[0]
+        raise UnreachableError(f"job {job.run_id}: node{m.node_rank} ({m.target}): {exc.message}; "
+                               f"the other nodes were stopped", hint=f"dfctl stop {job.run_id} again once it answers")
+    if left:
+        m, pids = left[0]
+        raise DeployError(f"job {job.run_id}: node{m.node_rank} ({m.target}): processes still alive after SIGKILL: {pids}")
+
+
 @app.command()
 def prune(
     playbook: Path = typer.Argument(..., help="Playbook whose target's releases to prune."),
     keep: int = typer.Option(3, "--keep", min=0, help="Newest releases kept besides `current` and live runs'."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    node: Optional[int] = typer.Option(None, "--node", min=0, help="A [[nodes]] playbook: which node (rank)."),
 ) -> None:
     """Remove old releases of the target: never `current`, never one a live run uses."""
     from controller.bundle import project_root
@@ -385,7 +508,7 @@ def prune(
     from controller.launch import live_runs_of
     from controller.transport.factory import open_transport, target_label
 
-    pb = load_playbook(playbook)
+    pb = node_playbook(load_playbook(playbook), node, "prune")
     transport = open_transport(pb.target)
     store = RunStore()
     try:
@@ -410,11 +533,12 @@ def prune(
 def doctor(
     playbook: Path = typer.Argument(..., help="Playbook whose target to check."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    node: Optional[int] = typer.Option(None, "--node", min=0, help="A [[nodes]] playbook: which node (rank)."),
 ) -> None:
     """Check the target: host, host key, pct, CT, python+torch, nvidia-smi, disk, wandb mode."""
     from controller.doctor import failure, run_checks
 
-    checks = run_checks(load_playbook(playbook))
+    checks = run_checks(node_playbook(load_playbook(playbook), node, "doctor"))
     if json_out:
         _emit_json({"playbook": str(playbook), "checks": [dataclasses.asdict(c) for c in checks],
                     "ok": all(c.ok is not False for c in checks)})

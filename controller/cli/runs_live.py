@@ -73,7 +73,9 @@ def live_table(interval_s: float) -> int:
             while True:
                 t0 = time.monotonic()
                 records = sorted(store.runs(), key=lambda r: -(r.started_s or 0))   # newest first
-                live_ids = tuple(r.run_id for r in records if r.state in LIVE_STATES and not is_imported(r))
+                # a job row's processes are its members' (a Watch of a job is `dfctl watch JOB`'s)
+                live_ids = tuple(r.run_id for r in records if r.state in LIVE_STATES and not is_imported(r)
+                                 and not r.is_job)
                 if live_ids != watched:
                     if watch is not None:
                         watch.close()

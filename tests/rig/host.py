@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from tests.rig.containers import ContainerSpec, HostContainers
 from tests.rig.gpus import FakeGpu, default_gpus, write_scenario
-from tests.rig.network import VethLink, create_uts_namespace, nsenter_argv
+from tests.rig.network import FABRIC_PREFIX, VethLink, create_uts_namespace, nsenter_argv, run_ip
 from tests.rig.sshd import SshServer, generate_key, sshd_config_text
 
 if TYPE_CHECKING:
@@ -298,6 +298,32 @@ class FakeHost:
                     conf.write(extra_config.rstrip("\n") + "\n")
         self.containers.start(vmid)
         return workspace
+
+    def fabric_address(self, vmid: int) -> str:
+        """The address a fabric CT of this host gets: 10.200.254.<10 x host index + vmid % 10>
+        (host 1's CT 210 is .10, host 2's .20: for hosts 1-9 they sort in host order as strings
+        too, and torchrun's c10d rendezvous numbers the nodes in that order)."""
+        return f"{FABRIC_PREFIX}.{10 * self.index + vmid % 10}"
+
+    def add_fabric_container(self, vmid: int = 210) -> str:
+        """Create (once) and start CT `vmid` like CT 200, plus an eth0 on this host's vmbr0
+        wired to the rig's fabric, so CTs of different hosts reach each other (only opt-in
+        CTs: every other CT keeps loopback only). Returns its fabric address (no default
+        route: nothing but the fabric is reachable from it)."""
+        if self.backend != "lxc":
+            raise RuntimeError(f"{self.name}: fabric CTs need the lxc backend (have {self.backend})")
+        address = self.fabric_address(vmid)
+        self.rig.join_fabric(self)
+        # No lxc.net.0.link: LXC checks a bridge through /sys/class/net, and the host namespace
+        # is entered with nsenter --net only (network.py), so that sysfs is the root one's. The
+        # veth's host end gets a fixed name instead and is put on vmbr0 here, after the start.
+        pair = f"veth{vmid}"
+        self.add_container(vmid, extra_config="\n".join([
+            "lxc.net.0.type = veth", f"lxc.net.0.veth.pair = {pair}", "lxc.net.0.name = eth0",
+            "lxc.net.0.flags = up", f"lxc.net.0.ipv4.address = {address}/24"]))
+        run_ip("-n", self.netns, "link", "set", pair, "master", "vmbr0")
+        run_ip("-n", self.netns, "link", "set", pair, "up")
+        return address
 
     def _unmount(self, path: Path) -> None:
         subprocess.run(["umount", "-l", str(path)], capture_output=True)

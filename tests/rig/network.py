@@ -180,3 +180,57 @@ def list_links() -> list[str]:
         if len(parts) >= 2:
             names.append(parts[1].split("@", 1)[0])
     return names
+
+
+FABRIC_PREFIX = "10.200.254"
+"""The fabric's /24 (inside the guard /16). It exists only on bridges in namespaces this rig
+session creates, so concurrent sessions each have their own 10.200.254.0/24 and never meet."""
+
+
+class Fabric:
+    """A network between the fake hosts' CTs, as Proxmox nodes' vmbr0 bridges on one switch.
+
+    The switch is a bridge `br0` in a namespace of its own (`dfctl-rig<tag>fab`); each fake
+    host that joins gets a bridge `vmbr0` in its namespace and a veth pair from it to the
+    switch (`fab0` in the host, `h<N>` on the switch). A CT joins with `lxc.net.0.type =
+    veth`, `lxc.net.0.link = vmbr0` and an address in 10.200.254.0/24 (FakeHost.add_fabric_
+    container). No namespace gets a default route, and the root namespace is not on the
+    fabric at all: its traffic can go nowhere but between the CTs.
+    """
+
+    def __init__(self, tag: str):
+        self.netns = f"dfctl-rig{tag}fab"
+        self.joined: set[str] = set()
+        self.created = False
+
+    def create(self) -> None:
+        ensure_guard_route()
+        run_ip("netns", "add", self.netns)
+        self.created = True
+        run_ip("-n", self.netns, "link", "add", "br0", "type", "bridge")
+        run_ip("-n", self.netns, "link", "set", "br0", "up")
+        run_ip("-n", self.netns, "link", "set", "lo", "up")
+
+    def join(self, host_netns: str, index: int) -> None:
+        """Host `index`'s vmbr0, wired to the switch (idempotent)."""
+        if host_netns in self.joined:
+            return
+        if not self.created:
+            self.create()
+        port = f"h{index}"
+        run_ip("-n", host_netns, "link", "add", "vmbr0", "type", "bridge")
+        run_ip("-n", host_netns, "link", "set", "vmbr0", "up")
+        run_ip("-n", self.netns, "link", "add", port, "type", "veth", "peer", "name", "fab0", "netns", host_netns)
+        run_ip("-n", self.netns, "link", "set", port, "master", "br0")
+        run_ip("-n", self.netns, "link", "set", port, "up")
+        run_ip("-n", host_netns, "link", "set", "fab0", "master", "vmbr0")
+        run_ip("-n", host_netns, "link", "set", "fab0", "up")
+        self.joined.add(host_netns)
+
+    def destroy(self) -> None:
+        """The switch's namespace (its bridge and veth ends go with it; the hosts' vmbr0
+        go with their namespaces)."""
+        if self.created:
+            run_ip("netns", "del", self.netns, check=False)
+            self.created = False
+        self.joined.clear()

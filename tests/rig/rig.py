@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.rig.host import FakeHost
-from tests.rig.network import SlotLease, ensure_guard_route
+from tests.rig.network import Fabric, SlotLease, ensure_guard_route
 from tests.rig.sshd import generate_key
 from tests.rig.stale import cleanup_stale_sessions
 
@@ -66,6 +66,8 @@ class Rig:
         self.backend = os.environ.get("DFCTL_RIG_BACKEND", "auto")
         """"lxc", "chroot" (fallback when LXC cannot start a CT here) or "auto" until decided."""
         self.fallback_reason = ""
+        self.fabric = Fabric(self.tag)
+        """The CT network between hosts (created when a host first joins: add_fabric_container)."""
         self._save_state()
 
     @classmethod
@@ -171,6 +173,16 @@ class Rig:
         return path
 
     # ---- bookkeeping --------------------------------------------------------------------
+    def join_fabric(self, host: FakeHost) -> None:
+        """Wire `host`'s vmbr0 to the fabric (recorded in state.json before it exists)."""
+        with self._lock:
+            if not self.fabric.created:
+                self.fabric.created = True       # state.json names it before `ip netns add`
+                self._save_state()
+                self.fabric.created = False
+                self.fabric.create()
+            self.fabric.join(host.netns, host.index)
+
     def note_mount(self, path: Path) -> None:
         with self._lock:
             if str(path) not in self._mounts:
@@ -184,6 +196,7 @@ class Rig:
             "hosts": [{"netns": h.netns, "host_dev": h.link.host_dev, "lxcpath": str(h.lxcpath),
                        "cgroup_prefix": h.containers.cgroup_prefix} for h in self.hosts],
             "mounts": self._mounts,
+            "fabric_netns": self.fabric.netns if self.fabric.created else None,
         }
         tmp = self.dir / "state.json.tmp"
         tmp.write_text(json.dumps(state, indent=1))
@@ -199,6 +212,10 @@ class Rig:
                         future.result()
                     except Exception as exc:
                         errors.append(str(exc))
+        try:
+            self.fabric.destroy()
+        except Exception as exc:
+            errors.append(f"fabric: {exc}")
         for mount in self._mounts:
             subprocess.run(["umount", "-l", mount], capture_output=True)
         for lease in self._leases:

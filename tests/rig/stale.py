@@ -1,8 +1,8 @@
 """Remove what crashed test sessions left behind: namespaces, veths, CTs, sshd, mounts, cgroups.
 
 A session is alive while it holds the flock on /tmp/dfctl-rig-<pid>-*/owner.lock. Names
-carry the owner's pid (netns `dfctl-rig<pid><seq>h<N>`, veth `drg<pid><seq>h<N>`, cgroup
-`dfctl-rig<pid><seq>h<N>`), so leftovers without a session directory are matched by pid:
+carry the owner's pid (netns `dfctl-rig<pid><seq>h<N>` and the fabric's `dfctl-rig<pid><seq>fab`,
+veth `drg<pid><seq>h<N>`, cgroup `dfctl-rig<pid><seq>h<N>`), so leftovers without a session directory are matched by pid:
 stale when no process with that pid exists.
 
 Run by hand: `.venv/bin/python -m tests.rig.stale`.
@@ -24,7 +24,8 @@ from tests.rig.network import list_links, list_netns, netns_pids, nsenter_argv, 
 
 SESSION_GLOB = "dfctl-rig-*"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-_NAME_PID = re.compile(r"^(?:dfctl-rig|drg)(\d+)[a-z]?h\d+$")
+_NAME_PID = re.compile(r"^(?:dfctl-rig|drg)(\d+)[a-z]?(?:h\d+|fab)$")
+"""A host's netns/veth/cgroup (`…h<N>`) or the session's fabric netns (`dfctl-rig<pid><seq>fab`)."""
 
 
 def _session_dirs() -> list[Path]:
@@ -142,6 +143,9 @@ def _clean_session_dir(path: Path) -> None:
             run_ip("link", "del", host["host_dev"], check=False)
         if prefix:
             remove_cgroup_dirs(prefix)
+    fabric = state.get("fabric_netns")
+    if fabric and fabric in list_netns():
+        run_ip("netns", "del", fabric, check=False)
     for mount in state.get("mounts", []):
         subprocess.run(["umount", "-l", mount], capture_output=True)
     if unmount_under(path):

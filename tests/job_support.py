@@ -1,8 +1,9 @@
-"""A local two-node job for tests: two workdirs on this machine, each node's torchrun
+"""Helpers for local multi-node jobs: the workers of a node (to kill one), a stop that
+leaves nothing, and launch_local_job -- two workdirs on this machine, each node's torchrun
 launched through controller.launch.launch_run (detached, unbuffered, its own run dir),
-rendezvous c10d on 127.0.0.1, and the registry rows of the job contract (one job row,
-one member row per node). Until `dfctl deploy` of a [[nodes]] playbook is on main this
-is how a job comes to exist; the rows are what deploy writes (controller/runstore.py)."""
+rendezvous c10d on 127.0.0.1, and the registry rows of the job contract. The tests deploy
+their jobs with `dfctl deploy`; bench/watch.py uses launch_local_job, so its timings hold
+no CLI start-up."""
 
 from __future__ import annotations
 

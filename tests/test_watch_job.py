@@ -30,8 +30,8 @@ def cli(home, *argv: str, timeout_s: float = 180) -> subprocess.CompletedProcess
                           text=True, timeout=timeout_s)
 
 
-def job_playbook(dir, name: str):
-    """Two local nodes x 2 processes, the tiny trainer running until stopped."""
+def job_playbook(dir, name: str, nproc: int = 2):
+    """Two local nodes x nproc processes, the tiny trainer running until stopped."""
     pb = dir / f"{name}.toml"
     pb.write_text(f"""
 [[nodes]]
@@ -41,7 +41,7 @@ workdir = "{dir}/node0"
 kind = "local"
 workdir = "{dir}/node1"
 [distributed]
-nproc_per_node = 2
+nproc_per_node = {nproc}
 master_port = {free_port()}
 env = {{ GLOO_SOCKET_IFNAME = "lo" }}
 [bundle]
@@ -133,7 +133,7 @@ def test_stop_during_watch_is_no_failure_and_exits_0(tmp_path):
     """`dfctl stop JOB` while `dfctl watch JOB` runs: torchrun's SignalException on each node
     is the stop obeyed, not a crash -- the job ends `stopped`, no finding, exit 0."""
     home = tmp_path / "home"
-    r = cli(home, "deploy", str(job_playbook(tmp_path, "ws")), "--json")
+    r = cli(home, "deploy", str(job_playbook(tmp_path, "ws", nproc=1)), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     job_id = json.loads(r.stdout)["job"]
     watch = subprocess.Popen([sys.executable, "-m", "controller", "watch", job_id, "--json", "--interval", "0.5"],

@@ -7,9 +7,12 @@ Side by side in one run:
   3. the tick with a 1 KB log vs a 2 GB log (sparse), cursor at the end as in a running watch;
      the seeds' way on the 2 GB log too (grep reads it all);
   4. time from an injected OOM line, a SIGKILL and a stalled log to the finding (interval 1 s);
-  5. 16 runs on 4 hosts: one probe per host per tick, hosts probed concurrently.
-Figures go to bench/results/watch.md. Run: `python -m bench watch` (root; the rig needs
-network namespaces, sshd and LXC).
+  5. 16 runs on 4 hosts: one probe per host per tick, hosts probed concurrently;
+  6. a job: the tick for a 4-node job (4 hosts x CT 200) vs the same 4 runs watched as
+     single runs, and the time from a rank's death (SIGKILL of a real torchrun worker, a
+     local 2-node job of the bundled trainer) to the job's first-failure finding.
+Figures go to bench/results/watch.md (6: watch_job.md). Run: `python -m bench watch`
+(root; the rig needs network namespaces, sshd and LXC); `python bench/watch.py job` runs 6 only.
 """
 
 from __future__ import annotations
@@ -358,6 +361,7 @@ def main() -> int:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
+        write_job_results(job_tick_bench(rig, home, started), job_death_bench(home), rig_death_bench(rig, home))
         return 0
     finally:
         for h, rd in started:
@@ -370,5 +374,285 @@ def main() -> int:
         rig.close()
 
 
+# -- 6: a job ---------------------------------------------------------------------------
+JOB_RESULTS = ROOT / "bench" / "results" / "watch_job.md"
+
+
+def job_tick_bench(rig, home: Path, started: list) -> dict:
+    """The tick for one 4-node job (a job row + 4 member rows, one per host) against the
+    same 4 runs registered as single runs, interleaved so both see the same load."""
+    store_j, store_s = RunStore(home / "job.sqlite"), RunStore(home / "job-singles.sqlite")
+    job_id = "bench-job"
+    members = []
+    for i, h in enumerate(rig.hosts[:4]):
+        rd = launch_in_ct(h, f"jobnode{i}")
+        started.append((h, rd))
+        rec = record(rig, h, f"jobnode{i}")
+        members.append(rec)
+        store_s.add_run(rec)
+        rec_m = RunRecord(**{**asdict(rec), "run_id": f"{job_id}.node{i}", "job_id": job_id, "node_rank": i})
+        store_j.add_run(rec_m)
+    store_j.add_run(RunRecord(run_id=job_id, name="bench-job", target_kind="job", target="job: 4 nodes",
+                              started_s=time.time(), playbook={"distributed": {"nproc_per_node": 1}}))
+    wj = Watch([store_j.get_run(job_id)], store_j)
+    ws = Watch(store_s.runs(), store_s)
+    wj.tick()
+    ws.tick()
+    layer_s: list[float] = []            # the job layer's share of each job tick, timed inside it
+    observe = wj._observe_jobs
+
+    def timed_observe(report):
+        t0 = time.perf_counter()
+        try:
+            return observe(report)
+        finally:
+            layer_s.append(time.perf_counter() - t0)
+    wj._observe_jobs = timed_observe     # type: ignore[method-assign]
+    job_t, single_t = [], []
+    for _ in range(30):
+        job_t += ticks(wj, 2, pause_s=0.2)
+        single_t += ticks(ws, 2, pause_s=0.2)
+    fold_s = []
+    for _ in range(200):                  # the job layer's own share of a tick: the fold of its members
+        t0 = time.perf_counter()
+        wj.jobs[0].fold(time.time())
+        fold_s.append(time.perf_counter() - t0)
+    out = {"job_ms": _ms(job_t), "single_ms": _ms(single_t), "n": len(job_t), "fold_us": _ms(fold_s) * 1000,
+           "layer_us": _ms(layer_s) * 1000, "job_p": _percentiles(job_t), "single_p": _percentiles(single_t),
+           "reader_us_per_line": reader_cost_us(), "reader_healthy_us": reader_healthy_us(),
+           "job_round_trips": dict(wj.round_trips), "single_round_trips": dict(ws.round_trips),
+           "job_nodes_read": sum(1 for n in wj.job_states[0].nodes if n.state in ("running", "starting")),
+           "ticks": 1 + len(job_t)}
+    wj.close()
+    ws.close()
+    return out
+
+
+def _percentiles(xs: list[float]) -> str:
+    q = statistics.quantiles([x * 1000 for x in xs], n=10)
+    return f"p10 {q[0]:.0f} / p90 {q[-1]:.0f} ms"
+
+
+def reader_cost_us() -> float:
+    """The first-failure reader over a real failing job's logs (tests/corpus/jobs), per line."""
+    from controller.detectors.ranks import RankEventReader, first_failure
+
+    logs = [(ROOT / "tests" / "corpus" / "jobs" / "sigkill-rank3" / f"node{n}.log").read_text().splitlines()
+            for n in (0, 1)]
+    runs = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        readers = [RankEventReader(n) for n in (0, 1)]
+        events = [e for n, r in enumerate(readers) for e in r.feed(logs[n], 1, time.time(), 1.0)]
+        first_failure(events, {}, 4)
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs) / sum(len(x) for x in logs) * 1e6
+
+
+def reader_healthy_us() -> float:
+    """The reader over healthy lines: the bundled trainer's progress line under torchrun
+    --tee's `[rank0]:` prefix, per line."""
+    from controller.detectors.ranks import RankEventReader
+
+    line = ("[rank0]:[progress] step=120 loss=3.2145 acc=0.4410 tau=2.310 accept_len=3.310 tok_per_s=21534.2 "
+            "samples_per_s=4.21 step_time_s=0.502 data_wait_s=0.001 mem_alloc_gib=61.20 mem_peak_gib=88.10 lr=6.0e-04")
+    lines = [line] * 5000
+    runs = []
+    for _ in range(5):
+        r = RankEventReader(0)
+        t0 = time.perf_counter()
+        r.feed(lines, 1, time.time(), 1.0)
+        runs.append(time.perf_counter() - t0)
+    return min(runs) / len(lines) * 1e6
+
+
+def job_death_bench(home: Path, repeats: int = 3) -> list[dict]:
+    """A local 2-node job of the bundled trainer (real torchrun, gloo, c10d on 127.0.0.1),
+    watched at interval 0.5 s; SIGKILL of node 1's worker once the job steps. Per kill: the
+    seconds to the first failure evidence seen in a tick, and to the job's finding (both
+    torchrun agents gave up and the nodes ended)."""
+    import signal
+
+    from tests.job_support import launch_local_job, stop_job, worker_of
+
+    out = []
+    for k in range(repeats):
+        tmp = home / f"death{k}"
+        tmp.mkdir()
+        os.environ["DFCTL_HOME"] = str(tmp / "home")
+        store = RunStore(tmp / "home" / "registry.sqlite")
+        job = launch_local_job(tmp, store, name=f"death{k}")
+        w = Watch([store.get_run(job.job_id)], store, interval_s=0.5)
+        try:
+            killed = evidence = None
+            tick_s: list[float] = []
+            t_end = time.monotonic() + 240
+            while time.monotonic() < t_end:
+                t0 = time.perf_counter()
+                rep = w.tick()
+                tick_s.append(time.perf_counter() - t0)
+                js = rep.jobs[0]
+                if killed is None and (js.step or 0) >= 2:
+                    pid, rank = worker_of(job.members[1].pid)
+                    os.kill(pid, signal.SIGKILL)
+                    killed = time.monotonic()
+                elif killed is not None and evidence is None and js.first_failure is not None:
+                    evidence = time.monotonic() - killed
+                if killed is not None and any(f.run_id == job.job_id for f in rep.new_findings):
+                    named = js.first_failure
+                    out.append({"evidence_s": evidence, "finding_s": time.monotonic() - killed,
+                                "right": named is not None and named.node == 1 and named.rank == rank,
+                                "tick_ms": _ms(tick_s)})
+                    break
+                _sleep_until(t0 + 0.5)
+        finally:
+            w.close()
+            stop_job(job)
+            store.close()
+    return out
+
+
+def rig_death_bench(rig, home: Path, repeats: int = 2) -> list[dict]:
+    """The same kill on the rig: a 2-node job deployed by `dfctl deploy` to 2 fake hosts x
+    CT 210 on the fabric (gloo across hosts), watched in-process over SSH + the host view at
+    0.5 s; SIGKILL of node 1's worker from this machine (the CTs share its pid table)."""
+    import json
+    import signal
+
+    from tests.rig.fixtures import on_fabric
+    from tests.test_job_rig import job_playbook
+    from tests.test_watch_job_rig import ct_workers
+
+    hosts = on_fabric(rig)
+    out = []
+    for k in range(repeats):
+        d = home / f"rigdeath{k}"
+        d.mkdir()
+        env = {**os.environ, "DFCTL_HOME": str(d / "home"), "PYTHONPATH": str(ROOT)}
+        pb = job_playbook(rig, d / "pb.toml", f"/workspace/dfctl-benchjob-{os.getpid()}-{k}", steps=100000,
+                          name=f"rigdeath{k}")
+        r = subprocess.run([sys.executable, "-m", "controller", "deploy", str(pb), "--json"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(f"deploy to the rig fabric: {r.stderr[-500:]}")
+        job_id = json.loads(r.stdout)["job"]
+        store = RunStore(d / "home" / "registry.sqlite")
+        w = Watch([store.get_run(job_id)], store, interval_s=0.5)
+        try:
+            killed = evidence = None
+            t_end = time.monotonic() + 240
+            while time.monotonic() < t_end:
+                t0 = time.monotonic()
+                rep = w.tick()
+                js = rep.jobs[0]
+                if killed is None and (js.step or 0) >= 2:
+                    pid, rank, _ = ct_workers(hosts[1], job_id)[0]
+                    os.kill(pid, signal.SIGKILL)
+                    killed = time.monotonic()
+                elif killed is not None and evidence is None and js.first_failure is not None:
+                    evidence = time.monotonic() - killed
+                if killed is not None and any(f.run_id == job_id for f in rep.new_findings):
+                    named = js.first_failure
+                    out.append({"evidence_s": evidence, "finding_s": time.monotonic() - killed,
+                                "right": named is not None and named.node == 1 and named.rank == rank})
+                    break
+                _sleep_until(t0 + 0.5)
+        finally:
+            w.close()
+            subprocess.run([sys.executable, "-m", "controller", "stop", job_id, "--grace-s", "10"], cwd=ROOT, env=env,
+                           capture_output=True, timeout=120)
+            store.close()
+    return out
+
+
+def write_job_results(tick: dict, deaths: list[dict], rig_deaths: list[dict] | None = None) -> None:
+    fin = [d["finding_s"] for d in deaths]
+    ev = [d["evidence_s"] for d in deaths if d["evidence_s"] is not None]
+    lines = [
+        "# dfctl watch JOB — benchmark",
+        "",
+        f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: {platform.node()}, "
+        f"{os.cpu_count()} cores, {platform.platform()}; other helpers share the cores. "
+        "`python bench/watch.py job` (bench/watch.py section 6). Medians.",
+        "",
+        "| measurement | result |",
+        "|---|---|",
+        f"| one tick, a 4-node job (4 rig hosts x CT 200, one member each; median of {tick['n']}) | "
+        f"{tick['job_ms']:.0f} ms ({tick['job_p']}) |",
+        f"| one tick, the same 4 runs watched as single runs (interleaved with the above) | "
+        f"{tick['single_ms']:.0f} ms ({tick['single_p']}) |",
+        f"| of a job tick, the job layer (observe: the readers + the fold; timed inside the tick) | "
+        f"{tick['layer_us']:.0f} µs |",
+        f"| **job / single-runs tick** | **{tick['job_ms'] / tick['single_ms']:.2f}×** |",
+        f"| the job layer's fold of its 4 members per tick (in-process, median of 200) | {tick['fold_us']:.0f} µs |",
+        f"| the first-failure reader over a real failing job's logs (both nodes, then first_failure) | "
+        f"{tick['reader_us_per_line']:.1f} µs per line |",
+        f"| the same reader over healthy progress lines (`[rank0]:[progress] …`, best of 5 x 5,000) | "
+        f"{tick['reader_healthy_us']:.1f} µs per line |",
+        f"| round trips per host over {tick['ticks']} ticks: job / single runs | "
+        f"{', '.join(str(v) for v in tick['job_round_trips'].values())} / "
+        f"{', '.join(str(v) for v in tick['single_round_trips'].values())} |",
+        f"| SIGKILL of a worker -> first failure evidence in the job state (local 2-node job, interval 0.5 s; "
+        f"{len(ev)} kills) | {statistics.median(ev):.2f} s (each: {', '.join(f'{x:.2f}' for x in ev)}) |",
+        f"| SIGKILL of a worker -> the job's first-failure finding (every node over) | "
+        f"{statistics.median(fin):.2f} s (each: {', '.join(f'{x:.2f}' for x in fin)}) |",
+        f"| the finding named the killed rank and node | {sum(d['right'] for d in deaths)}/{len(deaths)} |",
+        f"| tick of the local 2-node job (median over its life) | "
+        f"{statistics.median(d['tick_ms'] for d in deaths):.0f} ms |",
+    ]
+    if rig_deaths:
+        rf = [d["finding_s"] for d in rig_deaths]
+        re_ = [d["evidence_s"] for d in rig_deaths if d["evidence_s"] is not None]
+        lines += [
+            f"| rig (2 fake hosts x CT 210, `dfctl deploy`, SSH + host view, 0.5 s): SIGKILL -> first evidence "
+            f"({len(rig_deaths)} kills) | {statistics.median(re_):.2f} s (each: {', '.join(f'{x:.2f}' for x in re_)}) |",
+            f"| rig: SIGKILL of node 1's worker -> the job's finding | {statistics.median(rf):.2f} s "
+            f"(each: {', '.join(f'{x:.2f}' for x in rf)}); named right {sum(d['right'] for d in rig_deaths)}/"
+            f"{len(rig_deaths)} |",
+        ]
+    lines += [
+        "",
+        "Notes: a job adds no probe -- its members are followed like single runs, grouped by host, and",
+        "the job layer folds their states after the tick (the first-failure reader over the new lines).",
+        "The job-vs-single tick ratio moved between 0.84x and 1.51x over eight runs of this bench today",
+        "on the shared 2-core machine (1.14, 1.42, 0.86, 1.22, 1.02, 1.51, 1.06, 0.84): the job layer's own share,",
+        "timed inside the tick, is the row above -- about 2% of a tick.",
+        "Death to finding: the killed worker's agent notices within its monitor interval (0.1 s) and",
+        "writes its glog line and error summary, the other node's rank loses its peer at once (gloo);",
+        "the finding is made at the first tick at which every node is over (ended, its agent gave up,",
+        "or each of its ranks showed its failure) -- not after the workers' teardown (2-4 s here), and",
+        "never on one node's evidence alone. The kill is of a real torchrun worker of the bundled",
+        "trainer (tiny config, CPU) -- locally, and on the rig across the fabric (gloo between two fake",
+        "hosts' CTs, deployed by dfctl deploy); the 4-node tick uses the rig's program (no rendezvous).",
+    ]
+    JOB_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    JOB_RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main_job() -> int:
+    from tests.rig.rig import Rig
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    home = Path(tempfile.mkdtemp(prefix="dfctl-bench-job-"))
+    deaths = job_death_bench(home)
+    rig = Rig.create(hosts=4)
+    started: list = []
+    try:
+        tick = job_tick_bench(rig, home, started)
+        rig_deaths = rig_death_bench(rig, home)
+    finally:
+        for h, rd in started:
+            try:
+                pid = (rd / "pid").read_text().strip()
+                h.ct_exec(200, ["sh", "-c", f"kill -9 -{pid} 2>/dev/null; true"])
+            except Exception:  # noqa: BLE001
+                pass
+        close_all()
+        rig.close()
+    write_job_results(tick, deaths, rig_deaths)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_job() if sys.argv[1:] == ["job"] else main())

@@ -23,11 +23,12 @@ from typing import Callable
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.text import Text
 
-from controller.records import RunState
+from controller.records import JobState, RunState
 from controller.widgets.findings import finding_lines
 from controller.widgets.fleet import fleet_lines
 from controller.widgets.gpus import gpu_lines, gpu_lines_wanted, run_gpus
 from controller.widgets.header import header_lines
+from controller.widgets.job import job_lines, job_lines_wanted
 from controller.widgets.logtail import log_lines
 from controller.widgets.throughput import throughput_lines
 from controller.widgets.training import training_lines
@@ -77,6 +78,7 @@ class Dashboard:
     selected: int = 0
     now_s: float | None = None
     sections: list[Section] = field(default_factory=list)
+    jobs: list[JobState] = field(default_factory=list)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
@@ -119,7 +121,19 @@ class Dashboard:
                                 training_lines(run, right_w, n, now_s), left_w)
 
         training_need = len(training_lines(run, width, 9, now_s))
+        jobs = self.jobs
+
+        def job_block(n: int) -> list[Text]:
+            out: list[Text] = []
+            for j in jobs:
+                if n - len(out) <= 0:
+                    break
+                out += job_lines(j, width, n - len(out), now_s)
+            return out
+
+        job_min = sum(min(job_lines_wanted(j), 1 + len(j.nodes) + (1 if j.first_failure else 0)) for j in jobs)
         sections = {
+            "job": Section("job", job_min, job_block),
             "fleet": Section("fleet", 0 if n_runs == 1 else 1 + min(n_runs, 2), fleet),
             "header": Section("header", 1, lambda n: header_lines(run, width, n, now_s)),
             "gpus": Section("gpus", 1, lambda n: gpu_lines(run, width, n, now_s)),
@@ -131,6 +145,7 @@ class Dashboard:
         }
         n_find = len(run.findings)
         plan = [  # (section, total lines it may grow to), handed out in this order
+            ("job", job_min),
             ("header", 1), ("speed", 1), ("training", 0 if wide else 1), ("findings", 2),
             ("fleet", 0 if n_runs == 1 else 1 + min(n_runs, 2)), ("gpus", 1),
             ("findings", 1 + min(n_find, 1) * 3 + max(0, min(n_find, 3) - 1)),
@@ -144,6 +159,7 @@ class Dashboard:
             ("findings", 1 + 3 * n_find),
             ("fleet", 0 if n_runs == 1 else 1 + n_runs),
             ("speed", 5),
+            ("job", sum(job_lines_wanted(j) for j in jobs)),
             ("log", 10 ** 6),
         ]
         left = height
@@ -152,7 +168,7 @@ class Dashboard:
             grow = max(0, min(target - sec.lines, left))
             sec.lines += grow
             left -= grow
-        order = ["fleet", "header", "gpus", "speed", "training", "findings", "log"]
+        order = ["job", "fleet", "header", "gpus", "speed", "training", "findings", "log"]
         out: list[Text] = []
         for name in order:
             sec = sections[name]
@@ -165,13 +181,15 @@ class Dashboard:
         return out[:height]
 
 
-def render(states: list[RunState], selected: int = 0, *, now_s: float | None = None) -> RenderableType:
-    """The whole screen for these runs; `selected` picks the run shown in full.
+def render(states: list[RunState], selected: int = 0, *, now_s: float | None = None,
+           jobs: list[JobState] | None = None) -> RenderableType:
+    """The whole screen for these runs; `selected` picks the run shown in full. A job's
+    block (controller/widgets/job.py) comes first; its nodes are runs of `states`.
 
     The returned renderable measures the console when it is printed (Live or print), so
     one object fits 80x24 and uses a 200-column terminal. `now_s` pins the clock (tests).
     """
-    return Dashboard(states=list(states), selected=selected, now_s=now_s)
+    return Dashboard(states=list(states), selected=selected, now_s=now_s, jobs=list(jobs or []))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -185,9 +203,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--height", type=int, default=None, help="rows (default: the terminal's)")
     ap.add_argument("--selected", type=int, default=2, help="which sample run to show in full")
     ap.add_argument("--runs", type=int, default=3, help="how many sample runs (1-8)")
+    ap.add_argument("--job", action="store_true", help="a sample 2-node job instead (rank 11 out of memory)")
     args = ap.parse_args(argv)
     console = Console(width=args.width, height=args.height)
     now_s = time.time()
+    if args.job:
+        from controller.widgets.demo import sample_job
+
+        states, job = sample_job(now_s)
+        console.print(render(states, 0, now_s=now_s, jobs=[job]))
+        return
     console.print(render(sample_states(now_s, n_runs=args.runs), args.selected, now_s=now_s))
 
 

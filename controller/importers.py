@@ -580,3 +580,51 @@ def playbook_warmup(playbook: dict[str, Any] | None) -> tuple[float, int] | None
         return None
     cfg = watch_config_from(playbook)
     return float(cfg.warmup_s), int(cfg.warmup_steps)
+
+
+def load_registry_job(record: RunRecord, store: RunStore) -> LoadedRun:
+    """A multi-node job as one run for compare-runs: each node's history (or run dir) read
+    as a registry run, folded per step into the job's progress -- tok/s and samples/s
+    summed over the nodes that report the step (the bundled trainer reports on global
+    rank 0 only, already counting every rank: the trainer's global figure; a trainer that
+    reports per node gets its nodes summed), every other field from the lowest node that
+    has it. Its end state is the job's (the first-failure finding), else its nodes' worst."""
+    members = store.job_members(record.run_id)
+    if not members:
+        raise BadInputError(f"job {record.name!r} ({record.run_id}): no member rows in the registry",
+                            hint="the job's nodes are registered by dfctl deploy; `dfctl runs` lists jobs")
+    loaded = [load_registry_run(m, store) for m in members]
+    by_step: dict[int, ProgressSample] = {}
+    for run in loaded:
+        for s in samples_from_table(run.progress):
+            have = by_step.get(s.step)
+            if have is None:
+                by_step[s.step] = s
+                continue
+            for name in ("tok_per_s", "samples_per_s"):
+                a, b = getattr(have, name), getattr(s, name)
+                if b is not None:
+                    setattr(have, name, b if a is None else a + b)
+            for name in history.PROGRESS_FLOAT_FIELDS:
+                if name not in ("tok_per_s", "samples_per_s") and getattr(have, name) is None:
+                    setattr(have, name, getattr(s, name))
+            if s.time_s is not None and (have.time_s is None or s.time_s < have.time_s):
+                have.time_s = s.time_s
+    findings = store.findings(record.run_id)
+    states = [r.end_state for r in loaded]
+    if findings:
+        state, detail = end_state(findings, None)
+    else:
+        worst = next((r for r in loaded if r.end_state not in ("finished", "running")), loaded[0])
+        state, detail = worst.end_state, worst.end_detail
+    peaks = [r.gpu_peak_mem_gib for r in loaded if r.gpu_peak_mem_gib is not None]
+    config = config_from_args(((record.playbook or {}).get("run") or {}).get("args") or ())
+    config.update({f"distributed.{k}": v for k, v in ((record.playbook or {}).get("distributed") or {}).items()
+                   if isinstance(v, (int, float, str, bool))})
+    config["nodes"] = len(members)
+    return LoadedRun(label=record.name, source=record.run_id, kind="registry",
+                     progress=progress_table([by_step[k] for k in sorted(by_step)], record.name),
+                     start_s=record.started_s, end_state=state if states else "unknown", end_detail=detail,
+                     config=config, findings=findings + [f for r in loaded for f in r.findings],
+                     gpu_peak_mem_gib=max(peaks) if peaks else None, warmup=playbook_warmup(record.playbook),
+                     memory_device=loaded[0].memory_device)

@@ -140,6 +140,8 @@ class HostSample:
     mem_peak_bytes: int | None = None
     mem_limit_bytes: int | None = None
     probe_duration_s: float | None = None
+    clock_offset_s: float | None = None  # time_s - the controller's clock at the middle of the round trip
+    clock_uncertainty_s: float | None = None  # half that round trip: how well the offset is known
 
 
 ENDED_STATES = ("finished", "failed", "stopped", "ended")
@@ -257,6 +259,101 @@ class RunState:
         if not self.findings:
             return None
         return max((f.severity for f in self.findings), key=SEVERITY_RANK.__getitem__)
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """How one rank of a job ended, as its evidence says (controller.detectors.ranks)."""
+
+    node: int                            # node_rank of the member whose log said it
+    rank: int | None                     # global rank (None: the line did not say)
+    local_rank: int | None
+    kind: str                            # timeout | peer_lost | sigterm | oom | signal | exception | exit | ...
+    what: str                            # "timed out in ALLREDUCE", "lost its peer (connection reset by peer)"
+    time_s: float | None = None          # on the controller's clock
+    own_failure: bool = False            # a failure of its own (a second cause), not a consequence
+    text: str = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class FirstFailure:
+    """The rank that failed first in a job, and the rest as its consequences."""
+
+    node: int
+    rank: int | None
+    local_rank: int | None
+    kind: str                            # oom | signal | exception | exit | timeout | ...
+    what: str                            # "CUDA OOM (tried 20.00 GiB) on GPU 1", "killed by SIGKILL"
+    time_s: float                        # on the controller's clock (node clocks mapped through the probe)
+    uncertainty_s: float                 # the evidence time's resolution + the node clock's uncertainty
+    time_source: str                     # line (a timestamp in the line) | elastic (torchrun's `time :`) | seen
+    own_failure: bool                    # False: every rank's failure was a consequence (the earliest is named)
+    text: str = ""
+    line: int | None = None
+    consequences: tuple[RankOutcome, ...] = ()
+    agents_failed: tuple[int, ...] = ()  # nodes whose torchrun raised ChildFailedError
+    attempt: int = 0                     # torchrun restarts before this attempt
+    ranks_not_timed_out: tuple[int, ...] = ()
+    """With only timeouts as evidence: the ranks that did not time out (the ones the
+    others waited for)."""
+
+
+@dataclass
+class JobNode:
+    """One node of a job, as the job's dashboard row shows it (from its member's RunState)."""
+
+    node_rank: int
+    run_id: str                          # the member's run id (<job>.node<i>)
+    target: str
+    host: str | None = None
+    vmid: int | None = None
+    state: RunStatus = "unknown"
+    process: ProcessState = field(default_factory=ProcessState)
+    gpus: list[GpuSample] = field(default_factory=list)
+    step: int | None = None
+    tok_per_s: float | None = None       # this node's latest progress figure (rank 0's node only, for the bundled trainer)
+    last_line: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    clock_offset_s: float | None = None
+    clock_uncertainty_s: float | None = None
+
+
+@dataclass
+class RestartEvent:
+    """torchrun restarting its workers (max_restarts): an event of the job, not a new run."""
+
+    node_rank: int
+    time_s: float | None
+    attempts_left: int
+    max_restarts: int
+    line: str = ""
+
+
+@dataclass
+class JobState:
+    """One job (a run spread over nodes by torchrun): what the dashboard's job block draws
+    and `watch --json` prints as {"job": ...}. Member RunStates stay as they are."""
+
+    job_id: str
+    name: str = ""
+    target: str = ""
+    release_id: str | None = None
+    started_s: float | None = None
+    state: RunStatus = "unknown"
+    nodes: list[JobNode] = field(default_factory=list)
+    tok_per_s: float | None = None
+    """The job's throughput: the sum of the nodes' latest progress tok/s. The bundled
+    trainer prints progress on global rank 0 only, counting every rank's tokens, so this
+    is the trainer's own global figure; a trainer that prints per-node figures on each
+    node's rank 0 gets them summed."""
+    step: int | None = None
+    loss: float | None = None
+    restarts: list[RestartEvent] = field(default_factory=list)
+    first_failure: FirstFailure | None = None
+    findings: list[Finding] = field(default_factory=list)   # the job's own (first failure), in the registry under job_id
+    exit_code: int = 0                   # the job's verdict: 0 healthy, 4 failure, 5 regression
+    updated_s: float | None = None
 
 
 def finite_or_none(value: Any) -> float | None:

@@ -7,7 +7,10 @@ cbreak mode (q quits, j/k or Tab pick the run shown in full) and the terminal re
 any exit. Not a terminal: one readable line per new finding and a status line now and
 then. `--json`: JSON lines, one document per run per tick (controller.records.tick_document:
 the run's state without its histories, plus the progress samples and log lines that tick
-added); with --once one document {"runs": [full RunState...], "hosts": [...]}.
+added); with --once one document {"runs": [full RunState...], "hosts": [...]} (and "jobs": [JobState...] when a job is watched).
+A job (a run spread over nodes) is watched through its member runs (one probe per host
+as always) plus one {"job": JobState} line per tick in the stream; its verdict is the
+job's (controller/watch/job.py).
 """
 
 from __future__ import annotations
@@ -300,7 +303,11 @@ def watch(
     json_out: bool = typer.Option(False, "--json", help="JSON lines (with --once: one document)."),
     notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell)."),
 ) -> None:
-    """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong."""
+    """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong.
+
+    A RUN may be a multi-node job: its nodes are watched as one (per-node rows, the job's
+    tok/s, torchrun's restarts) and, when ranks fail, one finding names the rank that
+    failed first and lists the others as its consequences. Exit: 0 healthy, 4 failure, 5 regression."""
     from controller.runstore import RunStore
     from controller.watch import Watch
 
@@ -339,10 +346,12 @@ def watch(
                 from rich.console import Console
 
                 from controller.dashboard import render
-                Console().print(render(rep.states))
+                Console().print(render(rep.states, jobs=rep.jobs))
             else:
                 for s in rep.states:
                     print(status_line(s), flush=True)
+                for j in rep.jobs:
+                    print(job_status_line(j), flush=True)
             raise typer.Exit(w.exit_code())
         if tty_mode:
             code = _live_loop(w, interval_s)
@@ -350,7 +359,8 @@ def watch(
             code = _plain_loop(w, interval_s, json_out,
                                status_every_s=interval_s if interval is not None else max(STATUS_EVERY_S, interval_s))
         if w.all_done:
-            for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}):
+            for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}) + \
+                    [ln for j in w.job_states for ln in job_closing_lines(j)]:
                 print(line, file=sys.stderr if json_out else sys.stdout, flush=True)
         raise typer.Exit(code)
     finally:
@@ -397,7 +407,34 @@ def once_document(rep) -> dict:
         doc["log_lines_new"] = list(obs.new_lines) if obs is not None else []
         doc["progress_new"] = to_jsonable(obs.progress) if obs is not None else []
         runs.append(doc)
-    return {"runs": runs, "hosts": to_jsonable(rep.hosts)}
+    doc = {"runs": runs, "hosts": to_jsonable(rep.hosts)}
+    if rep.jobs:      # only when a job is watched: a plain watch's document keeps its two keys
+        doc["jobs"] = to_jsonable(rep.jobs)
+    return doc
+
+
+def job_status_line(job) -> str:
+    """`[12:00:01] job train-x failed 2 nodes step=40 tok/s=8,012 restarts=1 exit=4`."""
+    bits = [f"job {job.name or job.job_id}", job.state, f"{len(job.nodes)} nodes"]
+    if job.step is not None:
+        bits.append(f"step={job.step}")
+    if job.tok_per_s is not None:
+        bits.append(f"tok/s={job.tok_per_s:,.0f}")
+    if job.restarts:
+        bits.append(f"restarts={len(job.restarts)}")
+    bits += [f"node{n.node_rank}={n.state}" for n in job.nodes]
+    bits.append(f"exit={job.exit_code}")
+    return f"[{time.strftime('%H:%M:%S')}] " + " ".join(bits)
+
+
+def job_closing_lines(job) -> list[str]:
+    out = [f"{job.job_id}: job {job.state}, {len(job.nodes)} nodes, exit {job.exit_code}"]
+    for f in job.findings:
+        out.append(f"  {f.severity.upper()} {f.kind}: {f.summary}")
+        out += [f"    {e}" for e in f.evidence]
+        if f.hint:
+            out.append(f"  next: {f.hint}")
+    return out
 
 
 def _sleep_until(deadline: float) -> None:
@@ -430,6 +467,8 @@ def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = ST
             seen = {o.run_id: o for o in rep.observations}
             for s in rep.states:
                 print(json.dumps(tick_document(s, seen.get(s.run_id)), ensure_ascii=False), flush=True)
+            for j in rep.jobs:
+                print(json.dumps({"job": to_jsonable(j)}, ensure_ascii=False), flush=True)
         elif time.monotonic() - last_status >= status_every_s or w.all_done:
             last_status = time.monotonic()
             for s in rep.states:
@@ -438,6 +477,8 @@ def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = ST
                 print(status_line(s), flush=True)
                 if s.state in ENDED_STATES:
                     ended_shown.add(s.run_id)
+            for j in rep.jobs:
+                print(job_status_line(j), flush=True)
         if w.all_done:
             return w.exit_code()
         _sleep_until(t0 + interval_s)
@@ -464,11 +505,11 @@ def _live_loop(w, interval_s: float) -> int:
                 next_tick = time.monotonic() + interval_s
                 dirty = True
                 if w.all_done:
-                    live.update(render(w.states, selected), refresh=True)
+                    live.update(render(w.states, selected, jobs=w.job_states), refresh=True)
                     break
             now = time.monotonic()
             if dirty and now - last_draw >= frame_s:   # at most MAX_REFRESH_HZ redraws
-                live.update(render(w.states, selected), refresh=True)
+                live.update(render(w.states, selected, jobs=w.job_states), refresh=True)
                 last_draw, dirty = now, False
             wake = next_tick - now
             if dirty:

@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from controller.errors import BadInputError, UnknownRunError
-from controller.importers import WANDB_PATH_RE, LoadedRun, load_path, load_registry_run, read_wandb_path
+from controller.importers import (
+    WANDB_PATH_RE,
+    LoadedRun,
+    load_path,
+    load_registry_job,
+    load_registry_run,
+    read_wandb_path,
+)
 
 if TYPE_CHECKING:
     from controller.runstore import RunStore
@@ -29,4 +36,6 @@ def resolve(spec: str, store: RunStore | None = None) -> LoadedRun:
         raise BadInputError(
             f"run {spec!r}: not a file or directory, not in the registry, and not a wandb path "
             f"entity/project/run_id", hint=str(exc.message)) from None
+    if record.target_kind == "job":     # a multi-node job: compared on its aggregate throughput
+        return load_registry_job(record, store)
     return load_registry_run(record, store)

@@ -13,6 +13,7 @@ run is done: ended, and its files read to the end.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import replace
 from typing import Callable
@@ -404,6 +405,8 @@ class RunFollower:
     def judge(self, log_found: list[Finding], now: float) -> list[Finding]:
         """Text findings first (evaluate() reads them), then the whole state's; an attached
         run's stale_log explained by what attach saw, and its end judged once."""
+        if self.state.process.stopped_by:
+            log_found = [f for f in log_found if not operator_signal(f)]
         new = self.record_findings(log_found)
         found = self.guarded("evaluate", lambda: detectors.evaluate(self.state, self.cfg, now))
         if self.attachment is not None:
@@ -496,6 +499,17 @@ class RunFollower:
                 self.store.update_run(self.record.run_id, state=st.state, exit_code=st.process.exit_code, ended_s=now)
             except Exception:  # noqa: BLE001 - the registry row is informational here
                 pass
+
+
+_OPERATOR_SIGNAL = re.compile(r"SignalException: Process \d+ got signal: (?:15|1|2)\b")
+"""torchrun's agent raising on the SIGTERM (SIGHUP, SIGINT) an operator's stop sent it
+(torch/distributed/elastic/multiprocessing/api.py `_terminate_process`)."""
+
+
+def operator_signal(f: Finding) -> bool:
+    """A 'crash' that is the launcher obeying `dfctl stop` (the run dir's stop_request was
+    read): the traceback torchrun prints for the SIGTERM it got."""
+    return f.kind == "crash" and any(_OPERATOR_SIGNAL.search(x) for x in (f.summary, *f.evidence))
 
 
 def run_state(st: RunState, proc: ProcessState) -> RunStatus:

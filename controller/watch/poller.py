@@ -94,10 +94,13 @@ class HostPoller:
         transport: Transport | None = None
         try:
             transport = self._transport_for(self.target)
+            sent_s = self.clock()
             doc = self._via_agent(transport, req)
             if doc is None:
+                sent_s = self.clock()
                 self.round_trips += 1
                 doc = run_probe(transport, req, python=self.python, timeout_s=self.settings.probe_timeout_s)
+            got_s = self.clock()
         except ProbeError as exc:
             self._failed(exc.message, now, transport)
             return None, exc.message
@@ -108,6 +111,12 @@ class HostPoller:
         health.failures, health.error, health.down_since_s = 0, None, None
         health.ever_reachable = True
         reading = parse_probe_document(doc, self.host)
+        if reading.host.time_s is not None:
+            # the host's clock against ours: its probe read the time somewhere inside the
+            # round trip, so the middle of it, to within half of it (a job's first failure
+            # compares node-local timestamps through this)
+            reading.host.clock_offset_s = reading.host.time_s - (sent_s + got_s) / 2
+            reading.host.clock_uncertainty_s = (got_s - sent_s) / 2
         if apps_due and "apps" in doc:
             self._apps = (now, reading.host.gpu_processes, reading.gpu_pid_nspids)
         elif not apps_due and self._apps is not None and reading.host.gpu_error is None:

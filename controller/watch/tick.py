@@ -19,10 +19,11 @@ from typing import Any, Callable, Iterable
 
 from controller import detectors
 from controller.auto_stacks import AutoStacks
-from controller.records import Finding, HostSample, RunState, TickObservation
+from controller.records import Finding, HostSample, JobState, RunState, TickObservation
 from controller.runstore import RunRecord, RunStore, target_of
 from controller.stacks import dump_document
 from controller.watch.follower import FindingHook, LogBytesHook, ProgressHook, RunFollower
+from controller.watch.job import JobFollower
 from controller.watch.poller import HostHealth, HostPoller, TransportFor, default_transport, host_key
 from controller.watch.settings import WatchSettings, resolve_settings
 
@@ -37,6 +38,7 @@ class TickReport:
     new_findings: list[Finding] = field(default_factory=list)
     observations: list[TickObservation] = field(default_factory=list)
     duration_s: float = 0.0
+    jobs: list[JobState] = field(default_factory=list)
 
 
 class Watch:
@@ -50,9 +52,21 @@ class Watch:
         self.store, self.clock = store, clock
         self.errors: list[str] = []               # internal errors survived (detector bugs)
         self.on_tick: Callable[[TickReport], None] | None = None   # after every tick (history)
+        records = list(records)
+        job_members = {rec.run_id: store.job_members(rec.run_id) for rec in records if rec.target_kind == "job"}
+        runs = [m for rec in records for m in (job_members[rec.run_id] if rec.target_kind == "job" else [rec])]
         self.runs = [RunFollower(rec, target_of(rec), store, on_finding=on_finding, on_progress=on_progress,
-                                 on_log_bytes=on_log_bytes, errors=self.errors) for rec in records]
+                                 on_log_bytes=on_log_bytes, errors=self.errors) for rec in runs]
         self.settings = settings or resolve_settings([r.cfg for r in self.runs], **setting_overrides)
+        # a job: its members are followed as runs above (no extra probe); the job folds them
+        by_id = {r.record.run_id: r for r in self.runs}
+        for r in self.runs:
+            if r.record.job_id is not None and r.record.node_rank is not None:
+                r.state.name = f"{r.record.name} node{r.record.node_rank}"   # rows and lines say which node
+        self.jobs = [JobFollower(rec, [by_id[m.run_id] for m in job_members[rec.run_id]], store,
+                                 interval_s=self.settings.interval_s)
+                     for rec in records if rec.target_kind == "job"]
+        self.on_job_finding = on_finding
         self.pollers: dict[str, HostPoller] = {}
         for r in self.runs:
             key = host_key(r.target)
@@ -138,6 +152,7 @@ class Watch:
                     for f in new:
                         self.auto_stacks.consider(r.record, f)
         report.time_s, report.hosts = self.clock(), list(self.hosts.values())
+        report.new_findings += self._observe_jobs(report)
         report.duration_s = time.monotonic() - t0
         if self.on_tick is not None:
             try:
@@ -145,6 +160,33 @@ class Watch:
             except Exception as exc:  # noqa: BLE001 - a side record never ends the watch
                 self.errors.append(f"on_tick: {exc}")
         return report
+
+    @property
+    def job_states(self) -> list[JobState]:
+        return [j.state for j in self.jobs]
+
+    def _observe_jobs(self, report: TickReport) -> list[Finding]:
+        if not self.jobs:
+            return []
+        seen = {o.run_id: o for o in report.observations}
+        new: list[Finding] = []
+        for j in self.jobs:
+            try:
+                found = j.observe(seen, report.time_s)
+            except Exception as exc:  # noqa: BLE001 - a reader bug costs the job layer, never the watch
+                msg = f"job {j.record.run_id}: {type(exc).__name__}: {exc}"
+                if msg not in self.errors:
+                    self.errors.append(msg)
+                continue
+            new += found
+            if self.on_job_finding is not None:
+                for f in found:
+                    try:
+                        self.on_job_finding(job_as_run_state(j.state), f)
+                    except Exception:  # noqa: BLE001 - a notifier must not end the watch
+                        pass
+        report.jobs = self.job_states
+        return new
 
     def _take_dumps(self) -> None:
         """Automatic stack dumps finished since the last tick (never waited for): each
@@ -177,8 +219,9 @@ class Watch:
         return [f for r in runs for f in r.host_down(poller.host, poller.sample, error, since, now)]
 
     def exit_code(self) -> int:
-        """The worst verdict over every watched run (0 healthy, 4 failure, 5 regression)."""
-        return detectors.verdict_exit_code([f for r in self.runs for f in r.state.findings if f.kind != "unreachable"])
+        """The worst verdict over every watched run and job (0 healthy, 4 failure, 5 regression)."""
+        return detectors.verdict_exit_code([f for r in self.runs for f in r.state.findings if f.kind != "unreachable"]
+                                           + [f for j in self.jobs for f in j.state.findings])
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -186,3 +229,9 @@ class Watch:
             self.auto_stacks.close()
         for p in self.pollers.values():
             p.close()
+
+
+def job_as_run_state(js: JobState) -> RunState:
+    """A job's face where a run's is expected (the --notify document, a finding line)."""
+    return RunState(run_id=js.job_id, name=js.name, target=js.target, release_id=js.release_id,
+                    started_s=js.started_s, state=js.state, findings=list(js.findings))

@@ -9,8 +9,12 @@ Deterministic for a given `now_s`.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from controller.records import Finding, GpuSample, HostSample, ProcessState, ProgressSample, RunState, WandbInfo
+
+if TYPE_CHECKING:
+    from controller.records import JobState
 
 BASELINE_TOK_PER_S = 21_500.0
 
@@ -119,3 +123,39 @@ def sample_states(now_s: float, n_runs: int = 3) -> list[RunState]:
             baseline_tok_per_s=BASELINE_TOK_PER_S)
         states.append(extra)
     return states[: max(1, n_runs)] if n_runs < 3 else states
+
+
+def sample_job(now_s: float) -> tuple[list[RunState], JobState]:
+    """A 2-node job (pve1 / pve2, CT 200, 8 GPUs each) whose rank 11 ran out of memory: the
+    members' states and the JobState the job block draws (the issue's example)."""
+    from controller.records import FirstFailure, JobNode, JobState, RankOutcome, RestartEvent
+
+    job_id = "train-2n-20261201T030000Z"
+    states = []
+    for i, host in enumerate(("pve1", "pve2")):
+        st = RunState(run_id=f"{job_id}.node{i}", name=f"train-2n node{i}", target=f"pct 200 on {host}", host=host, vmid=200,
+                      state="failed", started_s=now_s - 3600,
+                      process=ProcessState(state="exited", pid=4242 + i, exit_code=1, rss_bytes=38 << 30),
+                      gpus=sample_gpus(users=(f"{job_id}.node{i}",), missing_power_of=None),
+                      progress=sample_progress(now_s - 60, tok_per_s=43_000.0, n=40) if i == 0 else [],
+                      log_tail=["[rank3]: RuntimeError: ... Connection reset by peer"] if i == 0 else
+                      ["[rank11]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.10 GiB. GPU 3 ..."])
+        states.append(st)
+    t_fail = now_s - 50
+    cons = tuple(RankOutcome(node=0 if r < 8 else 1, rank=r, local_rank=r % 8, kind="timeout",
+                             what="timed out in ALLREDUCE", time_s=t_fail + 600) for r in range(16) if r != 11)
+    ff = FirstFailure(node=1, rank=11, local_rank=3, kind="oom", what="CUDA OOM (tried 2.10 GiB) on GPU 3",
+                      time_s=t_fail, uncertainty_s=0.004, time_source="line", own_failure=True, consequences=cons,
+                      agents_failed=(0, 1))
+    from controller.watch.job import failure_finding  # noqa: PLC0415 - demo only: the finding as the watch writes it
+
+    finding = failure_finding(ff, {0: "pct 200 on pve1", 1: "pct 200 on pve2"}, {}, job_id, now_s)
+    nodes = [JobNode(node_rank=i, run_id=s.run_id, target=s.target, host=s.host, vmid=200, state=s.state,
+                     process=s.process, gpus=s.gpus, step=s.progress[-1].step if s.progress else None,
+                     tok_per_s=s.progress[-1].tok_per_s if s.progress else None, last_line=s.log_tail[-1])
+             for i, s in enumerate(states)]
+    job = JobState(job_id=job_id, name="train-2n", target="job: 2 nodes (pct 200 on pve1, pct 200 on pve2)",
+                   state="failed", nodes=nodes, tok_per_s=nodes[0].tok_per_s, step=nodes[0].step,
+                   restarts=[RestartEvent(node_rank=1, time_s=now_s - 1800, attempts_left=-1, max_restarts=-1)],
+                   first_failure=ff, findings=[finding], exit_code=4)
+    return states, job

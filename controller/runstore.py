@@ -145,8 +145,8 @@ class RunStore:
         self.path = Path(path) if path else data_dir() / "registry.sqlite"
         self._db = self._open(self.path, from_env=path is None)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA busy_timeout=30000")
+        self._use_wal()
         self._db.executescript(_SCHEMA)
         self._add_missing_columns("cursors", _CURSOR_COLUMNS_ADDED)
         self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
@@ -154,6 +154,23 @@ class RunStore:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
+
+    def _use_wal(self, wait_s: float = 30.0) -> None:
+        """Put the file in WAL mode (once; a no-op after). Switching needs an exclusive lock,
+        and SQLite answers SQLITE_BUSY at once, without calling the busy handler, when two
+        openers would deadlock on it -- seen when two `dfctl deploy` started together on a
+        fresh registry (one died with "database is locked"). So a busy switch is retried
+        until wait_s, the same patience the busy timeout gives every other statement."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     @staticmethod
     def _open(path: Path, *, from_env: bool) -> sqlite3.Connection:

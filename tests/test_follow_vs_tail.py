@@ -129,9 +129,14 @@ def test_copytruncate(run_factory):
     shutil.copyfile(r.log, r.log.with_name("train.log.1"))
     os.truncate(r.log, 0)                            # logrotate's copytruncate
     lost, tail_lost, broken = r.finish()
-    kept = in_files(r.log, r.log.with_name("train.log.1"))
-    assert not (kept & lost), sorted(kept & lost)[:10]          # nothing the files still hold
-    assert len(lost) <= len(tail_lost), (sorted(lost), sorted(tail_lost))
+    copied, after = in_files(r.log.with_name("train.log.1")), in_files(r.log)
+    assert not ((copied | after) & lost), sorted((copied | after) & lost)[:10]   # nothing the files still hold
+    # What copytruncate itself destroys: a line written after the copy and before the
+    # truncate is in neither file (logrotate's man page warns of it). tail -F, never
+    # paused, has read it; dfctl, paused to leave lines unread, cannot. Anything else lost
+    # is dfctl's fault. (Before 2026-12-01 this compared with tail -F's count and failed
+    # about once in 50 runs on a loaded machine: a line landed in that window.)
+    assert all(max(copied) < seq < min(after) for seq in lost), (sorted(lost)[:10], max(copied), min(after))
     assert not broken and "copytruncate" in r.events
 
 

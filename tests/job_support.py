@@ -28,6 +28,31 @@ TRAINER_ARGS = ["--config", "tiny", "--data", "{workdir}/data/tiny", "--syntheti
                 "--prefetch-workers", "1"]
 
 
+def job_rest_toml(*, name: str, steps: int, nproc: int, ifname: str, master_port: int | None = None,
+                  rdzv_timeout_s: float | None = 60, watch_interval_s: float | None = None) -> str:
+    """Everything of a job playbook after its [[nodes]]: [distributed] (gloo over `ifname`),
+    the bundled trainer's tiny config for `steps` steps on CPU, wandb off -- the one recipe
+    the job tests (local, rig, watch) share."""
+    port = master_port if master_port is not None else free_port()
+    timeout = f"rdzv_timeout_s = {rdzv_timeout_s:g}\n" if rdzv_timeout_s is not None else ""
+    watch = f"[watch]\ninterval_s = {watch_interval_s:g}\n" if watch_interval_s is not None else ""
+    return f"""[distributed]
+nproc_per_node = {nproc}
+master_port = {port}
+{timeout}env = {{ GLOO_SOCKET_IFNAME = "{ifname}" }}
+[bundle]
+paths = ["trainer"]
+[run]
+name = "{name}"
+module = "trainer"
+args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "200",
+        "--run-dir", "{{run_dir}}", "--steps", "{steps}", "--log-every", "1", "--device", "cpu",
+        "--prefetch-workers", "1"]
+env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
+stop_grace_s = 10
+{watch}"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,14 +19,9 @@ import pytest
 
 from controller.runstore import RunStore
 from tests.deploy_support import all_cmdlines, session_members, wait_for
+from tests.job_support import free_port, job_rest_toml
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def job_playbook(dir: Path, *, steps: int, node1: str = "", name: str = "pair", nproc: int = 1) -> Path:
@@ -40,22 +34,7 @@ kind = "local"
 workdir = "{dir}/node0"
 [[nodes]]
 {node1}
-[distributed]
-nproc_per_node = {nproc}
-master_port = {free_port()}
-rdzv_timeout_s = 60
-env = {{ GLOO_SOCKET_IFNAME = "lo" }}
-[bundle]
-paths = ["trainer"]
-[run]
-name = "{name}"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "200",
-        "--run-dir", "{{run_dir}}", "--steps", "{steps}", "--log-every", "1", "--device", "cpu",
-        "--prefetch-workers", "1"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-stop_grace_s = 10
-""")
+""" + job_rest_toml(name=name, steps=steps, nproc=nproc, ifname="lo"))
     return pb
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from controller.runstore import RunStore
 from tests.deploy_support import wait_for
+from tests.job_support import job_rest_toml
 from tests.rig.fixtures import FAB_VMID, on_fabric
 from tests.test_deploy_rig import live_pids_of_run
 from tests.test_job_local import cli
@@ -41,23 +42,8 @@ python = "{CT_PYTHON}"
 ssh_config = "{rig.ssh_config_path}"
 connect_timeout_s = {timeout_s}
 """)
-    path.write_text("\n".join(nodes) + f"""
-[distributed]
-nproc_per_node = 1
-master_port = 29400
-rdzv_timeout_s = 60
-env = {{ GLOO_SOCKET_IFNAME = "eth0" }}
-[bundle]
-paths = ["trainer"]
-[run]
-name = "{name}"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "200",
-        "--run-dir", "{{run_dir}}", "--steps", "{steps}", "--log-every", "1", "--device", "cpu",
-        "--prefetch-workers", "1"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-stop_grace_s = 10
-""")
+    path.write_text("\n".join(nodes) + "\n" + job_rest_toml(name=name, steps=steps, nproc=1, ifname="eth0",
+                                                           master_port=29400))
     return path
 
 

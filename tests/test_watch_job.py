@@ -21,7 +21,7 @@ from controller.dashboard import render
 from controller.runstore import RunStore
 from controller.watch import Watch
 from tests.deploy_support import wait_for
-from tests.job_support import ROOT, free_port, workers_of
+from tests.job_support import ROOT, job_rest_toml, workers_of
 
 
 def cli(home, *argv: str, timeout_s: float = 180) -> subprocess.CompletedProcess:
@@ -40,23 +40,8 @@ workdir = "{dir}/node0"
 [[nodes]]
 kind = "local"
 workdir = "{dir}/node1"
-[distributed]
-nproc_per_node = {nproc}
-master_port = {free_port()}
-env = {{ GLOO_SOCKET_IFNAME = "lo" }}
-[bundle]
-paths = ["trainer"]
-[run]
-name = "{name}"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "200",
-        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1", "--device", "cpu",
-        "--prefetch-workers", "1"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-stop_grace_s = 10
-[watch]
-interval_s = 0.5
-""")
+""" + job_rest_toml(name=name, steps=100000, nproc=nproc, ifname="lo", rdzv_timeout_s=None,
+                                watch_interval_s=0.5))
     return pb
 
 

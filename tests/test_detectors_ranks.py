@@ -222,3 +222,40 @@ def test_a_restart_without_prefixes_is_seen_when_training_starts_again():
     assert r.restarts == []
     r.feed(["[progress] step=1 loss=9.0"], 4, SEEN_S, 1.0)
     assert [x.line for x in r.restarts] == [3]
+
+
+def _ev(node: int, rank: int | None, local: int | None, kind: str, role: str, what: str, t: float) -> RankEvent:
+    return RankEvent(node=node, rank=rank, local_rank=local, kind=kind, role=role, what=what, time_s=t,
+                     time_source="line", time_error_s=0.001, text=what)
+
+
+def test_a_killed_workers_local_rank_is_made_global_by_the_jobs_layout_until_a_node_disagrees():
+    """A SIGKILLed worker prints nothing; its agent names its local rank only. With
+    nproc_per_node workers a node, a `[rank2]:` line of node 1's other worker makes node 1's
+    workers ranks 2 and 3, so local rank 1 is rank 3 -- but only while the node's ranks agree
+    on one position (rank 2 and rank 5 on one node, an uneven layout, give no guess)."""
+    from controller.detectors.ranks import CAUSE, CONSEQUENCE
+    killed = _ev(1, None, 1, "signal", CAUSE, "killed by SIGKILL", 100.0)
+    peer = _ev(1, 2, None, "peer_lost", CONSEQUENCE, "lost its peer", 100.5)
+    other = _ev(0, 0, None, "peer_lost", CONSEQUENCE, "lost its peer", 100.6)
+    ff = first_failure([killed, peer, other], nproc_per_node=2)
+    assert ff is not None and (ff.node, ff.rank, ff.local_rank) == (1, 3, 1)
+    assert first_failure([killed, peer, other]).rank is None            # no layout known: no guess
+    uneven = _ev(1, 5, None, "peer_lost", CONSEQUENCE, "lost its peer", 100.7)
+    ff = first_failure([killed, peer, uneven, other], nproc_per_node=2)
+    assert ff is not None and ff.rank is None and (ff.node, ff.local_rank) == (1, 1)
+
+
+def test_the_reader_learns_a_nodes_ranks_from_any_prefixed_line_and_the_layout_uses_them():
+    """The bundled trainer's `[dist] ... joined` line (every rank, at start) is no failure
+    evidence, but it tells which global ranks node 1 holds: a worker of it killed later
+    without a word is named by its global rank at once."""
+    from controller.detectors.ranks import CAUSE
+    reader = RankEventReader(1)
+    assert reader.feed(["[rank2]:[dist] rank=2 local_rank=0 world_size=4 joined",
+                        "[rank3]:[dist] rank=3 local_rank=1 world_size=4 joined",
+                        "[rank3]:[progress] step=1 loss=2.0"], 1, 10.0) == []
+    assert reader.ranks_seen == {2, 3}
+    killed = _ev(1, None, 1, "signal", CAUSE, "killed by SIGKILL", 100.0)
+    assert first_failure([killed], nproc_per_node=2).rank is None
+    assert first_failure([killed], nproc_per_node=2, ranks_seen={1: reader.ranks_seen}).rank == 3

@@ -106,7 +106,7 @@ def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job)
     assert [(n["node"], n["state"], n["exit_code"]) for n in rows[0]["nodes"]] == [(0, "finished", 0),
                                                                                  (1, "finished", 0)]
     r1 = cli(home, "logs", doc["job"], "--node", "1", "--tail", "20")
-    assert r1.returncode == 0 and "[rank3]:[dist] rank=3" in r1.stdout, r1.stderr
+    assert r1.returncode == 0 and "[rank3]:[dist] rank=3 params_checksum=" in r1.stdout, r1.stderr
     r0 = cli(home, "logs", "pair", "--tail", "200")
     assert "[rank0]:[done] steps=8" in r0.stdout
     follow = cli(home, "logs", doc["job"], "--node", "1", "-f", "-n", "1")    # the node's run has ended: returns

@@ -197,6 +197,10 @@ def _distributed(args: argparse.Namespace) -> tuple[int, int, int, str]:
         if kind == "cuda":
             torch.cuda.set_device(local_rank)
         dist.init_process_group(backend="nccl" if kind == "cuda" else "gloo")
+        # every rank, once: under torchrun's `[rankN]:` prefix this tells a watcher which
+        # global ranks each node holds before anything fails (a SIGKILLed worker says nothing,
+        # and its agent names only its local rank)
+        say(f"[dist] rank={rank} local_rank={local_rank} world_size={world} joined")
     return world, rank, local_rank, kind
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from controller.detectors.repair import peel
@@ -183,11 +183,15 @@ class RankEventReader:
         self._stopping: tuple[float, str, str, int] | None = None   # the agent stopping its workers (SIGTERM sent)
         self._boundary: int | None = None        # where a new attempt would start, if it was a restart
         self._max_step: int | None = None        # the highest progress step before the agent's stop
+        self.ranks_seen: set[int] = set()        # global ranks of this node's `[rankN]:` lines
+        self._seen_prefixes: tuple[str, ...] = ()
 
     def feed(self, lines: Sequence[str], first_line_no: int, seen_s: float,
              seen_error_s: float = 0.0) -> list[RankEvent]:
         out: list[RankEvent] = []
         for i, raw in enumerate(lines):
+            if raw.startswith("[rank") and not raw.startswith(self._seen_prefixes):
+                self._note_rank(raw)
             if self._stopping is None and "step" in raw:
                 m = _STEP.search(raw)
                 if m:
@@ -198,6 +202,14 @@ class RankEventReader:
             key, body = peel(raw)
             out += self._one(raw, key, body, line_no, seen_s, seen_error_s)
         return out
+
+    def _note_rank(self, raw: str) -> None:
+        """A worker's line names its global rank: which ranks this node holds (the job's
+        layout, for a worker that dies without a word). One regex per rank, not per line."""
+        m = _RANK_KEY.match(raw)
+        if m:
+            self.ranks_seen.add(int(m.group(1)))
+            self._seen_prefixes = (*self._seen_prefixes, m.group(0))
 
     def _one(self, raw: str, key: str, body: str, line_no: int, seen_s: float, seen_error_s: float) -> list[RankEvent]:
         rank_m, local_m = _RANK_KEY.search(key), _LOCAL_KEY.search(key)
@@ -376,7 +388,8 @@ def mapped_time(e: RankEvent, clocks: dict[int, NodeClock]) -> tuple[float, floa
     return e.time_s - c.offset_s, e.time_error_s + c.uncertainty_s
 
 
-def _group(events: Iterable[RankEvent], nproc_per_node: int | None = None) -> list[_Rank]:
+def _group(events: Iterable[RankEvent], nproc_per_node: int | None = None,
+           ranks_seen: Mapping[int, set[int]] | None = None) -> list[_Rank]:
     """Events per rank: a local rank is joined to its global rank where one event says
     both (torchrun's summary); unprefixed cause lines join their node's only failed rank;
     a local rank's bare exit code on a node whose every rank is already known by its
@@ -386,6 +399,8 @@ def _group(events: Iterable[RankEvent], nproc_per_node: int | None = None) -> li
     for e in events:
         if e.rank is not None and e.local_rank is not None:
             local_to_global[(e.node, e.local_rank)] = e.rank
+    if nproc_per_node:
+        local_to_global = {**_local_ranks_by_layout(events, nproc_per_node, ranks_seen or {}), **local_to_global}
     ranks: dict[tuple, _Rank] = {}
     node_level: list[RankEvent] = []
     for e in events:
@@ -418,6 +433,24 @@ def _group(events: Iterable[RankEvent], nproc_per_node: int | None = None) -> li
     return list(ranks.values())
 
 
+def _local_ranks_by_layout(events: list[RankEvent], nproc_per_node: int,
+                           ranks_seen: Mapping[int, set[int]]) -> dict[tuple[int, int], int]:
+    """(node, local rank) -> global rank from the job's layout, before torchrun's summary
+    says it: every node runs nproc_per_node workers (dfctl launches each with the same
+    --nproc-per-node), so node n's workers are the global ranks g*P .. g*P+P-1 for its
+    rendezvous position g, and any `[rankN]:` line in n's log gives g = N // P. A SIGKILLed
+    worker prints nothing of its own (its agent names only its local rank), so without this
+    the finding read "local rank 1 (node 1)" until the summary came -- if the job's verdict
+    came first, for good. A node whose global ranks disagree on g (another launcher's
+    uneven layout) is left to the summary."""
+    positions: dict[int, set[int]] = {node: {r // nproc_per_node for r in seen} for node, seen in ranks_seen.items()}
+    for e in events:
+        if e.rank is not None:
+            positions.setdefault(e.node, set()).add(e.rank // nproc_per_node)
+    return {(node, local): g * nproc_per_node + local
+            for node, gs in positions.items() if len(gs) == 1 for g in gs for local in range(nproc_per_node)}
+
+
 def _earliest(r: _Rank, clocks: dict[int, NodeClock], roles: tuple[str, ...]) -> tuple[float, float, RankEvent]:
     evs = [e for e in r.events if e.role in roles] or r.events
     best = min(evs, key=lambda e: (mapped_time(e, clocks)[0], e.line or 0))
@@ -435,7 +468,8 @@ def attempt_of(e: RankEvent, restarts: Sequence[RestartSeen]) -> int:
 
 def first_failure(events: Iterable[RankEvent], clocks: dict[int, NodeClock] | None = None,
                   world_size: int | None = None, restarts: Sequence[RestartSeen] = (),
-                  nproc_per_node: int | None = None) -> FirstFailure | None:
+                  nproc_per_node: int | None = None,
+                  ranks_seen: Mapping[int, set[int]] | None = None) -> FirstFailure | None:
     """The earliest rank that failed on its own (else, with only timeouts, the one rank
     the others waited for; else the earliest failure of any kind), and every other rank's
     failure as its consequence. Only each node's latest torchrun attempt counts (a
@@ -447,7 +481,7 @@ def first_failure(events: Iterable[RankEvent], clocks: dict[int, NodeClock] | No
         latest[rs.node] = latest.get(rs.node, 0) + 1
     attempt = max(latest.values(), default=0)
     events = [e for e in events if attempt_of(e, restarts) == latest.get(e.node, 0)]
-    ranks = _group(events, nproc_per_node)
+    ranks = _group(events, nproc_per_node, ranks_seen)
     if not ranks:
         return None
     causes = [r for r in ranks if r.role() == CAUSE] or [r for r in ranks if r.role() == NEUTRAL]

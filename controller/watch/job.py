@@ -104,7 +104,8 @@ class JobFollower:
                        for r in sorted(self.restarts, key=lambda r: (r.node, r.line))]
         if self.dirty:                       # only new evidence changes the answer
             nproc = self.world_size // len(self.members) if self.world_size and self.members else None
-            st.first_failure = first_failure(self.events, self.clocks, self.world_size, self.restarts, nproc)
+            st.first_failure = first_failure(self.events, self.clocks, self.world_size, self.restarts, nproc,
+                                             {node: r.ranks_seen for node, r in self.readers.items()})
             self.dirty = False
         st.updated_s = now
         st.exit_code = self.exit_code()

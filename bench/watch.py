@@ -364,18 +364,24 @@ def main() -> int:
         write_job_results(job_tick_bench(rig, home, started), job_death_bench(home), rig_death_bench(rig, home))
         return 0
     finally:
-        for h, rd in started:
-            try:
-                pid = (rd / "pid").read_text().strip()
-                h.ct_exec(200, ["sh", "-c", f"kill -9 -{pid} 2>/dev/null; true"])
-            except Exception:  # noqa: BLE001
-                pass
+        stop_started(started)
         close_all()
         rig.close()
 
 
 # -- 6: a job ---------------------------------------------------------------------------
 JOB_RESULTS = ROOT / "bench" / "results" / "watch_job.md"
+
+
+def stop_started(started: list) -> None:
+    """Kill the process group of every run the bench started in a rig CT (best effort: the
+    rig's teardown follows, and a run already gone is no error)."""
+    for h, rd in started:
+        try:
+            pid = (rd / "pid").read_text().strip()
+            h.ct_exec(200, ["sh", "-c", f"kill -9 -{pid} 2>/dev/null; true"])
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def job_tick_bench(rig, home: Path, started: list) -> dict:
@@ -642,12 +648,7 @@ def main_job() -> int:
         tick = job_tick_bench(rig, home, started)
         rig_deaths = rig_death_bench(rig, home)
     finally:
-        for h, rd in started:
-            try:
-                pid = (rd / "pid").read_text().strip()
-                h.ct_exec(200, ["sh", "-c", f"kill -9 -{pid} 2>/dev/null; true"])
-            except Exception:  # noqa: BLE001
-                pass
+        stop_started(started)
         close_all()
         rig.close()
     write_job_results(tick, deaths, rig_deaths)

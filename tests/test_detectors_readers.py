@@ -259,3 +259,27 @@ def test_an_elastic_restart_that_trains_on_is_not_a_crash(noise, restart_step):
     assert any("ValueError" in f.summary for f in scan_lines(gave_up, now_s=0.0) if f.kind == "crash")
     late = _ATTEMPT + ["[default0]:step 15/30 | loss 4.6"]
     assert any(f.kind == "crash" for f in scan_lines(late, now_s=0.0))
+
+
+def test_a_logging_error_is_printed_not_raised_and_a_later_crash_is_still_found():
+    """CPython's `--- Logging error ---` block (a handler that failed to emit: here a record
+    whose arguments do not fit its format, as real Python prints it) is the traceback, then
+    `Call stack:` frames and `Message: ...`: logging goes on, so no crash -- before
+    2026-12-01 its `Message: '...'` line was read as the exception of a crash (seen when the
+    SIGTERM of a `dfctl stop` landed in torchrun's agent's log call). A real crash after it
+    is still reported."""
+    import subprocess
+    import sys
+
+    prog = ("import logging\nlogging.basicConfig()\nlog = logging.getLogger('agent')\n"
+            "def _close():\n    log.warning('Sending process %s closing signal %s', 4242)\n"
+            "_close()\nprint('[progress] step=3 loss=1.5', flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=60)
+    printed = (out.stdout + out.stderr).splitlines()
+    assert "--- Logging error ---" in printed and "Call stack:" in printed and out.returncode == 0
+    assert any(line.startswith("Message: 'Sending process %s closing signal %s'") for line in printed)
+    assert [f.kind for f in scan_lines(printed)] == []
+    crash = subprocess.run([sys.executable, "-c", prog + "raise RuntimeError('boom after the logging error')\n"],
+                           capture_output=True, text=True, timeout=60)
+    found = scan_lines((crash.stdout + crash.stderr).splitlines())
+    assert [f.kind for f in found] == ["crash"] and "RuntimeError" in found[0].summary

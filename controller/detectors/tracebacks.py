@@ -24,6 +24,13 @@ from dataclasses import dataclass, field
 from controller.detectors.repair import Line
 
 TB_START = "Traceback (most recent call last)"
+LOGGING_ERROR = "--- Logging error ---"
+"""What CPython's logging prints when a handler fails to emit a record (Lib/logging/__init__.py,
+Handler.handleError): the exception's traceback, then `Call stack:` with the frames of the
+logging call and `Message: ...` / `Arguments: ...`. Logging goes on after it, so neither the
+traceback nor the call stack is a crash (torchrun's agent prints one when the SIGTERM of a
+`dfctl stop` lands inside a log call)."""
+CALL_STACK = "Call stack:"
 TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
 _IPY_HEADER = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
@@ -74,7 +81,15 @@ def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
         key = ln.key
         tb = open_tb.get(key)
         if tb is None and "Traceback" not in text and "File" not in text and "Exception" not in text \
-                and "Cell In" not in text and not text.startswith(TB_CHAIN):
+                and "Cell In" not in text and not text.startswith(TB_CHAIN) and "Logging error" not in text \
+                and CALL_STACK not in text:
+            continue
+        if text.strip() == LOGGING_ERROR:
+            pending_ignored[key] = True
+            continue
+        if text.strip() == CALL_STACK and last_done.get(key) is not None and last_done[key].ignored:
+            # the logging call's own frames, closed by `Message: ...`: printed, not raised
+            open_tb[key] = Traceback(start=i, headed=True, ignored=True)
             continue
         if text.startswith(TB_CHAIN):
             prev = last_done.get(key)

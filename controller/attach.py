@@ -91,7 +91,7 @@ def select(report: ScanReport, sel: Selector) -> TrainingProcess:
 
 
 def _paths_written(p: TrainingProcess) -> set[str]:
-    files = [f for f in (p.stdout, p.stderr) if f is not None and f.kind == "file"] + list(p.written_files)
+    files = [f for f in (p.stdout, p.stderr, *p.written_files) if f is not None and f.followable]
     return {_norm(f.path) for f in files}
 
 
@@ -100,19 +100,50 @@ def _others(procs: list[TrainingProcess], pre: str, post: str) -> str:
     return pre + "; ".join(top) + post if top else ""
 
 
-def log_of(chosen: TrainingProcess, report: ScanReport, sel: Selector) -> tuple[TrainingProcess, OpenFile | None]:
-    """The log to follow: the one named, else the process's (or a worker's) own."""
-    family = [chosen] + [p for p in report.processes if p.where == chosen.where and p.pid in chosen.descendants]
+def family_of(chosen: TrainingProcess, report: ScanReport) -> list[TrainingProcess]:
+    """The chosen process and its described descendants, shallowest first."""
+    below = [p for p in report.processes if p.where == chosen.where and p.pid in chosen.descendants]
+    by_pid = {p.pid: p for p in [chosen, *below]}
+
+    def depth(p: TrainingProcess) -> int:
+        n, seen = 0, set()
+        while p.pid != chosen.pid and p.ppid in by_pid and p.pid not in seen:
+            seen.add(p.pid)
+            p, n = by_pid[p.ppid], n + 1
+        return n
+
+    return sorted([chosen, *below], key=lambda p: (depth(p), p.start_ticks, p.pid))
+
+
+def run_and_printer(family: list[TrainingProcess]) -> tuple[TrainingProcess, TrainingProcess]:
+    """(the run's process, the process that prints its output). A wrapper (nohup's shell,
+    `bash -c`, srun, env, setsid) is followed down: the run is the outermost Python process
+    below it (torchrun's agent, or the trainer itself), the printer the innermost (a worker)
+    -- its own stdout buffering decides what the log shows. No Python below: the chosen one."""
+    pythons = [p for p in family if p.is_python]
+    if not pythons:
+        return family[0], family[0]
+    run = family[0] if family[0].is_python else pythons[0]
+    return run, pythons[-1] if pythons[-1].pid in run.descendants or pythons[-1] is run else run
+
+
+def log_of(family: list[TrainingProcess], printer: TrainingProcess, sel: Selector
+           ) -> tuple[TrainingProcess, OpenFile | None]:
+    """(the process holding the log, the log): the one named; else the printer's own (its
+    fd 1/2 or a file it opens for writing); else the innermost process of the tree that
+    holds one (`python … | tee train.log`: tee's)."""
     if sel.log is not None:
         want = _norm(sel.log)
         for p in family:
             for f in (p.stdout, p.stderr, *p.written_files):
-                if f is not None and f.kind == "file" and _norm(f.path) == want:
+                if f is not None and f.followable and _norm(f.path) == want:
                     return p, f
-    for p in family:
+    if printer.log is not None:
+        return printer, printer.log
+    for p in reversed(family):
         if p.log is not None:
             return p, p.log
-    return chosen, None
+    return printer, None
 
 
 def _fd_of(p: TrainingProcess, log: OpenFile) -> int | None:
@@ -151,14 +182,16 @@ class Attached:
 
 def _confirm(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProcess, log: OpenFile | None, fd: int | None
              ) -> tuple[TrainingProcess, str]:
-    """Second round trip: the same process (pid + start time) still runs and still writes the
-    log; returns it fresh with the log's sampled head and tail."""
+    """Second round trip: the same process (pid + start time + pid namespace) still runs and
+    still writes the log; returns it fresh with the log's sampled head and tail."""
     vmids = (chosen.vmid,) if chosen.vmid is not None else None
     samples = [{"vmid": writer.vmid, "pid": writer.pid, "fd": fd}] if log is not None and fd is not None else []
     again = scan_target(target, vmids, pids=tuple({chosen.pid, writer.pid}), samples=samples)
     now = next((p for p in again.processes if p.where == chosen.where and p.pid == chosen.pid), None)
-    if now is None or now.start_ticks != chosen.start_ticks:
-        what = "exited" if now is None else "was replaced by another process with the same pid"
+    if now is None or now.start_ticks != chosen.start_ticks or now.pid_ns != chosen.pid_ns:
+        what = "exited" if now is None else (
+            f"was replaced by another process with the same pid ({' '.join(now.argv)[:60]!r}, started at tick "
+            f"{now.start_ticks}, {now.pid_ns}; the one scanned: tick {chosen.start_ticks}, {chosen.pid_ns})")
         raise BadInputError(f"attach: {chosen.where} pid {chosen.pid} {what} during attach; nothing registered")
     text = ""
     if samples and log is not None:            # (samples is empty without a log)
@@ -189,9 +222,9 @@ def attach_run(target: TargetConfig, sel: Selector, *, vmids: tuple[int, ...] | 
                name: str | None = None, playbook: Playbook | None = None, store: RunStore | None = None) -> Attached:
     """Find, confirm and register the run; returns what was registered."""
     report = find_run(target, vmids, sel)
-    chosen = select(report, sel)
-    writer, log = log_of(chosen, report, sel)
-    family = [chosen] + [p for p in report.processes if p.where == chosen.where and p.pid in chosen.descendants]
+    family = family_of(select(report, sel), report)
+    chosen, printer = run_and_printer(family)
+    writer, log = log_of(family, printer, sel)
     fd = _fd_of(writer, log) if log is not None else None
     now, text = _confirm(target, chosen, writer, log, fd)
     pattern = playbook.watch.progress_pattern if playbook else None
@@ -201,7 +234,8 @@ def attach_run(target: TargetConfig, sel: Selector, *, vmids: tuple[int, ...] | 
                             "open: nothing to follow; nothing registered",
                             hint="a run writing to a pipe or terminal cannot be followed; relaunch it with "
                                  "`dfctl deploy`")
-    return _register(target, chosen, writer, log, fd, sources, name=name, playbook=playbook, store=store)
+    return _register(target, chosen, writer, log, fd, sources, printer=printer, wrapper=family[0],
+                     name=name, playbook=playbook, store=store)
 
 
 def find_run(target: TargetConfig, vmids: tuple[int, ...] | str | None, sel: Selector) -> ScanReport:
@@ -235,8 +269,8 @@ def _refuse_twice(store: RunStore, target: TargetConfig, chosen: TrainingProcess
 
 
 def _register(target: TargetConfig, chosen: TrainingProcess, writer: TrainingProcess, log: OpenFile | None, fd: int | None,
-              sources: dict[str, Any], *, name: str | None, playbook: Playbook | None,
-              store: RunStore | None) -> Attached:
+              sources: dict[str, Any], *, printer: TrainingProcess, wrapper: TrainingProcess, name: str | None,
+              playbook: Playbook | None, store: RunStore | None) -> Attached:
     from controller.launch import make_run_id
     from controller.transport.factory import target_label
 
@@ -263,12 +297,14 @@ def _register(target: TargetConfig, chosen: TrainingProcess, writer: TrainingPro
             playbook_path=playbook.source if playbook else None, started_s=chosen.start_s,
             wandb_run_id=sources["wandb_run_id"], state="running", origin="attached",
             pid_start_ticks=chosen.start_ticks)
-        doc = {"attached_s": time.time(), "pid": chosen.pid, "start_ticks": chosen.start_ticks, "pgid": chosen.pgid,
+        doc = {"attached_s": time.time(), "pid": chosen.pid, "start_ticks": chosen.start_ticks, "pid_ns": chosen.pid_ns,
+               "wrapper_pid": wrapper.pid if wrapper is not chosen else None,
+               "printer_pid": printer.pid, "pgid": chosen.pgid,
                "sid": chosen.sid, "ppid": chosen.ppid, "user": chosen.user, "uid": chosen.uid, "cwd": chosen.cwd,
                "argv": redacted_argv(chosen.argv), "where": chosen.where,
                "log": None if log is None else {"path": log.path, "inode": log.inode, "size_bytes": log.size_bytes,
                                                 "deleted": log.deleted, "writer_pid": writer.pid, "fd": fd},
-               "env": writer.env_facts(), "sources": sources,
+               "env": printer.env_facts(), "sources": sources,
                "gpus": [dataclasses.asdict(g) for g in chosen.gpus]}
         store.add_run_with_attachment(rec, doc)
     finally:

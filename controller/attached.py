@@ -26,11 +26,14 @@ def buffering_facts(attachment: dict[str, Any] | None) -> list[str]:
     """The recorded reasons the log lags: ['stdout is a regular file', 'PYTHONUNBUFFERED unset']."""
     env = (attachment or {}).get("env") or {}
     facts = []
-    if env.get("stdout_kind") == "file":
+    kind = env.get("stdout_kind")
+    if kind == "file":
         facts.append("stdout is a regular file")
+    elif kind == "pipe" and env.get("block_buffered"):
+        facts.append("stdout is a pipe")
     if env.get("pythonunbuffered") is False:
         facts.append("PYTHONUNBUFFERED unset")
-    if env.get("python_u_flag") is False and env.get("stdout_kind") == "file":
+    if env.get("python_u_flag") is False and (kind == "file" or (kind == "pipe" and env.get("block_buffered"))):
         facts.append("no python -u")
     return facts
 

@@ -49,6 +49,8 @@ class OpenFile:
     mtime_s: float | None = None
     deleted: bool = False
     fd: int | None = None
+    outside_root: bool = False         # a CT's descriptor whose file is not the CT's file at that path
+
 
     @property
     def path(self) -> str:
@@ -59,7 +61,13 @@ class OpenFile:
         if not doc or not isinstance(doc.get("target"), str):
             return None
         return cls(target=doc["target"], kind=doc.get("kind"), inode=doc.get("inode"), size_bytes=doc.get("size"),
-                   mtime_s=doc.get("mtime"), deleted=bool(doc.get("deleted")), fd=doc.get("fd"))
+                   mtime_s=doc.get("mtime"), deleted=bool(doc.get("deleted")), fd=doc.get("fd"),
+                   outside_root=bool(doc.get("outside_root")))
+
+    @property
+    def followable(self) -> bool:
+        """A regular file the watch can follow: the CT's own file at its path."""
+        return self.kind == "file" and not self.outside_root
 
 
 @dataclass
@@ -84,7 +92,7 @@ class TrainingProcess:
     user: str | None
     argv: list[str]
     cwd: str | None
-    start_ticks: int                    # /proc/<pid>/stat field 22: with the pid, who it is
+    start_ticks: int                    # /proc/<pid>/stat field 22: with the pid and pid_ns, who it is
     start_s: float | None               # unix seconds
     cpu_pct: float | None               # average over its life
     rss_bytes: int
@@ -100,6 +108,16 @@ class TrainingProcess:
     descendants: list[int] = field(default_factory=list)
     gpus: list[GpuHeld] = field(default_factory=list)
     nested_in: int | None = None        # pid of a listed ancestor (a worker of that run)
+    pid_ns: str | None = None           # `pid:[inode]` of its pid namespace (the node's /proc/<pid>/ns/pid)
+
+    @property
+    def program(self) -> str:
+        return os.path.basename(self.argv[0]) if self.argv else ""
+
+    @property
+    def is_python(self) -> bool:
+        """A Python interpreter: the kind of process whose own stdout buffering decides what the log shows."""
+        return bool(re.match(r"^(python[0-9.]*|pypy[0-9.]*)$", self.program))
 
     @property
     def python_u_flag(self) -> bool:
@@ -116,19 +134,24 @@ class TrainingProcess:
         """The log it writes: its stdout or stderr file, else a file it writes under its cwd
         (or one named like a log)."""
         for f in (self.stdout, self.stderr):
-            if f is not None and f.kind == "file":
+            if f is not None and f.followable:
                 return f
         cwd = (self.cwd or "").rstrip("/") + "/"
         for f in self.written_files:
+            if not f.followable:
+                continue
             if f.path.startswith(cwd) or re.search(r"\.(log|out|txt|err)(\.\d+)?$", f.path):
                 return f
         return None
 
     @property
     def block_buffered(self) -> bool | None:
-        """Python block-buffers stdout to a file unless PYTHONUNBUFFERED or -u (FIELD-NOTES)."""
-        if self.stdout is None or self.stdout.kind != "file":
-            return False if self.stdout is not None else None
+        """Python block-buffers stdout to a file or a pipe (a `| tee`) unless PYTHONUNBUFFERED or
+        -u (FIELD-NOTES; CPython's io.open line-buffers only a tty)."""
+        if self.stdout is None:
+            return None
+        if self.stdout.kind != "file" and not (self.stdout.kind == "pipe" and self.is_python):
+            return False
         if self.python_u_flag:
             return False
         return None if self.pythonunbuffered is None else not self.pythonunbuffered
@@ -247,7 +270,7 @@ def _process(doc: dict[str, Any], where: str, vmid: int | None, facts: dict[str,
         wandb_run_dirs=sorted({w["run_dir"] for w in wandb}), wandb_run_id=wandb[0]["run_id"] if wandb else None,
         metrics_paths=list(doc.get("metrics") or []), env_readable=bool(env.get("readable")),
         pythonunbuffered=env.get("pythonunbuffered") if env.get("readable") else None,
-        descendants=[int(p) for p in doc.get("descendants") or []])
+        descendants=[int(p) for p in doc.get("descendants") or []], pid_ns=doc.get("pid_ns"))
 
 
 def _nest(procs: list[TrainingProcess]) -> None:
@@ -299,6 +322,8 @@ def parse_scan(doc: dict[str, Any], host_label: str) -> ScanReport:
     for where, vmid, sec in sections:
         if sec.get("error"):
             report.errors.append(f"{host_label}: {sec['error']}")
+        if sec.get("proc_refused"):
+            report.errors.append(f"{host_label}: {sec['proc_refused']}")
         for p in sec.get("processes") or []:
             proc = _process(p, where, vmid, doc)
             if vmid is None and p.get("vmid") is not None:   # a host scan sees CT processes by host pid
@@ -313,7 +338,7 @@ def parse_scan(doc: dict[str, Any], host_label: str) -> ScanReport:
 
 def scan_target(target: TargetConfig, vmids: tuple[int, ...] | str | None = None, *, match: str | None = None,
                 pids: tuple[int, ...] = (), samples: list[dict] | None = None, logs: tuple[str, ...] = (),
-                force_pct: bool = False) -> ScanReport:
+                force_pct: bool = False, gpu: bool = True) -> ScanReport:
     """One round trip to the target's host (a second, through `pct exec`, only for a
     container whose procfs the node cannot see; `force_pct`: always, to test that path)."""
     from controller.transport.factory import open_host_transport, open_transport, target_label
@@ -326,7 +351,7 @@ def scan_target(target: TargetConfig, vmids: tuple[int, ...] | str | None = None
     scope = scope_of(target, vmids)
     host = open_host_transport(target)
     lxcpath = os.environ.get("DFCTL_LXCPATH")      # a test rig keeps one lxcpath per fake host
-    req = scope.request(match=match, pids=pids, samples=samples, lxcpath=lxcpath, logs=logs)
+    req = scope.request(match=match, pids=pids, samples=samples, lxcpath=lxcpath, logs=logs, gpu=gpu)
     req["force_pct"] = force_pct
     t0 = time.monotonic()
     try:
@@ -344,7 +369,7 @@ def scan_target(target: TargetConfig, vmids: tuple[int, ...] | str | None = None
             sub = parse_scan({**inside, "containers": [{**inside, "vmid": ct["vmid"]}]}, label)
             report.processes.extend(sub.processes)
             report.samples.update(sub.samples)
-            report.errors = [e for e in report.errors if f"CT {ct['vmid']}:" not in e]
+            report.errors = [e for e in report.errors if f"CT {ct['vmid']}:" not in e] + sub.errors
             report.round_trips += 1
     report.round_trip_s = time.monotonic() - t0
     return report

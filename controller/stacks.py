@@ -236,6 +236,8 @@ def take_stacks(transport: Transport, target: TargetConfig, record: RunRecord, *
     if record.pid is None:
         raise StacksError(f"run {record.run_id}: no pid recorded; nothing to dump")
     t0 = time.monotonic()
+    if target.kind == "pct":
+        check_on_node(target, record)
     path, how = ensure_py_spy(transport, target)
     spec = {"pid": record.pid, "py_spy": path, "native": native, "timeout_s": timeout_s,
             "attached": record.origin == "attached", "start_ticks": record.pid_start_ticks}
@@ -261,6 +263,37 @@ def take_stacks(transport: Transport, target: TargetConfig, record: RunRecord, *
         raise StacksError(f"run {record.run_id}: py-spy failed: {'; '.join(errors)[:600]}")
     return StackDump(run_id=record.run_id, taken_s=time.time(), threads=threads, errors=errors, native=used_native,
                      py_spy=how, duration_s=time.monotonic() - t0)
+
+
+def check_on_node(target: TargetConfig, record: RunRecord) -> None:
+    """Before py-spy runs inside a CT (where it reads the CT's /proc): the run's process is
+    one the NODE's own /proc shows in that CT -- with the recorded start time and pid
+    namespace for an attached run -- and the CT's /proc is procfs. Root in the CT can mount
+    a made-up /proc; a pid that exists only there is no process to dump."""
+    from controller.runstore import RunStore
+    from controller.scan import scan_target
+
+    report = scan_target(target, (int(target.vmid or 0),), pids=(int(record.pid or 0),), gpu=False)
+    refused = [e for e in report.errors if "is not procfs" in e or "cannot be checked to be procfs" in e]
+    if refused:
+        raise StacksError(f"run {record.run_id}: {refused[0].split(': ', 1)[-1]}; py-spy would read what the "
+                          "container put there: nothing dumped")
+    now = next((p for p in report.processes if p.pid == record.pid and p.vmid == target.vmid), None)
+    if now is None:
+        raise StacksError(f"run {record.run_id}: pid {record.pid} is no process of CT {target.vmid} on the node; "
+                          "nothing dumped")
+    if record.origin != "attached":
+        return
+    store = RunStore()
+    try:
+        want_ns = (store.attachment(record.run_id) or {}).get("pid_ns")
+    finally:
+        store.close()
+    if (record.pid_start_ticks is not None and now.start_ticks != record.pid_start_ticks) or \
+            (want_ns and now.pid_ns != want_ns):
+        raise StacksError(f"run {record.run_id}: pid {record.pid} now belongs to another process (started at tick "
+                          f"{now.start_ticks}, {now.pid_ns}; the run's at tick {record.pid_start_ticks}, {want_ns}); "
+                          "nothing dumped")
 
 
 def _first_line(text: str | None) -> str:

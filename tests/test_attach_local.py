@@ -199,8 +199,8 @@ def test_environ_gives_one_fact_only(tmp_path):
     p = subprocess.Popen(["sleep", "30"], env=env)
     q = subprocess.Popen(["sleep", "30"], env={"PATH": "/usr/bin", "PYTHONUNBUFFERED": ""})
     try:
-        assert scan_remote._env_facts("/proc", p.pid) == {"readable": True, "pythonunbuffered": True}
-        assert scan_remote._env_facts("/proc", q.pid) == {"readable": True, "pythonunbuffered": False}
+        assert scan_remote._env_facts(p.pid) == {"readable": True, "pythonunbuffered": True}
+        assert scan_remote._env_facts(q.pid) == {"readable": True, "pythonunbuffered": False}
     finally:
         for x in (p, q):
             x.kill()
@@ -394,3 +394,104 @@ def test_stacks_of_a_run_dfctl_launched(tmp_path, capsys, monkeypatch):
         assert " in <module> (ticker/__main__.py:" in dump["summary"], dump["summary"]
     finally:
         dfctl(capsys, "stop", run["run_id"])
+
+
+# -- a run behind a wrapper (issue 26 item 2), and who a pid is (issue 27 item 2) ----------
+# A hand-started loop printing the documented progress line (key=value: the tok/s figure
+# does not depend on how other formats are paired).
+LOOP = r'''
+import time
+step = 0
+while True:
+    step += 1
+    print("[progress] step=%d loss=1.0 tok_per_s=6020" % step)
+    time.sleep(0.005)
+'''
+
+
+def start_nohup_wrapped(run_dir: Path, *, buffered: bool) -> tuple[subprocess.Popen, int]:
+    """`nohup bash -c 'python loop.py > train.log 2>&1; echo done'`, the wrapper shell's own
+    output a file (wrapper.out): (the wrapper, the python child's pid)."""
+    import psutil
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "loop.py").write_text(LOOP)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with open(run_dir / "wrapper.out", "wb") as out:
+        proc = subprocess.Popen(["nohup", "bash", "-c", f"{sys.executable} loop.py > train.log 2>&1; echo done"],
+                                cwd=run_dir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+    child = wait_for(lambda: next((c.pid for c in psutil.Process(proc.pid).children()
+                                   if c.cmdline()[1:2] == ["loop.py"]), None), what="the wrapper's python child")
+    wait_for(lambda: (run_dir / "train.log").stat().st_size > 0, what="the loop's first bytes in train.log")
+    return proc, child
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["block-buffered", "unbuffered"])
+def test_attach_follows_a_nohup_wrapper_to_the_python_that_writes_the_log(tmp_path, capsys, buffered):
+    """attach --pid of the wrapper shell: the python child is the run, train.log its log (not
+    the shell's wrapper.out), the buffered warning judged on the python; --match loop.py
+    names the same process (not dfctl's own command line); the watch reads 6020 tok/s."""
+    from controller.watch import Watch
+
+    run_dir = tmp_path / "run"
+    wrapper, child = start_nohup_wrapped(run_dir, buffered=buffered)
+    try:
+        code, out, err = dfctl(capsys, "scan", "--target", "local", "--json")
+        listed = {p["pid"] for p in json.loads(out)["processes"]}
+        assert code == 0 and child in listed and os.getpid() not in listed, err   # dfctl's own process is left out
+
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(wrapper.pid), "--name", "wrapped")
+        assert code == 0, err
+        assert f"pid {child} " in out and f"log {run_dir / 'train.log'}" in out, out
+        assert ("block-buffered" in out) is buffered, out
+        store = RunStore()
+        try:
+            rec = store.get_run("wrapped")
+            att = store.attachment(rec.run_id)
+            assert (rec.pid, rec.log_path, att["wrapper_pid"], att["printer_pid"]) == \
+                (child, str(run_dir / "train.log"), wrapper.pid, child)
+            assert att["env"]["block_buffered"] is buffered and att["pid_ns"].startswith("pid:[")
+            w = Watch([rec], store, gpu=False, interval_s=0.2)
+            try:
+                def tok_per_s():
+                    w.tick()
+                    return next((s.tok_per_s for s in w.states[0].progress if s.tok_per_s), None)
+                assert wait_for(tok_per_s, what="a progress sample from the log") == 6020
+                assert w.states[0].state == "running"
+            finally:
+                w.close()
+        finally:
+            store.close()
+
+        # --match over the command lines: the wrapper's `bash -c` string and dfctl's own
+        # `attach --match loop.py` hold it too; the one run found is the python child's
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--match", r"loop\.py")
+        assert code == 2 and f"pid {child} is already attached as wrapped-" in err, err
+    finally:
+        _end(wrapper)
+
+
+def test_a_pid_of_another_pid_namespace_is_not_the_attached_run(tmp_path, capsys):
+    """The identity is (pid, start time, pid namespace): the same pid and start time in
+    another namespace (a CT restarted, its numbering begun again) is a different process."""
+    proc = start_by_hand(tmp_path / "run")
+    try:
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(proc.pid), "--name", "ns")
+        assert code == 0, err
+        code, out, err = dfctl(capsys, "watch", "ns", "--once", "--json")
+        assert json.loads(out)["runs"][0]["state"] == "running", out
+        db = sqlite3.connect(Path(os.environ["DFCTL_HOME"]) / "registry.sqlite")
+        (doc,) = db.execute("SELECT doc FROM attachments").fetchone()
+        att = json.loads(doc)
+        assert att["pid_ns"] == os.readlink(f"/proc/{proc.pid}/ns/pid")
+        att["pid_ns"] = "pid:[4026531000]"
+        db.execute("UPDATE attachments SET doc = ?", (json.dumps(att),))
+        db.commit()
+        db.close()
+        code, out, err = dfctl(capsys, "watch", "ns", "--once", "--json")
+        assert json.loads(out)["runs"][0]["state"] != "running" and proc.poll() is None, out
+    finally:
+        _end(proc)

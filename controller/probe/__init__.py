@@ -49,6 +49,7 @@ class RunProbeRequest:
     cgroup: dict[str, Any] | None = None  # {"version", "path"} last seen: read it once the process is gone
     attached: bool = False             # a run dfctl did not launch: no pid/exit_code/stop files of ours
     start_ticks: int | None = None     # attached: the pid is the run's only while its start time is this
+    pid_ns: str | None = None          # attached: ... and its pid namespace this (`pid:[inode]`)
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "log_path": self.log_path, "run_dir": self.run_dir,
@@ -56,7 +57,8 @@ class RunProbeRequest:
                 "log_carry": self.log_carry_bytes, "log_context": self.log_context_bytes,
                 "fp_bytes": self.want_fingerprint_bytes, "wandb_path": self.wandb_path,
                 "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines,
-                "attached": self.attached, "start_ticks": self.start_ticks}
+                "attached": self.attached, "start_ticks": self.start_ticks,
+                "pid_ns": self.pid_ns}
 
 
 @dataclass

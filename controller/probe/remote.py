@@ -395,9 +395,10 @@ def _hold(path, f, st):
 
 def _writer_fd(path, root, proc_root, pid, inode):
     """A log deleted before this process held it: the writer's stdout/stderr descriptor
-    (/proc/<pid>/fd/1|2) still reaches the unlinked file. Accepted only if it is a regular
-    file with the cursor's inode on the log directory's filesystem (a fake /proc in a CT
-    cannot point it anywhere else)."""
+    still reaches the unlinked file: `proc_root` is the node's own /proc and `pid` the host
+    pid (never a CT's /proc: one mounted over it could point fd/1 at any node file).
+    Accepted only if it is a regular file with the cursor's inode on the log directory's
+    filesystem."""
     if not pid:
         return None
     d = os.path.dirname(path) or "/"
@@ -606,6 +607,18 @@ def _int_file(path, root=""):
 
 
 # -- processes -----------------------------------------------------------------------
+#
+# Process facts come from the node's own procfs, never from a container's: root in a CT
+# can mount anything over its /proc (a directory of made-up pids whose fd/1 is a symlink
+# to a node file), and a node that read the CT's /proc would list those pids and, walking
+# their links with its own root, read the node's files. A CT's processes are the node's
+# processes in the pid namespace of the CT's init; their pids in the CT's numbering (the
+# one the pid file, `pct exec` and the user use) come from NSpid / NSpgid / NSsid of the
+# node's /proc/<host pid>/status. Where a procfs must be read from inside a CT (the pct
+# fallback), its statfs magic says whether it is the kernel's (procfs_refusal).
+
+PROC_SUPER_MAGIC = 0x9FA0     # linux/magic.h
+
 
 def _stat_fields(text):
     """/proc/<pid>/stat after the `(comm)` (comm may hold spaces and parens)."""
@@ -613,16 +626,153 @@ def _stat_fields(text):
     return text[r + 2:].split()
 
 
-def process_tree(root, leader):
-    """Raw stat lines of the leader and every process in its session (= the run's tree).
+def fs_magic(fd):
+    """The f_type of the filesystem `fd` is on (fstatfs through ctypes: os.statvfs has none)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = (ctypes.c_long * 32)()           # struct statfs begins with f_type (a long)
+    if libc.fstatfs(int(fd), buf) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return buf[0] & 0xFFFFFFFF
 
-    The procfs is the one whose pid numbers the pid file uses: /proc locally, the
-    container's /proc (read inside its root) otherwise.
-    """
-    out = {"leader_stat": _read_text("/proc/%d/stat" % leader, root=root), "tree": []}
-    table = _PROC_SCANS.get(root)
-    if table is None:
-        table = _PROC_SCANS[root] = _scan_stats(root)
+
+def procfs_refusal(path="/proc", root=""):
+    """None when `path` (inside `root`) is a procfs mount, else a sentence saying what it is."""
+    try:
+        fd = _path_fd(path, root)
+    except OSError as exc:
+        return "%s cannot be opened (%s)" % (path, exc.strerror)
+    try:
+        magic = fs_magic(fd)
+    except Exception as exc:  # no ctypes: it cannot be told, so it is not trusted
+        return "%s cannot be checked to be procfs (%s)" % (path, exc)
+    finally:
+        os.close(fd)
+    if magic != PROC_SUPER_MAGIC:
+        return "%s is not procfs (filesystem magic 0x%x, procfs is 0x%x): something is mounted over it" % (
+            path, magic, PROC_SUPER_MAGIC)
+    return None
+
+
+def _pid_ns(pid):
+    """`pid:[inode]` of a process's pid namespace, from the node's own /proc."""
+    try:
+        return os.readlink("/proc/%d/ns/pid" % int(pid))
+    except OSError:
+        return None
+
+
+def _status_ids(text, key):
+    m = re.search(r"^%s:\s*(.*)$" % key, text or "", re.M)
+    return [int(x) for x in m.group(1).split()] if m else None
+
+
+class PidView(object):
+    """The processes of one pid namespace, read from the node's own procfs.
+
+    init None: the /proc the probe runs under, as it is (the node's own; inside `pct exec`
+    the CT's own, once procfs_refusal said it is procfs). init a host pid: the processes in
+    that process's pid namespace (a CT's), found among the node's /proc entries, their stat
+    lines rewritten into the namespace's numbering (pid, ppid, pgrp, session: what the CT's
+    own procfs would show, 0 for a process outside it)."""
+
+    def __init__(self, init=None):
+        self.init = init
+        self.ns = _pid_ns(init) if init else None
+        self.error = None
+        self._loaded = False
+        self._rows = {}        # type: dict  # own pid -> (host pid, fields, stat text in own numbering)
+        self._own_of = {}      # host pid -> own pid
+
+    def _load(self):
+        if self._loaded:
+            return
+        self._loaded = True
+        try:
+            names = os.listdir("/proc")
+        except OSError as exc:
+            self.error = "cannot list /proc: %s" % exc.strerror
+            return
+        if self.init is None:
+            for name in names:
+                if name.isdigit():
+                    text = _read_text("/proc/%s/stat" % name, 4096)
+                    if text:
+                        self._rows[int(name)] = (int(name), _stat_fields(text), text)
+            self._own_of = dict((p, p) for p in self._rows)
+            return
+        if self.ns is None:
+            self.error = "the container's init (host pid %d) is gone" % self.init
+            return
+        raw = []
+        for name in names:
+            if not name.isdigit() or _pid_ns(int(name)) != self.ns:
+                continue
+            hp = int(name)
+            text = _read_text("/proc/%d/stat" % hp, 4096)
+            status = _read_text("/proc/%d/status" % hp, 8192)
+            ids = [_status_ids(status, k) for k in ("NSpid", "NSpgid", "NSsid")]
+            if not text or not ids[0]:
+                continue
+            raw.append((hp, text, ids))
+            self._own_of[hp] = ids[0][-1]
+        for hp, text, (nspid, nspgid, nssid) in raw:
+            f = _stat_fields(text)
+            if len(f) < 4:
+                continue
+            try:
+                f[1] = str(self._own_of.get(int(f[1]), 0))
+            except ValueError:
+                continue
+            f[2] = str(nspgid[-1]) if nspgid else "0"
+            f[3] = str(nssid[-1]) if nssid else "0"
+            own = nspid[-1]
+            mine = "%d %s %s" % (own, text[text.find("("):text.rfind(")") + 1], " ".join(f))
+            self._rows[own] = (hp, f, mine)
+
+    def host_pid(self, pid):
+        """The pid of the node's /proc entry of `pid` (own numbering), or None."""
+        if pid is None:
+            return None
+        self._load()
+        row = self._rows.get(int(pid))
+        return row[0] if row else None
+
+    def stat_text(self, pid):
+        self._load()
+        row = self._rows.get(int(pid))
+        return row[2] if row else None
+
+    def table(self):
+        """[(fields, stat text)] of every process, own numbering; or an error string."""
+        self._load()
+        if self.error:
+            return self.error
+        return [(f, t) for _, f, t in self._rows.values()]
+
+    def pid_ns(self, pid):
+        hp = self.host_pid(pid)
+        return _pid_ns(hp) if hp else None
+
+
+def pid_view(init=None):
+    """The request's one PidView per namespace (one scan per probe however many runs)."""
+    key = init or 0
+    view = _PROC_SCANS.get(key)
+    if view is None:
+        view = _PROC_SCANS[key] = PidView(init)
+    return view
+
+
+_PROC_SCANS = {}  # type: dict  # init pid (0: this /proc) -> PidView
+
+
+def process_tree(view, leader):
+    """Raw stat lines of the leader and every process in its session (= the run's tree),
+    in the numbering of the namespace the pid file uses (the CT's, for a CT)."""
+    out = {"leader_stat": view.stat_text(leader), "tree": []}
+    table = view.table()
     if isinstance(table, str):
         out["error"] = table
         return out
@@ -632,25 +782,23 @@ def process_tree(root, leader):
     return out
 
 
-_PROC_SCANS = {}  # type: dict  # root -> [(fields, stat text)], one scan per probe however many runs
-
-
-def attached_tree(root, pid, start_ticks):
-    """A run dfctl attached to: the process (only while its start time is the recorded one:
-    a pid reused by another process is not the run) and its descendants."""
-    out = {"leader_stat": _read_text("/proc/%d/stat" % pid, root=root), "tree": []}
+def attached_tree(view, pid, start_ticks, pid_ns=None):
+    """A run dfctl attached to: the process (only while it is the same one: its start time
+    and pid namespace the recorded ones -- a pid reused by another process is not the run)
+    and its descendants."""
+    out = {"leader_stat": view.stat_text(pid), "tree": []}
     text = out["leader_stat"] or ""
     try:
         ticks = int(text[text.rfind(")") + 2:].split()[19])
     except (IndexError, ValueError):
         ticks = None
-    if ticks is None or (start_ticks is not None and ticks != int(start_ticks)):
+    ns = view.pid_ns(pid) if ticks is not None else None
+    if ticks is None or (start_ticks is not None and ticks != int(start_ticks)) or \
+            (pid_ns and ns != pid_ns):
         out["leader_stat"] = None
         out["pid_reused"] = ticks is not None
         return out
-    table = _PROC_SCANS.get(root)
-    if table is None:
-        table = _PROC_SCANS[root] = _scan_stats(root)
+    table = view.table()
     if isinstance(table, str):
         out["error"] = table
         return out
@@ -682,20 +830,6 @@ def _listdir(path, root=""):
         return os.listdir(fd)
     finally:
         os.close(fd)
-
-
-def _scan_stats(root):
-    try:
-        names = _listdir("/proc", root)
-    except OSError as exc:
-        return "cannot list %s/proc: %s" % (root, exc.strerror)
-    table = []
-    for name in names:
-        if name.isdigit():
-            text = _read_text("/proc/%s/stat" % name, 4096, root)
-            if text:
-                table.append((_stat_fields(text), text))
-    return table
 
 
 def _nspid(pid):
@@ -810,9 +944,11 @@ def _newest_wandb_file(rd, root):
     return max(found)[1] if found else None
 
 
-def probe_run(run, root, cap, host_cgroup, hold=False):
+def probe_run(run, root, cap, host_cgroup, hold=False, view=None):
     """Everything about one run. `root`: "" (this host's view) or /proc/<init>/root, inside
-    which every path of the run is resolved."""
+    which every path of the run is resolved; `view`: the PidView its pids are numbered in
+    (the CT's, read from the node's own /proc; default this /proc)."""
+    view = view or pid_view()
     rd = run.get("run_dir") or ""
     out = {"run_id": run["run_id"]}
     cur = run.get("cursor") or {}
@@ -824,7 +960,7 @@ def probe_run(run, root, cap, host_cgroup, hold=False):
         out["attached"] = True
     out["pid"] = pid
     out["log"] = read_since(run["log_path"], None, 0, cap, run.get("log_context", 0), root=root, cursor=cur,
-                            carry=run.get("log_carry", 0), proc_root=root + "/proc", pid=pid, hold=hold,
+                            carry=run.get("log_carry", 0), proc_root="/proc", pid=view.host_pid(pid), hold=hold,
                             fp_bytes=run.get("fp_bytes", False), tail_lines=run.get("log_tail_lines", 0))
     out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd and not attached else None
     if rd and not attached and out["exit_code_text"] is None:
@@ -833,7 +969,8 @@ def probe_run(run, root, cap, host_cgroup, hold=False):
     if run.get("want_launch") and rd and not attached:
         out["launch_json"] = _read_text(rd + "/launch.json", 65536, root)
     if pid:
-        out["proc"] = attached_tree(root, pid, run.get("start_ticks")) if attached else process_tree(root, pid)
+        out["proc"] = attached_tree(view, pid, run.get("start_ticks"), run.get("pid_ns")) if attached \
+            else process_tree(view, pid)
         if host_cgroup:
             out["cgroup"] = cgroup_files(_read_text("/proc/%d/cgroup" % pid, root=root))
     if host_cgroup and not out.get("cgroup") and run.get("cgroup"):
@@ -853,7 +990,12 @@ def probe_inside(req):
     """Mode for running inside a container (the pct fallback) or on a plain host."""
     cap = int(req.get("read_cap_bytes", 1 << 20))
     runs = []
+    refused = procfs_refusal("/proc") if req.get("vmid") is not None else None
     for run in req.get("runs", []):
+        if refused:   # inside a CT whose /proc is not the kernel's: nothing of it is a fact
+            runs.append({"run_id": run.get("run_id"), "error": "CT %s: %s; its processes are not read from it"
+                         % (req.get("vmid"), refused)})
+            continue
         try:
             runs.append(probe_run(run, "", cap, True, bool(req.get("hold"))))
         except Exception as exc:  # one bad run never hides the others
@@ -872,18 +1014,19 @@ def probe_container(ct, runs, req, src):
     if init:
         doc["cgroup"] = cgroup_files(_read_text("/proc/%d/cgroup" % init))
     root = "/proc/%d/root" % init if init else None
-    if root and not ct.get("force_pct") and os.path.isdir(root + "/proc/1"):
+    if root and not ct.get("force_pct") and os.path.isdir(root) and _pid_ns(init):
         doc["via"] = "host"
+        view = pid_view(init)      # the CT's processes from the node's /proc, never the CT's own
         results = []
         for run in runs:
             try:
-                results.append(probe_run(run, root, cap, False, bool(req.get("hold"))))
+                results.append(probe_run(run, root, cap, False, bool(req.get("hold")), view))
             except Exception as exc:
                 results.append({"run_id": run.get("run_id"), "error": "%s: %s" % (type(exc).__name__, exc)})
         return doc, results
     # Fallback: the same script inside the container (one pct start-up per tick).
     doc["via"] = "pct"
-    sub = {"mode": "inside", "runs": runs, "read_cap_bytes": cap}
+    sub = {"mode": "inside", "runs": runs, "read_cap_bytes": cap, "vmid": vmid}
     payload = program(src, sub).encode("utf-8")
     argv = [ct.get("pct", "pct"), "exec", str(vmid), "--", ct.get("python") or "python3", "-"]
     rc, out, err = _run(argv, float(req.get("pct_timeout_s", 20)), payload)

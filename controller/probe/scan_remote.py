@@ -3,21 +3,30 @@ or in its containers, in ONE round trip per host.
 
 Shipped like the probe, and after it: the controller sends remote.py's text followed by
 this file's as one `_SRC` through the probe's one bootstrap (controller.probe.probe_stdin),
-so the helpers below (_read_text, _run, _nspid, container_init_pid, start_gpu_queries,
-gpu_readings) are the probe's own, and this file's `main` replaces the probe's.
+so the helpers below (_read_text, _run, _nspid, PidView, procfs_refusal, open_regular's
+_path_fd, container_init_pid, gpu_readings) are the probe's own, and this file's `main`
+replaces the probe's.
 
 What it reads, per process, and why each is safe on a node where every file, link and
 process of a container is untrusted input:
-- /proc/<pid>/{stat,status,cmdline,fdinfo/N} of the container's own procfs (seen from the
-  node as /proc/<CT init>/root/proc, checked to be a directory, not a link): kernel-made.
-- fd and cwd targets with readlink only: read as strings, never walked.
-- os.stat of /proc/<pid>/fd/N: the kernel resolves the open file itself (no path walk in
-  the container's tree), which says regular file / pipe / socket, its inode and size.
-- a log's bytes through its writer's /proc/<pid>/fd/N, for the same reason.
-- /proc/<pid>/environ: only whether PYTHONUNBUFFERED is set; nothing else leaves this
+- the node's OWN /proc, never a container's: a CT's processes are the node's processes in
+  the pid namespace of the CT's init (remote.PidView), numbered as the CT numbers them
+  (NSpid / NSpgid / NSsid). Root in a CT can mount a made-up directory over the CT's
+  /proc; nothing here reads it (the scan only says, when it is not procfs, that it is not).
+  Inside `pct exec` (the fallback) the CT's /proc must be read: it is checked to be procfs
+  (statfs magic 0x9fa0) and refused otherwise, naming the CT.
+- /proc/<host pid>/{stat,status,cmdline,fdinfo/N}: kernel-made.
+- fd and cwd targets with readlink only: read as strings, never walked on the node.
+- the file behind fd N: the kernel's open file (an O_PATH open of /proc/<host pid>/fd/N,
+  no path walked), and for a CT only when the fd's target resolved INSIDE the CT's root
+  (openat2 RESOLVE_IN_ROOT, the log follower's reader) is that same file (or it is
+  unlinked); a log's bytes through that descriptor, on the same condition.
+- /proc/<host pid>/environ: only whether PYTHONUNBUFFERED is set; nothing else leaves this
   script (an environment holds secrets).
 - the container's /etc/passwd (user names) through the probe's open_regular: its links
-  resolved inside the container's root (openat2 RESOLVE_IN_ROOT, or a walk), never out.
+  resolved inside the container's root, never out.
+dfctl's own processes (this scan, its children, its ancestors up to the dfctl process on
+the local target) are left out by pid ancestry.
 
 Must run on Python >= 3.6 (old hosts), stdlib only, like remote.py.
 """
@@ -30,12 +39,18 @@ import sys
 
 if "_SRC" not in globals():  # imported (tests, type checks); shipped, remote.py's text came first
     from controller.probe.remote import (  # noqa: F401
+        _O_PATH,
+        RawFile,
         _blob,
         _nspid,
+        _path_fd,
+        _pid_ns,
         _read_text,
         _run,
         container_init_pid,
         gpu_readings,
+        pid_view,
+        procfs_refusal,
         start_gpu_queries,
     )
 
@@ -49,37 +64,31 @@ FD_CAP = 4096              # fds looked at per process (a data loader may hold t
 LOG_SAMPLE_BYTES = 65536   # head and tail of a selected run's log, for its wandb URL
 
 
-def _stat_fields(text):
+def _stat_parts(text):
     r = text.rfind(")")
     return text[:text.find("(")].strip(), text[text.find("(") + 1:r], text[r + 2:].split()
 
 
-def _proc_table(proc_root):
-    """pid -> (comm, fields) for every process of one procfs; or an error string."""
-    try:
-        names = os.listdir(proc_root)
-    except OSError as exc:
-        return "cannot list %s: %s" % (proc_root, exc.strerror)
+def _proc_table(view):
+    """pid -> (comm, fields) of every process of one PidView (own numbering); or an error string."""
+    rows = view.table()
+    if isinstance(rows, str):
+        return rows
     table = {}
-    for name in names:
-        if not name.isdigit():
-            continue
-        text = _read_text("%s/%s/stat" % (proc_root, name), 4096)
-        if not text:
-            continue
+    for _, text in rows:
         try:
-            _, comm, f = _stat_fields(text)
-            table[int(name)] = (comm, f)
+            pid, comm, f = _stat_parts(text)
+            table[int(pid)] = (comm, f)
         except (ValueError, IndexError):
             continue
     return table
 
 
-def _argv(proc_root, pid):
+def _argv(hp):
     try:
-        with open("%s/%d/cmdline" % (proc_root, pid), "rb") as fh:
+        with open("/proc/%d/cmdline" % hp, "rb") as fh:
             raw = fh.read(ARGV_CAP_CHARS)
-    except OSError:
+    except (OSError, TypeError):
         return None
     return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a != b""] or None
 
@@ -123,40 +132,73 @@ def _fd_kind(target, st):
     return "other"
 
 
-def _fd_doc(proc_root, pid, fd):
-    link = "%s/%d/fd/%s" % (proc_root, pid, fd)
+def _held_file(hp, fd, root):
+    """(fstat, target, same) of what host pid `hp` holds on `fd`: the kernel's open file
+    (an O_PATH open of the node's own /proc/<hp>/fd/N, no walk of any path), and for a CT
+    (`root`) whether its target, resolved INSIDE the CT's root, is that same file."""
+    link = "/proc/%d/fd/%s" % (hp, fd)
     target = _readlink(link)
     if target is None:
-        return None
+        return None, None, False
     try:
-        st = os.stat(link)          # the kernel's open file, not a walk of the target path
+        pfd = os.open(link, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None, target, False
+    try:
+        st = os.fstat(pfd)
     except OSError:
         st = None
+    finally:
+        os.close(pfd)
+    if st is None or not stat.S_ISREG(st.st_mode) or not root:
+        return st, target, True
+    name = target[:-len(" (deleted)")] if target.endswith(" (deleted)") else target
+    try:
+        qfd = _path_fd(name, root)
+        try:
+            there = os.fstat(qfd)
+        finally:
+            os.close(qfd)
+        same = (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino)
+    except OSError:
+        same = False
+    if not same and target.endswith(" (deleted)"):
+        same = st.st_nlink == 0      # an unlinked file has no path to compare: the descriptor is all
+    return st, target, same
+
+
+def _fd_doc(hp, fd, root):
+    st, target, same = _held_file(hp, fd, root)
+    if target is None:
+        return None
     doc = {"target": target, "kind": _fd_kind(target, st)}
     if st is not None and stat.S_ISREG(st.st_mode):
-        doc["inode"], doc["size"], doc["mtime"] = st.st_ino, st.st_size, st.st_mtime
+        if same:
+            doc["inode"], doc["size"], doc["mtime"] = st.st_ino, st.st_size, st.st_mtime
+        else:
+            doc["outside_root"] = True     # not the CT's file at that path: no fact of it leaves the node
     if target.endswith(" (deleted)"):
         doc["deleted"] = True
     return doc
 
 
-def _open_for_writing(proc_root, pid, fd):
-    text = _read_text("%s/%d/fdinfo/%s" % (proc_root, pid, fd), 4096) or ""
+def _open_for_writing(hp, fd):
+    text = _read_text("/proc/%d/fdinfo/%s" % (hp, fd), 4096) or ""
     m = re.search(r"^flags:\s*([0-7]+)", text, re.M)
     return m is not None and (int(m.group(1), 8) & 3) != 0    # O_WRONLY or O_RDWR
 
 
-def _files(proc_root, pid):
+def _files(hp, root):
     """Regular files the process holds open: written ones, wandb transaction logs, metrics."""
     written, wandb, metrics = [], [], []  # type: list, list, list
     try:
-        fds = os.listdir("%s/%d/fd" % (proc_root, pid))[:FD_CAP]
-    except OSError:
+        fds = os.listdir("/proc/%d/fd" % hp)[:FD_CAP]
+    except (OSError, TypeError):
         return written, wandb, metrics, False
     for fd in fds:
         if fd in ("0", "1", "2"):
             continue
-        target = _readlink("%s/%d/fd/%s" % (proc_root, pid, fd))
+        target = _readlink("/proc/%d/fd/%s" % (hp, fd))
         if not target or not target.startswith("/"):
             continue
         m = WANDB_FILE_RE.match(target)
@@ -166,20 +208,20 @@ def _files(proc_root, pid):
         if target.endswith("metrics.jsonl"):
             metrics.append(target)
             continue
-        if _open_for_writing(proc_root, pid, fd):
-            doc = _fd_doc(proc_root, pid, fd)
+        if _open_for_writing(hp, fd):
+            doc = _fd_doc(hp, fd, root)
             if doc and doc["kind"] == "file":
                 doc["fd"] = int(fd)
                 written.append(doc)
     return written, wandb, metrics, True
 
 
-def _env_facts(proc_root, pid):
+def _env_facts(hp):
     """Only the facts that matter, never a value: is PYTHONUNBUFFERED set (non-empty)?"""
     try:
-        with open("%s/%d/environ" % (proc_root, pid), "rb") as fh:
+        with open("/proc/%d/environ" % hp, "rb") as fh:
             raw = fh.read(1 << 20)
-    except OSError:
+    except (OSError, TypeError):
         return {"readable": False}
     set_ = False
     for item in raw.split(b"\0"):
@@ -200,8 +242,8 @@ def _user_names(root):
     return names
 
 
-def _uid(proc_root, pid):
-    m = re.search(r"^Uid:\s*(\d+)", _read_text("%s/%d/status" % (proc_root, pid), 8192) or "", re.M)
+def _uid(hp):
+    m = re.search(r"^Uid:\s*(\d+)", _read_text("/proc/%d/status" % hp, 8192) or "", re.M)
     return int(m.group(1)) if m else None
 
 
@@ -224,83 +266,135 @@ def _descendants(kids, pid):
     return sorted(out)
 
 
-def describe_process(proc_root, pid, comm, f, kids, users):
-    """One candidate, everything scan shows and attach records."""
-    argv = _argv(proc_root, pid) or []
-    uid = _uid(proc_root, pid)
+def describe_process(view, root, pid, comm, f, kids, users):
+    """One candidate, everything scan shows and attach records: read from the node's own
+    /proc/<host pid> (pids reported in the view's numbering), its files resolved in `root`."""
+    hp = view.host_pid(pid)
+    if hp is None:
+        raise ValueError("gone")
+    argv = _argv(hp) or []
+    uid = _uid(hp)
     doc = {"pid": pid, "comm": comm, "state": f[0], "ppid": int(f[1]), "pgid": int(f[2]), "sid": int(f[3]),
            "cpu_ticks": int(f[11]) + int(f[12]), "threads": int(f[17]), "start_ticks": int(f[19]),
            "rss_pages": int(f[21]), "uid": uid, "user": users.get(uid) if uid is not None else None,
-           "argv": argv, "cwd": _readlink("%s/%d/cwd" % (proc_root, pid)),
-           "stdout": _fd_doc(proc_root, pid, 1), "stderr": _fd_doc(proc_root, pid, 2),
-           "env": _env_facts(proc_root, pid), "descendants": _descendants(kids, pid)}
-    written, wandb, metrics, readable = _files(proc_root, pid)
+           "argv": argv, "cwd": _readlink("/proc/%d/cwd" % hp), "pid_ns": _pid_ns(hp),
+           "stdout": _fd_doc(hp, 1, root), "stderr": _fd_doc(hp, 2, root),
+           "env": _env_facts(hp), "descendants": _descendants(kids, pid)}
+    written, wandb, metrics, readable = _files(hp, root)
     for child in doc["descendants"][:64]:          # wandb-core, data workers: their files count
-        _, w2, m2, _ = _files(proc_root, child)
+        _, w2, m2, _ = _files(view.host_pid(child), root)
         wandb.extend(w for w in w2 if w not in wandb)
         metrics.extend(m for m in m2 if m not in metrics)
     doc.update({"written_files": written[:32], "wandb": wandb[:8], "metrics": metrics[:8], "fds_readable": readable})
     return doc
 
 
-def _matches(regex, argv):
+def _argv_matches(regex, argv):
     return regex is not None and argv and regex.search(" ".join(argv)) is not None
 
 
-def _writes_one_of(proc_root, pid, paths):
+def _writes_one_of(hp, paths):
     """Its stdout or stderr is one of `paths` (strings compared, nothing walked)."""
     for fd in (1, 2):
-        target = _readlink("%s/%d/fd/%d" % (proc_root, pid, fd))
+        target = _readlink("/proc/%d/fd/%d" % (hp, fd))
         if target and (target in paths or target.replace(" (deleted)", "") in paths):
             return True
     return False
 
 
-def scan_procfs(proc_root, root, req):
-    """Candidates of one procfs (the host's /proc, or a container's seen from the host)."""
-    table = _proc_table(proc_root)
+def _own_processes(view, table, kids):
+    """dfctl's own processes in this view, by pid ancestry (never by name): this scan, its
+    children (nvidia-smi, lxc-info) and every ancestor (the shell or sshd session that
+    started it and, on the local target, the dfctl process itself)."""
+    me = os.getpid() if view.init is None else view._own_of.get(os.getpid())
+    if me is None:
+        return set()
+    own, p = set([me]), me
+    while p in table and p > 1:
+        try:
+            p = int(table[p][1][1])
+        except (ValueError, IndexError):
+            break
+        if p in own or p <= 0:
+            break
+        own.add(p)
+    own.update(_descendants(kids, me))
+    return own
+
+
+def scan_procfs(view, root, req):
+    """Candidates of one pid namespace (the node's own, or a CT's read from the node's /proc)."""
+    table = _proc_table(view)
     if isinstance(table, str):
         return {"error": table}
     kids = _children_map(table)
+    own = _own_processes(view, table, kids)
     users = _user_names(root)
     regex = re.compile(req["match"]) if req.get("match") else None
     extra = set(int(p) for p in req.get("pids") or [])
     logs = set(req.get("logs") or [])
-    out = []
+    chosen = []
     for pid, (comm, f) in sorted(table.items()):
-        if f[0] in ("Z", "X"):
+        if f[0] in ("Z", "X") or pid in own:
             continue
-        argv = _argv(proc_root, pid)
-        if not (pid in extra or _is_candidate(argv, comm) or _matches(regex, argv) or
-                (logs and _writes_one_of(proc_root, pid, logs))):
-            continue
+        hp = view.host_pid(pid)
+        argv = _argv(hp)
+        if pid in extra or _is_candidate(argv, comm) or _argv_matches(regex, argv) or \
+                (logs and _writes_one_of(hp, logs)):
+            chosen.append(pid)
+    # a wrapper named by pid or regex (nohup's shell, bash -c, srun) is followed down: its
+    # descendants (tee, the python that writes the output) are described too
+    picked = set(chosen)
+    for pid in list(chosen):
+        if pid in extra or _argv_matches(regex, _argv(view.host_pid(pid))):
+            for d in _descendants(kids, pid)[:64]:
+                if d not in picked and d not in own and table[d][1][0] not in ("Z", "X"):
+                    picked.add(d)
+    out = []
+    for pid in sorted(picked):
+        comm, f = table[pid]
         try:
-            out.append(describe_process(proc_root, pid, comm, f, kids, users))
+            out.append(describe_process(view, root, pid, comm, f, kids, users))
         except (OSError, ValueError, IndexError):
             continue                                # it exited while we looked
     return {"processes": out}
 
 
-def sample_log(proc_root, pid, fd, head=LOG_SAMPLE_BYTES, tail=LOG_SAMPLE_BYTES):
-    """Head and tail of the file a process writes on `fd`, read through its descriptor."""
+def sample_log(view, pid, fd, root, head=LOG_SAMPLE_BYTES, tail=LOG_SAMPLE_BYTES):
+    """Head and tail of the file a process writes on `fd`, read through its descriptor in
+    the node's own /proc -- for a CT only when that descriptor's file is the CT's file at
+    its path (resolved inside the CT's root) or an unlinked one."""
+    hp = view.host_pid(pid)
+    if hp is None:
+        return {"error": "no process %d" % pid}
+    st0, target, same = _held_file(hp, int(fd), root)
+    if st0 is None or not stat.S_ISREG(st0.st_mode):
+        return {"error": "not a regular file"}
+    if not same:
+        return {"error": "%s is not the file at that path in the container: not read" % target}
     try:
-        with open("%s/%d/fd/%d" % (proc_root, pid, int(fd)), "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                return {"error": "not a regular file"}
-            first = fh.read(head)
-            last = b""
-            if st.st_size > head:
-                fh.seek(max(head, st.st_size - tail))
-                last = fh.read(tail)
+        pfd = os.open("/proc/%d/fd/%d" % (hp, int(fd)), _O_PATH | os.O_CLOEXEC)
+        try:
+            if (os.fstat(pfd).st_dev, os.fstat(pfd).st_ino) != (st0.st_dev, st0.st_ino):
+                return {"error": "the descriptor changed while it was read"}
+            rfd = os.open("/proc/self/fd/%d" % pfd, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        finally:
+            os.close(pfd)
+        f = RawFile(rfd)
+        try:
+            st = os.fstat(rfd)
+            first = f.pread(0, head)
+            last = f.pread(max(head, st.st_size - tail), tail) if st.st_size > head else b""
+        finally:
+            f.close()
     except OSError as exc:
         return {"error": exc.strerror}
     return {"inode": st.st_ino, "size": st.st_size, "head": _blob(first), "tail": _blob(last)}
 
 
-def _samples(proc_root, req, vmid):
+def _samples(view, req, vmid, root):
     """Logs asked for by (vmid, pid, fd): the selected run's, after the controller chose it."""
-    return [dict(s, **sample_log(proc_root, int(s["pid"]), int(s["fd"]))) for s in req.get("samples") or []
+    return [dict(s, **sample_log(view, int(s["pid"]), int(s["fd"]), root)) for s in req.get("samples") or []
             if s.get("vmid") == vmid]
 
 
@@ -326,19 +420,25 @@ def running_vmids(lxcpath=None):
 
 
 def scan_container(vmid, init, how, req):
+    """One CT's processes: the node's own /proc entries in the pid namespace of the CT's
+    init, their files resolved inside the CT's root. The CT's own /proc is never read
+    here; when it is not procfs that is said (a mount over it), and nothing else changes."""
     doc = {"vmid": vmid, "init_pid": init, "init_found_by": how}
     if not init:
         doc["error"] = "CT %d: no init pid (%s)" % (vmid, how)
         return doc
     root = "/proc/%d/root" % init
-    proc_root = root + "/proc"
-    if req.get("force_pct") or os.path.islink(proc_root) or not os.path.isdir(proc_root + "/1"):
-        doc["error"] = "CT %d: its /proc cannot be read from the host" % vmid
+    if req.get("force_pct") or not os.path.isdir(root) or not _pid_ns(init):
+        doc["error"] = "CT %d: its processes cannot be read from the host" % vmid
         doc["need_pct"] = True
         return doc
     doc["via"] = "host"
-    doc.update(scan_procfs(proc_root, root, req))
-    doc["samples"] = _samples(proc_root, req, vmid)
+    refused = procfs_refusal("/proc", root)
+    if refused:
+        doc["proc_refused"] = "CT %d: %s; its processes were read from the node's /proc instead" % (vmid, refused)
+    view = pid_view(init)
+    doc.update(scan_procfs(view, root, req))
+    doc["samples"] = _samples(view, req, vmid, root)
     return doc
 
 
@@ -360,8 +460,8 @@ def scan(req):
     doc.update(_host_facts())
     started = start_gpu_queries(req) if req.get("gpu", True) else None
     if req.get("host", True):
-        doc["host"] = scan_procfs("/proc", "", req)
-        doc["host"]["samples"] = _samples("/proc", req, None)
+        doc["host"] = scan_procfs(pid_view(), "", req)
+        doc["host"]["samples"] = _samples(pid_view(), req, None, "")
         if req.get("host_cgroups"):
             for p in doc["host"].get("processes", []):
                 m = re.search(r"/lxc/(\d+)(/|$)", _read_text("/proc/%d/cgroup" % p["pid"], 8192) or "", re.M)
@@ -389,8 +489,13 @@ def main(req, src=""):
     `pct exec` fallback, where /proc is the container's own)."""
     if req.get("mode") == "inside":
         doc = _host_facts()
-        doc.update(scan_procfs("/proc", "", req))
-        doc["samples"] = _samples("/proc", req, req.get("vmid"))
+        refused = procfs_refusal("/proc")
+        if refused:    # inside a CT whose /proc is not the kernel's: nothing read from it is a fact
+            doc.update({"error": "CT %s: %s; its processes are not read from it" % (req.get("vmid"), refused),
+                        "processes": [], "samples": []})
+        else:
+            doc.update(scan_procfs(pid_view(), "", req))
+            doc["samples"] = _samples(pid_view(), req, req.get("vmid"), "")
     else:
         doc = scan(req)
     sys.stdout.write(json.dumps(doc))

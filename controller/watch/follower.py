@@ -117,7 +117,8 @@ class RunFollower:
             want_fingerprint_bytes=self.log.wants_fingerprint_bytes, wandb_path=self.wandb_path,
             want_launch=not self.launch_read and rec.origin != "attached", cgroup=self.cgroup_seen,
             log_context_bytes=LOG_CONTEXT_BYTES if self.tail_context_wanted and self.log.read_offset > 0 else 0,
-            attached=rec.origin == "attached", start_ticks=rec.pid_start_ticks)
+            attached=rec.origin == "attached", start_ticks=rec.pid_start_ticks,
+            pid_ns=(self.attachment or {}).get("pid_ns"))
 
     # -- one tick --------------------------------------------------------------------
     def apply(self, reading: HostReading, now: float) -> tuple[TickObservation, list[Finding]]:

@@ -267,3 +267,121 @@ def test_scan_maps_gpus_held_through_cgroup_and_nspid(rig, rig_host, capsys):
     finally:
         rig_host.reset_gpus()
         rig_host.ct_exec(vmid, ["kill", str(ct_pid)])
+
+
+def respawn_with_pid(host, vmid: int, pid: int) -> bool:
+    """A new process in the CT that gets `pid` (a `sleep 600`): the CT's own procfs mounted
+    afresh (its /proc/sys is read-only, as LXC mounts it) to set ns_last_pid, tried until
+    it lands (other processes of the CT may fork meanwhile)."""
+    script = (f"set -e; mkdir -p /tmp/pidns-proc; mountpoint -q /tmp/pidns-proc || mount -t proc proc /tmp/pidns-proc; "
+              f"for i in $(seq 200); do echo {pid - 1} > /tmp/pidns-proc/sys/kernel/ns_last_pid; "
+              f"setsid sleep 600 > /dev/null 2>&1 < /dev/null & p=$!; [ $p = {pid} ] && break; kill $p; done; "
+              f"umount /tmp/pidns-proc; echo $p")
+    r = host.ct_exec(vmid, ["sh", "-c", script])
+    return r.returncode == 0 and r.stdout.split()[-1] == str(pid)
+
+
+def start_loop(host, vmid: int, run_dir: str, *, buffered: bool = True, wrapped: bool = False) -> int:
+    """A loop printing `[progress] ... tok_per_s=6020`, started by hand in the CT with nohup
+    (stdout train.log); `wrapped`: under `nohup sh -c '… > train.log 2>&1; echo done'` whose
+    own output is wrapper.out. Returns the pid nohup started (the wrapper's, when wrapped)."""
+    loop = ("import time\nstep = 0\nwhile True:\n    step += 1\n"
+            "    print('[progress] step=%d loss=1.0 tok_per_s=6020' % step)\n    time.sleep(0.005)\n")
+    env = "env -u PYTHONUNBUFFERED" if buffered else "env PYTHONUNBUFFERED=1"
+    inner = f"{CT_PYTHON} loop.py > {run_dir}/train.log 2>&1"
+    cmd = f"{env} nohup sh -c {shlex.quote(inner + '; echo done')} > {run_dir}/wrapper.out 2>&1" if wrapped else \
+        f"{env} nohup {inner}"
+    script = (f"mkdir -p {run_dir}; cd {run_dir}; printf %s {shlex.quote(loop)} > loop.py; "
+              f"{cmd} < /dev/null & echo $!")
+    r = host.ct_exec(vmid, ["sh", "-c", script])
+    assert r.returncode == 0, r.stderr
+    log = host.container_path(vmid, f"{run_dir}/train.log")
+    wait_for(lambda: log.exists() and log.stat().st_size > 0, what="the loop's first bytes in train.log")
+    return int(r.stdout.split()[-1])
+
+
+def test_a_reused_pid_is_another_process_for_attach_watch_stacks_stop(rig, rig_host, capsys, monkeypatch):
+    """Issue 27 item 2: a process is (pid, start time, pid namespace). The CT hands the
+    attached run's pid to a new process: the watch says the run ended, stacks and stop
+    refuse it; a pid reused between attach's scan and its confirmation: exit 2 naming it."""
+    vmid = rig_host.vmid_running
+    base = f"/workspace/reuse-{os.getpid()}"
+    pid = start_loop(rig_host, vmid, f"{base}/a")
+    code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--pid", str(pid), "--name", "reuse")
+    assert code == 0, err
+    code, out, err = dfctl(capsys, "watch", "reuse", "--once", "--json")
+    assert json.loads(out)["runs"][0]["state"] == "running", out
+    rig_host.ct_exec(vmid, ["kill", "-9", str(pid)])
+    wait_for(lambda: not ct_pid_alive(rig_host, vmid, pid), what="the run to end")
+    assert respawn_with_pid(rig_host, vmid, pid), "could not get the freed pid back in the CT"
+    try:
+        code, out, err = dfctl(capsys, "watch", "reuse", "--once", "--json")
+        w = json.loads(out)["runs"][0]
+        assert w["state"] in ("ended", "failed") and ct_pid_alive(rig_host, vmid, pid), w
+        code, out, err = dfctl(capsys, "stacks", "reuse")
+        assert code == 1 and f"pid {pid} now belongs to another process" in err, err
+        code, out, err = dfctl(capsys, "stop", "reuse", "--grace-s", "1")
+        assert ct_pid_alive(rig_host, vmid, pid), "stop signalled the process that got the pid"
+    finally:
+        rig_host.ct_exec(vmid, ["kill", str(pid)])
+
+    # between attach's two round trips
+    pid2 = start_loop(rig_host, vmid, f"{base}/b")
+    import controller.attach as attach
+
+    real_find = attach.find_run
+
+    def find_then_reuse(*a, **kw):
+        report = real_find(*a, **kw)
+        rig_host.ct_exec(vmid, ["kill", "-9", str(pid2)])
+        wait_for(lambda: not ct_pid_alive(rig_host, vmid, pid2), what="the run to end")
+        assert respawn_with_pid(rig_host, vmid, pid2)
+        return report
+
+    monkeypatch.setattr(attach, "find_run", find_then_reuse)
+    try:
+        code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--pid", str(pid2))
+        assert code == 2 and f"pid {pid2} was replaced by another process with the same pid ('sleep 600'" in err, err
+        assert "nothing registered" in err
+    finally:
+        rig_host.ct_exec(vmid, ["kill", str(pid2)])
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["block-buffered", "unbuffered"])
+def test_attach_of_a_nohup_wrapper_in_a_ct_finds_the_python_and_its_log(rig, rig_host, capsys, buffered):
+    """Issue 26 item 2 on the rig: attach --pid of the `nohup sh -c` wrapper: the python
+    child is the run, train.log its log (not wrapper.out), the buffered warning judged on
+    the python; the watch reads 6020 tok/s from the log."""
+    from controller.runstore import RunStore
+    from controller.watch import Watch
+
+    vmid = rig_host.vmid_running
+    run_dir = f"/workspace/wrapped-{os.getpid()}-{int(buffered)}"
+    wrapper = start_loop(rig_host, vmid, run_dir, buffered=buffered, wrapped=True)
+    child = None
+    try:
+        code, out, err = dfctl(capsys, "attach", *target_args(rig, rig_host, vmid), "--pid", str(wrapper), "--name", "w")
+        assert code == 0, err
+        assert f"log {run_dir}/train.log" in out and ("block-buffered" in out) is buffered, out
+        store = RunStore()
+        try:
+            rec = store.get_run("w")
+            child = rec.pid
+            att = store.attachment(rec.run_id)
+            assert rec.pid != wrapper and att["wrapper_pid"] == wrapper and att["printer_pid"] == rec.pid
+            r = rig_host.ct_exec(vmid, ["cat", f"/proc/{rec.pid}/cmdline"])
+            assert r.stdout.split("\0")[1:2] == ["loop.py"], r.stdout
+            assert att["env"]["block_buffered"] is buffered
+            w = Watch([rec], store, gpu=False, interval_s=0.2)
+            try:
+                def tok_per_s():
+                    w.tick()
+                    return next((s.tok_per_s for s in w.states[0].progress if s.tok_per_s), None)
+                assert wait_for(tok_per_s, timeout_s=60, what="a progress sample from the log") == 6020
+                assert w.states[0].state == "running"
+            finally:
+                w.close()
+        finally:
+            store.close()
+    finally:
+        rig_host.ct_exec(vmid, ["kill", str(wrapper), *([str(child)] if child else [])])

@@ -80,7 +80,7 @@ def test_a_fake_proc_in_a_ct_delivers_nothing_of_the_node(rig, rig_host, capsys,
     # the attack: a made-up /proc over the CT's, holding a new fake process and one at the
     # ended run's pid with its start time; every fd a link to the node-only file
     before = os.stat(node_only_file)
-    setup = "\n".join(["set -e", "mkdir -p /tmp/fakeproc/1", f"printf '1 (init) S 0 1 1 0' > /tmp/fakeproc/1/stat",
+    setup = "\n".join(["set -e", "mkdir -p /tmp/fakeproc/1", "printf '1 (init) S 0 1 1 0' > /tmp/fakeproc/1/stat",
                        fake_entry(FAKE_PID, 1000, str(node_only_file)), fake_entry(gone, gone_ticks, str(node_only_file)),
                        "mount --bind /tmp/fakeproc /proc", "ls /proc"])
     r = rig_host.ct_exec(vmid, ["sh", "-c", setup])
@@ -118,6 +118,30 @@ def test_a_fake_proc_in_a_ct_delivers_nothing_of_the_node(rig, rig_host, capsys,
         code, out, err = dfctl(capsys, "stacks", "real")
         outputs.append(out + err)
         assert code == 1 and "/proc is not procfs" in err and f"CT {vmid}" in err, err
+
+        # the fallbacks that must read the CT's own /proc (inside `pct exec`): refused, naming the CT
+        from controller.playbook import TargetConfig
+        from controller.runstore import RunStore
+        from controller.scan import scan_target
+        from controller.transport.factory import close_all
+        from controller.watch import Watch
+
+        inside = scan_target(TargetConfig(kind="pct", host=rig_host.name, vmid=vmid,
+                                          ssh_config=str(rig.ssh_config_path)), force_pct=True)
+        close_all()
+        outputs.append(repr(inside))
+        assert inside.processes == [] and any(f"CT {vmid}: /proc is not procfs" in e for e in inside.errors), \
+            inside.errors
+        store = RunStore()
+        w = Watch([store.get_run("real")], store, gpu=False, force_pct=True)
+        try:
+            w.tick()
+            st = w.states[0]
+            outputs.append(repr(st))
+            assert st.state != "running" and f"CT {vmid}: /proc is not procfs" in repr(st), repr(st)[:2000]
+        finally:
+            w.close()
+            store.close()
     finally:
         rig_host.ct_exec(vmid, ["umount", "/proc"])
         rig_host.ct_exec(vmid, ["kill", str(real)])

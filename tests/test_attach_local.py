@@ -495,3 +495,40 @@ def test_a_pid_of_another_pid_namespace_is_not_the_attached_run(tmp_path, capsys
         assert json.loads(out)["runs"][0]["state"] != "running" and proc.poll() is None, out
     finally:
         _end(proc)
+
+
+def test_procfs_is_told_by_its_statfs_magic(tmp_path):
+    """The one check before a CT-side /proc is read: a directory (what a CT root can mount
+    over /proc) is refused, saying what it is; the kernel's procfs passes."""
+    from controller.probe import remote
+
+    assert remote.procfs_refusal("/proc") is None
+    why = remote.procfs_refusal(str(tmp_path))
+    assert why is not None and f"{tmp_path} is not procfs (filesystem magic 0x" in why and "procfs is 0x9fa0" in why
+    (tmp_path / "ct" / "proc").mkdir(parents=True)
+    assert "/proc is not procfs" in remote.procfs_refusal("/proc", str(tmp_path / "ct"))
+
+
+def test_a_descriptor_is_described_only_as_the_file_at_its_path_inside_the_root(tmp_path):
+    """A process's fd facts for a CT (`root`): its target resolved inside the CT's root must
+    be the very file it holds; otherwise the kind only, no inode or size of that file."""
+    ct = tmp_path / "ct"
+    (ct / "w").mkdir(parents=True)
+    inside = ct / "w" / "train.log"
+    with open(tmp_path / "node.txt", "wb") as node_file, open(inside, "wb") as ct_file:
+        node_file.write(b"n" * 321)
+        node_file.flush()
+        p = subprocess.Popen(["sleep", "30"], stdout=node_file, stderr=ct_file)
+    try:
+        # stdout: a file that is not at its path inside the root; stderr: one that is (/w/train.log
+        # inside `ct` is the same inode as the path the kernel names, seen from the root's parent)
+        out = scan_remote._fd_doc(p.pid, 1, str(ct))
+        assert out["kind"] == "file" and out.get("outside_root") and "inode" not in out and "size" not in out
+        assert scan_remote._fd_doc(p.pid, 1, "")["size"] == 321        # the node's own process: its file
+        (ct / str(tmp_path).lstrip("/") / "ct" / "w").mkdir(parents=True)
+        os.link(inside, ct / str(tmp_path).lstrip("/") / "ct" / "w" / "train.log")
+        err = scan_remote._fd_doc(p.pid, 2, str(ct))
+        assert err["inode"] == inside.stat().st_ino and not err.get("outside_root")
+    finally:
+        p.kill()
+        p.wait()

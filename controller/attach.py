@@ -2,10 +2,13 @@
 
 Two round trips: the scan that finds the candidates, then -- once one run is chosen -- a
 second that samples its log through the writer's own descriptor (for the wandb URL and the
-progress format) and confirms that the same process (pid + start time) still runs and still
-writes that log. Anything ambiguous or gone is a BadInputError (exit 2) naming the
-candidates, and nothing is registered: the run and its attachment facts go into the
-registry in one transaction, or not at all.
+progress format) and confirms that the same process (pid + start time + pid namespace)
+still runs and still writes that log. A wrapper named by pid or regex (nohup's shell,
+`bash -c`, srun) is followed down to the Python process below it (family_of,
+run_and_printer), whose own stdout buffering the stale-log warning is judged on.
+Anything ambiguous or gone is a BadInputError (exit 2) naming the candidates, and nothing
+is registered: the run and its attachment facts go into the registry in one transaction,
+or not at all.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ after the push, reused by every later dump. The dump itself is launch_remote.py'
 command through the run's own transport (inside the CT for a pct target: the pids are
 the container's, and ptrace permission is the container's). A dump py-spy may not take
 is a StacksError naming CAP_SYS_PTRACE / kernel.yama.ptrace_scope and what to change.
+Inside a CT py-spy reads the CT's /proc, which root there can replace: first the node's
+own /proc must show the run's process in that CT (check_on_node), and the CT's /proc be procfs.
 """
 
 from __future__ import annotations
@@ -230,14 +232,14 @@ PTRACE_HINT = ("let py-spy ptrace the run: for an LXC container remove sys_ptrac
 
 
 def take_stacks(transport: Transport, target: TargetConfig, record: RunRecord, *, native: bool = True,
-                timeout_s: float = DUMP_TIMEOUT_S) -> StackDump:
+                timeout_s: float = DUMP_TIMEOUT_S, pid_ns: str | None = None) -> StackDump:
     """One dump of every Python process of the run. Raises StacksError when nothing could be
     dumped (ptrace denied: the message names CAP_SYS_PTRACE and kernel.yama.ptrace_scope)."""
     if record.pid is None:
         raise StacksError(f"run {record.run_id}: no pid recorded; nothing to dump")
     t0 = time.monotonic()
     if target.kind == "pct":
-        check_on_node(target, record)
+        check_on_node(target, record, pid_ns)
     path, how = ensure_py_spy(transport, target)
     spec = {"pid": record.pid, "py_spy": path, "native": native, "timeout_s": timeout_s,
             "attached": record.origin == "attached", "start_ticks": record.pid_start_ticks}
@@ -265,12 +267,12 @@ def take_stacks(transport: Transport, target: TargetConfig, record: RunRecord, *
                      py_spy=how, duration_s=time.monotonic() - t0)
 
 
-def check_on_node(target: TargetConfig, record: RunRecord) -> None:
+def check_on_node(target: TargetConfig, record: RunRecord, want_ns: str | None = None) -> None:
     """Before py-spy runs inside a CT (where it reads the CT's /proc): the run's process is
     one the NODE's own /proc shows in that CT -- with the recorded start time and pid
-    namespace for an attached run -- and the CT's /proc is procfs. Root in the CT can mount
-    a made-up /proc; a pid that exists only there is no process to dump."""
-    from controller.runstore import RunStore
+    namespace (`want_ns`, what attach recorded) for an attached run -- and the CT's /proc is
+    procfs. Root in the CT can mount a made-up /proc; a pid that exists only there is no
+    process to dump."""
     from controller.scan import scan_target
 
     report = scan_target(target, (int(target.vmid or 0),), pids=(int(record.pid or 0),), gpu=False)
@@ -284,11 +286,6 @@ def check_on_node(target: TargetConfig, record: RunRecord) -> None:
                           "nothing dumped")
     if record.origin != "attached":
         return
-    store = RunStore()
-    try:
-        want_ns = (store.attachment(record.run_id) or {}).get("pid_ns")
-    finally:
-        store.close()
     if (record.pid_start_ticks is not None and now.start_ticks != record.pid_start_ticks) or \
             (want_ns and now.pid_ns != want_ns):
         raise StacksError(f"run {record.run_id}: pid {record.pid} now belongs to another process (started at tick "

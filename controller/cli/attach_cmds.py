@@ -192,7 +192,8 @@ def stacks(
     try:
         rec = store.get_run(run)
         tgt = target_of(rec)
-        dump = take_stacks(open_transport(tgt), tgt, rec, native=native, timeout_s=timeout_s)
+        dump = take_stacks(open_transport(tgt), tgt, rec, native=native, timeout_s=timeout_s,
+                           pid_ns=(store.attachment(rec.run_id) or {}).get("pid_ns"))
         doc = dump_document(dump)
         store.add_stacks(rec.run_id, dump.taken_s, doc)
     finally:

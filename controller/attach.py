@@ -141,12 +141,18 @@ def log_of(family: list[TrainingProcess], printer: TrainingProcess, sel: Selecto
             for f in (p.stdout, p.stderr, *p.written_files):
                 if f is not None and f.followable and _norm(f.path) == want:
                     return p, f
-    if printer.log is not None:
+    piped = printer.stdout is not None and printer.stdout.kind == "pipe"
+    if printer.log is not None and not piped:
         return printer, printer.log
+    for p in reversed(family):         # its stdout a pipe: the file the reader writes (tee's), not its stderr
+        if p is not printer:
+            written = next((f for f in p.written_files if f.followable), None)
+            if written is not None:
+                return p, written
     for p in reversed(family):
-        if p.log is not None:
+        if p is not printer and p.log is not None:
             return p, p.log
-    return printer, None
+    return printer, printer.log
 
 
 def _fd_of(p: TrainingProcess, log: OpenFile) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -420,11 +421,11 @@ def start_nohup_wrapped(run_dir: Path, *, buffered: bool) -> tuple[subprocess.Po
     if not buffered:
         env["PYTHONUNBUFFERED"] = "1"
     with open(run_dir / "wrapper.out", "wb") as out:
-        proc = subprocess.Popen(["nohup", "bash", "-c", f"{sys.executable} loop.py > train.log 2>&1; echo done"],
+        proc = subprocess.Popen(["nohup", "bash", "-c", f"{sys.executable} {run_dir}/loop.py > train.log 2>&1; echo done"],
                                 cwd=run_dir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
     child = wait_for(lambda: next((c.pid for c in psutil.Process(proc.pid).children()
-                                   if c.cmdline()[1:2] == ["loop.py"]), None), what="the wrapper's python child")
+                                   if c.cmdline()[1:2] == [f"{run_dir}/loop.py"]), None), what="the wrapper's python child")
     wait_for(lambda: (run_dir / "train.log").stat().st_size > 0, what="the loop's first bytes in train.log")
     return proc, child
 
@@ -468,7 +469,7 @@ def test_attach_follows_a_nohup_wrapper_to_the_python_that_writes_the_log(tmp_pa
 
         # --match over the command lines: the wrapper's `bash -c` string and dfctl's own
         # `attach --match loop.py` hold it too; the one run found is the python child's
-        code, out, err = dfctl(capsys, "attach", "--target", "local", "--match", r"loop\.py")
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--match", re.escape(f"{run_dir}/loop.py"))
         assert code == 2 and f"pid {child} is already attached as wrapped-" in err, err
     finally:
         _end(wrapper)
@@ -532,3 +533,31 @@ def test_a_descriptor_is_described_only_as_the_file_at_its_path_inside_the_root(
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_pipe_into_tee_the_log_is_tees_file_and_the_python_is_buffered(tmp_path, capsys):
+    """`nohup sh -c 'python loop.py | tee train.log'`: the run is the python, the log the
+    file tee writes, and the python's stdout -- a pipe, block-buffered by CPython -- is
+    what makes the log lag."""
+    import psutil
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "loop.py").write_text(LOOP)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(run_dir / "wrapper.out", "wb") as out:
+        proc = subprocess.Popen(["nohup", "sh", "-c", f"{sys.executable} {run_dir}/loop.py | tee train.log > /dev/null"],
+                                cwd=run_dir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+    try:
+        child = wait_for(lambda: next((c.pid for c in psutil.Process(proc.pid).children()
+                                       if c.cmdline()[1:2] == [f"{run_dir}/loop.py"]), None), what="the python child")
+        wait_for(lambda: (run_dir / "train.log").exists(), what="tee's file")
+        code, out, err = dfctl(capsys, "attach", "--target", "local", "--pid", str(proc.pid), "--name", "tee", "--json")
+        assert code == 0, err
+        att = json.loads(out)
+        assert att["run"]["pid"] == child and att["run"]["log_path"] == str(run_dir / "train.log")
+        assert att["attachment"]["env"]["stdout_kind"] == "pipe" and att["attachment"]["env"]["block_buffered"] is True
+        assert att["attachment"]["log"]["writer_pid"] != child          # tee holds the file
+    finally:
+        _end(proc)

@@ -739,6 +739,11 @@ class PidView(object):
         row = self._rows.get(int(pid))
         return row[0] if row else None
 
+    def own_pid(self, host_pid):
+        """The pid a node process has in this view's namespace (None: not in it)."""
+        self._load()
+        return self._own_of.get(int(host_pid))
+
     def stat_text(self, pid):
         self._load()
         row = self._rows.get(int(pid))

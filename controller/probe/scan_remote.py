@@ -306,7 +306,7 @@ def _own_processes(view, table, kids):
     """dfctl's own processes in this view, by pid ancestry (never by name): this scan, its
     children (nvidia-smi, lxc-info) and every ancestor (the shell or sshd session that
     started it and, on the local target, the dfctl process itself)."""
-    me = os.getpid() if view.init is None else view._own_of.get(os.getpid())
+    me = view.own_pid(os.getpid())
     if me is None:
         return set()
     own, p = set([me]), me

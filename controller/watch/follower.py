@@ -155,6 +155,7 @@ class RunFollower:
         st.state = run_state(st, st.process)
         if self.attachment is not None:
             self.attached_facts(now)
+        obs.wandb = st.wandb = ended_wandb(st)
         lr = rd.log
         if st.state in ENDED_STATES and lr is not None and lr.exists and lr.start + len(lr.data) >= (lr.size_bytes or 0):
             log_found += self.flush_log_end(obs, now)
@@ -521,10 +522,6 @@ class RunFollower:
         self.ended_ticks += 1
         if self.ended_ticks >= 2:
             self.done = True
-            if st.wandb is not None and st.wandb.state in (None, "running"):
-                # the process is gone: wandb's word for how it ended (no exit record read)
-                st.wandb = replace(st.wandb, state="finished" if st.process.exit_code == 0 else
-                                   "killed" if st.state == "stopped" else "crashed")
             try:
                 self.store.update_run(self.record.run_id, state=st.state, exit_code=st.process.exit_code, ended_s=now)
             except Exception:  # noqa: BLE001 - the registry row is informational here
@@ -540,6 +537,20 @@ def operator_signal(f: Finding) -> bool:
     """A 'crash' that is the launcher obeying `dfctl stop` (the run dir's stop_request was
     read): the traceback torchrun prints for the SIGTERM it got."""
     return f.kind == "crash" and any(_OPERATOR_SIGNAL.search(x) for x in (f.summary, *f.evidence))
+
+
+def ended_wandb(st: RunState) -> WandbInfo | None:
+    """The run's wandb side once its process is gone and no exit record of the .wandb file
+    said how it ended (killed hard, or a file still being read in pieces): wandb's word for
+    what the process did -- finished (exit 0), killed (an operator's stop), crashed (any
+    other code), unknown (an attached run: no exit code can be known) -- never `running`.
+    A later exit record's own word replaces it (merge_wandb)."""
+    w = st.wandb
+    if w is None or st.state not in ENDED_STATES or w.state not in (None, "running"):
+        return w
+    code = st.process.exit_code
+    return replace(w, state="killed" if st.state == "stopped" else "finished" if code == 0 else
+                   "unknown" if code is None and st.state == "ended" else "crashed")
 
 
 def run_state(st: RunState, proc: ProcessState) -> RunStatus:

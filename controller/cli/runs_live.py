@@ -19,6 +19,7 @@ def total_steps(rec: RunRecord) -> int | None:
 
 
 def _worst(findings) -> str | None:
+    findings = [f for f in findings if f.cleared_s is None]   # a cleared one's cause went away
     if not findings:
         return None
     f = max(findings, key=lambda f: SEVERITY_RANK.get(f.severity, 0))

@@ -440,7 +440,13 @@ class RunFollower:
 
     def guarded_bool(self, what: str, call: Callable[[], bool]) -> bool:
         """guarded() for a yes/no rule: a bug answers no (the finding stays)."""
-        return bool(self.guarded(what, lambda: [True] if call() else []))
+        try:
+            return bool(call())
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not end the watch
+            msg = f"{what} failed on run {self.record.run_id}: {type(exc).__name__}: {exc}"
+            if msg not in self.errors:
+                self.errors.append(msg)
+            return False
 
     def attached_facts(self, now: float) -> None:
         """An attached run: the CT cgroup's oom_kill counter when the watch first saw it (its

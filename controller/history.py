@@ -339,8 +339,8 @@ class HistoryWriter:
     `flush_interval_s` (checked on append), on `flush()` and on `close()`. Rows still in
     the buffer are lost if the process is killed, so a watcher calls `flush("progress")`
     after each tick's rows and *before* it persists the cursor that covers them: a kill
-    before the flush re-reads the rows (the cursor did not move), a kill after it writes
-    them twice, which `read_progress()` folds back to one row per step.
+    before the flush re-reads the rows (the cursor did not move), a kill after it sends
+    them again, and the keyed flush keeps one row per step (module docstring).
     """
 
     def __init__(self, run_id: str, *, root: Path | None = None, rows_per_part: int = 8192,

@@ -14,20 +14,25 @@ Layout, under the run store (`runstore.data_dir()`, i.e. $DFCTL_HOME):
     history/<run_id>/wandb/p<level>-<first>-<last>.parquet
     history/<run_id>/meta.json        # how the run was imported: source, config, end state
 
-A step is kept once: `read_progress()` returns one row per step, in step order, each field
-the first value written for it (a source that reports a step without a field -- a
-metrics.jsonl row without the loss the log line has -- does not hide the field a later row
-brings; a field two rows both have keeps the first). A
-watch makes its rows durable *before* it persists the log cursor they came from, so a watch
-killed between the two -- SIGKILL included -- writes those rows again after its restart,
-and a step reported by metrics.jsonl and later by the .wandb file is written twice; the
-reader drops the repeats). Rows and cursor are thus never out of step in the direction that
-loses a row, and the repeats the other direction costs are invisible to readers.
+A step is kept once, on disk: at most one progress row per (run, step) in the files,
+whatever the number of writers (two watches of one run, a watch restarted after a kill
+that wrote rows its cursor did not yet cover, metrics.jsonl and later the .wandb file
+reporting the same step). Every flush and merge of a run's history holds that run's lock
+(`history/<run_id>/.lock`, flock: released by the kernel when its holder dies, SIGKILL
+included), and a progress flush is an idempotent append keyed by step: rows whose step is
+on disk already are dropped, and the fields they bring that the row on disk lacks (a
+metrics.jsonl row without the loss the log line has) fill that row in place -- its part
+file is rewritten under the same name (write + rename: a reader sees the old or the new
+file whole). A field both rows have keeps the first value. Rows and cursor are thus never
+out of step in the direction that loses a row, and the repeats the other direction costs
+never reach the files. `read_progress()` still folds repeats, for histories written before
+2026-12-02.
 
 `first`/`last` are the part sequence numbers a file covers; a merged file covers the range of
 the parts it replaced. A merge writes the new file first and deletes its sources after, so a
-reader globbing `*.parquet` mid-merge may briefly see rows twice; `read_progress()` and
-friends never do (they drop files whose range lies inside another file's range).
+reader globbing `*.parquet` in that instant may see rows twice; `read_progress()` and
+friends never do (they drop files whose range lies inside another file's range), and the
+next flush deletes the sources of a merge that died before it could.
 
 Reading, as-is:
 
@@ -56,14 +61,16 @@ different keys share one schema:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import re
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -208,6 +215,121 @@ def compact(kind_dir: Path, kind: str, *, fan_in: int = 16) -> int:
         merges += 1
 
 
+# -- one row per step on disk ----------------------------------------------------------
+
+LOCK_FILE = ".lock"
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """The run's history lock: every process that writes or merges its parts holds it
+    (flock, so a holder killed at any moment releases it). Outside the kind folders: a
+    reader of `progress/` never sees it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # releases the lock
+
+
+def drop_covered_parts(kind_dir: Path) -> int:
+    """Delete the part files whose range lies inside another's: the sources of a merge
+    that died after writing its file. Only under the run lock (no merge is under way then)."""
+    live = set(live_parts(kind_dir))
+    gone = 0
+    for *_, path in _parts(kind_dir):
+        if path not in live:
+            path.unlink(missing_ok=True)
+            gone += 1
+    return gone
+
+
+def _step_range(path: Path) -> tuple[int, int] | None:
+    """(min, max) step of a part from its footer's statistics (no data read); None: empty."""
+    md = pq.ParquetFile(path).metadata
+    idx = md.schema.to_arrow_schema().get_field_index("step")
+    lo: int | None = None
+    hi: int | None = None
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        if rg.num_rows == 0:
+            continue
+        stats = rg.column(idx).statistics
+        if stats is None or not stats.has_min_max:
+            steps = pq.ParquetFile(path).read(columns=["step"]).column("step")
+            return (pc.min(steps).as_py(), pc.max(steps).as_py()) if len(steps) else None
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    return None if lo is None or hi is None else (int(lo), int(hi))
+
+
+def _fill_part(disk: pa.Table, rows: pa.Table) -> pa.Table | None:
+    """`disk` with each null field of a row whose step `rows` has filled from it (first
+    value wins: a field already on disk stays); None when `rows` brings nothing new."""
+    idx = pc.index_in(disk.column("step").combine_chunks(), value_set=rows.column("step").combine_chunks())
+    cols, gained = [], False
+    for f in disk.schema:
+        col = disk.column(f.name).combine_chunks()
+        if f.name in ("run_id", "step"):
+            cols.append(col)
+            continue
+        brought = pc.take(rows.column(f.name).combine_chunks(), idx)
+        if not gained:
+            gained = bool(pc.any(pc.and_(pc.is_null(col), pc.is_valid(brought))).as_py())
+        cols.append(pc.coalesce(col, brought))
+    return pa.Table.from_arrays(cols, schema=disk.schema) if gained else None
+
+
+def _rewrite(path: Path, table: pa.Table) -> None:
+    """Replace a part's content under its own name (atomic rename; the run lock is held)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.fill.tmp")
+    pq.write_table(table, tmp, compression=COMPRESSION)
+    os.replace(tmp, path)
+
+
+StepRanges = dict[tuple[str, int, int], tuple[int, int] | None]
+
+
+def _step_range_cached(path: Path, cache: StepRanges) -> tuple[int, int] | None:
+    """_step_range, remembered per file version (name, inode, mtime): a writer's flush then
+    reads only the footers of parts it has not seen (half the cost of a tick's flush)."""
+    st = path.stat()
+    key = (path.name, st.st_ino, st.st_mtime_ns)
+    if key not in cache:
+        if len(cache) > 4096:
+            cache.clear()
+        cache[key] = _step_range(path)
+    return cache[key]
+
+
+def keyed_progress(kind_dir: Path, table: pa.Table, cache: StepRanges | None = None) -> pa.Table:
+    """The rows of `table` (progress schema) whose step is not on disk yet, one per step;
+    the fields the others bring fill the rows on disk. Under the run lock. The common case
+    -- every step past the last on disk -- reads only the parts' footers."""
+    table = one_row_per_step(table)
+    if not table.num_rows:
+        return table
+    cache = {} if cache is None else cache
+    ranges = [(p, r) for p in live_parts(kind_dir) if (r := _step_range_cached(p, cache)) is not None]
+    lo, hi = pc.min(table.column("step")).as_py(), pc.max(table.column("step")).as_py()
+    for path, (first_step, last_step) in ranges:
+        if last_step < lo or first_step > hi:
+            continue
+        disk = conform_to(pq.ParquetFile(path).read(), SCHEMAS["progress"])
+        known = pc.is_in(table.column("step"), value_set=disk.column("step").combine_chunks())
+        if not pc.any(known).as_py():
+            continue
+        filled = _fill_part(disk, table.filter(known))
+        if filled is not None:
+            _rewrite(path, filled)
+        table = table.filter(pc.invert(known))
+        if not table.num_rows:
+            break
+    return table
+
+
 # -- writer -----------------------------------------------------------------------------
 
 class HistoryWriter:
@@ -217,8 +339,8 @@ class HistoryWriter:
     `flush_interval_s` (checked on append), on `flush()` and on `close()`. Rows still in
     the buffer are lost if the process is killed, so a watcher calls `flush("progress")`
     after each tick's rows and *before* it persists the cursor that covers them: a kill
-    before the flush re-reads the rows (the cursor did not move), a kill after it writes
-    them twice, which `read_progress()` folds back to one row per step.
+    before the flush re-reads the rows (the cursor did not move), a kill after it sends
+    them again, and the keyed flush keeps one row per step (module docstring).
     """
 
     def __init__(self, run_id: str, *, root: Path | None = None, rows_per_part: int = 8192,
@@ -232,6 +354,7 @@ class HistoryWriter:
         self._rows: dict[str, int] = {k: 0 for k in KINDS}
         self._oldest: dict[str, float | None] = {k: None for k in KINDS}
         self._lock = threading.Lock()
+        self._step_ranges: StepRanges = {}   # the progress parts' step ranges seen (keyed_progress)
 
     # -- appends ------------------------------------------------------------------------
     def append_progress(self, samples: Iterable[ProgressSample]) -> int:
@@ -255,9 +378,8 @@ class HistoryWriter:
         table = table.select([f.name for f in SCHEMAS["progress"]]).cast(SCHEMAS["progress"])
         with self._lock:
             self._flush_kind("progress")  # keep append order: buffered rows first
-            for start in range(0, table.num_rows, self.rows_per_part):
-                self._publish_part("progress", table.slice(start, self.rows_per_part))
-            compact(self.dir / "progress", "progress", fan_in=self.fan_in)
+            with run_lock(self.dir):
+                self._write_locked("progress", table)
         return table.num_rows
 
     def append_gpus(self, time_s: float | None, gpus: Iterable[GpuSample]) -> int:
@@ -316,11 +438,23 @@ class HistoryWriter:
     def _flush_kind(self, kind: str) -> None:
         if not self._rows[kind]:
             return
-        self._publish_part(kind, pa.Table.from_pydict(self._cols[kind], schema=SCHEMAS[kind]))
+        table = pa.Table.from_pydict(self._cols[kind], schema=SCHEMAS[kind])
+        with run_lock(self.dir):
+            self._write_locked(kind, table)
         self._cols[kind] = {f.name: [] for f in SCHEMAS[kind]}
         self._rows[kind] = 0
         self._oldest[kind] = None
-        compact(self.dir / kind, kind, fan_in=self.fan_in)
+
+    def _write_locked(self, kind: str, table: pa.Table) -> None:
+        """Publish `table` as parts of at most rows_per_part rows (progress: keyed by step,
+        see keyed_progress), then merge; the run lock is held."""
+        kind_dir = self.dir / kind
+        drop_covered_parts(kind_dir)
+        if kind == "progress":
+            table = keyed_progress(kind_dir, table, self._step_ranges)
+        for start in range(0, table.num_rows, self.rows_per_part):
+            self._publish_part(kind, table.slice(start, self.rows_per_part))
+        compact(kind_dir, kind, fan_in=self.fan_in)
 
     def _publish_part(self, kind: str, table: pa.Table) -> None:
         kind_dir = self.dir / kind

@@ -213,6 +213,10 @@ class Finding:
     first_seen_s: float | None = None
     line: int | None = None              # 1-based log line, when it came from the log
     run_id: str | None = None
+    cleared_s: float | None = None
+    """When its cause went away (controller.detectors.state.CLEARED_BY says what clears each
+    kind); None while it holds. A cleared finding leaves the run's live list and stays in
+    the registry's record of the run."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -243,7 +247,8 @@ class RunState:
     progress: list[ProgressSample] = field(default_factory=list)   # bounded history
     log_tail: list[str] = field(default_factory=list)              # bounded, last lines
     milestones: dict[str, float] = field(default_factory=dict)     # name -> unix time seen
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)         # live: their cause holds
+    cleared_findings: list[Finding] = field(default_factory=list)  # whose cause went away (cleared_s)
     baseline_tok_per_s: float | None = None
     total_steps: int | None = None         # the run's `--steps N` (playbook args), for "220/300" and an ETA
     oom_kill_at_launch: int | None = None  # the CT cgroup's oom_kill counter when launched

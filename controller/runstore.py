@@ -111,6 +111,7 @@ def target_of(rec: RunRecord) -> TargetConfig:
 _CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
 _RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER",
                       "job_id": "TEXT", "node_rank": "INTEGER"}
+_FINDING_COLUMNS_ADDED = {"cleared_s": "REAL"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -133,7 +134,7 @@ CREATE TABLE IF NOT EXISTS stacks (
 );
 CREATE TABLE IF NOT EXISTS findings (
   run_id TEXT, kind TEXT, summary TEXT, severity TEXT, first_seen_s REAL, evidence TEXT,
-  hint TEXT, line INTEGER, PRIMARY KEY (run_id, kind, summary)
+  hint TEXT, line INTEGER, cleared_s REAL, PRIMARY KEY (run_id, kind, summary)
 );
 """
 
@@ -150,6 +151,7 @@ class RunStore:
         self._db.executescript(_SCHEMA)
         self._add_missing_columns("cursors", _CURSOR_COLUMNS_ADDED)
         self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
+        self._add_missing_columns("findings", _FINDING_COLUMNS_ADDED)
         try:
             os.chmod(self.path, 0o600)
         except OSError:
@@ -343,16 +345,24 @@ class RunStore:
 
     # -- findings -----------------------------------------------------------------------
     def add_findings(self, run_id: str, found: Iterable[Finding]) -> list[Finding]:
-        """Record findings; returns only those not recorded before (for --notify)."""
+        """Record findings; returns only those not recorded before (for --notify). A finding
+        recorded and since cleared that holds again is live again and returned: it is news."""
         new: list[Finding] = []
         for f in found:
             cur = self._db.execute(
-                "INSERT OR IGNORE INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO findings (run_id, kind, summary, severity, first_seen_s, evidence, hint, line) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, kind, summary) DO UPDATE SET cleared_s = NULL "
+                "WHERE cleared_s IS NOT NULL",
                 (run_id, f.kind, f.summary, f.severity, f.first_seen_s, json.dumps(list(f.evidence)),
                  f.hint, f.line))
             if cur.rowcount:
                 new.append(f)
         return new
+
+    def clear_finding(self, run_id: str, finding: Finding, cleared_s: float) -> None:
+        """The finding's cause went away at cleared_s: the record keeps it, marked so."""
+        self._db.execute("UPDATE findings SET cleared_s = ? WHERE run_id = ? AND kind = ? AND summary = ?",
+                         (cleared_s, run_id, finding.kind, finding.summary))
 
     def update_finding_evidence(self, run_id: str, finding: Finding) -> None:
         """A recorded finding's evidence grown later (the automatic stack dump's frames)."""
@@ -364,4 +374,5 @@ class RunStore:
             "SELECT * FROM findings WHERE run_id = ? ORDER BY first_seen_s", (run_id,)).fetchall()
         return [Finding(kind=r["kind"], severity=r["severity"], summary=r["summary"],
                         evidence=tuple(json.loads(r["evidence"] or "[]")), hint=r["hint"] or "",
-                        first_seen_s=r["first_seen_s"], line=r["line"], run_id=run_id) for r in rows]
+                        first_seen_s=r["first_seen_s"], line=r["line"], run_id=run_id,
+                        cleared_s=r["cleared_s"]) for r in rows]

@@ -43,3 +43,37 @@ def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
     assert "ended finished, exit 0" in p.stderr
     bad = _deploy(root, pb, "--until", "forever", home=_dfctl_home)
     assert bad.returncode == 2 and bad.stderr.startswith("dfctl: error: --until 'forever'")
+
+
+def test_ctrl_c_ends_the_follow_not_the_run_and_says_how_to_watch_or_stop_it(tmp_path, _dfctl_home):
+    """Issue 26.5: Ctrl-C on `deploy --follow` said only "interrupted"; the run went on
+    unsaid. Now: exit 130 still, the run named as going on, and the commands for it."""
+    import signal
+
+    from controller.runstore import RunStore
+
+    root = make_project(tmp_path / "proj", git=False)
+    pb = ticker_playbook(root, args='"--steps", "100000", "--interval-s", "0.05"')
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home), "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "controller", "deploy", str(pb), "--follow", "--until", "end"],
+                         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        while "[progress] step=" not in (p.stdout.readline() or "[progress] step="):
+            pass                                           # following: the log streams
+        p.send_signal(signal.SIGINT)                       # what Ctrl-C sends
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        (rec,) = RunStore().runs()
+        lines = err.splitlines()
+        assert f"{rec.run_id}: only the follow was interrupted: the run goes on" in err
+        assert f"dfctl:   watch it: dfctl watch {rec.run_id}" in lines
+        assert f"dfctl:   stop it:  dfctl stop {rec.run_id}" in lines
+        assert lines[-1] == "dfctl: interrupted"
+        os.kill(rec.pid, 0)                                # the run lives on
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        stop = subprocess.run([sys.executable, "-m", "controller", "stop", RunStore().runs()[0].run_id,
+                               "--grace-s", "2"], cwd=root, capture_output=True, text=True, timeout=60, env=env)
+        assert stop.returncode == 0, stop.stderr

@@ -173,3 +173,78 @@ def test_a_later_row_fills_the_fields_an_earlier_row_for_its_step_lacked():
     rows = history.read_progress("fill").to_pylist()
     assert [(r["step"], r["tok_per_s"], r["loss"], r["source"]) for r in rows] == [
         (1, 101.0, 2.5, "metrics"), (2, 102.0, 2.5, "metrics"), (3, 103.0, 2.5, "metrics")]
+
+
+def _raw(run_id: str) -> list[dict]:
+    """Every row of the progress files as a user's query reads them (no folding of ours)."""
+    d = history.history_dir(run_id) / "progress"
+    return pd.read_parquet(d).sort_values("step").to_dict("records")
+
+
+def test_a_step_written_again_is_not_a_second_row_in_the_files():
+    """Issue 26 item 4: at most one row per (run, step) on disk, not only through our reader."""
+    history.append_progress("keyed", [ProgressSample(step=s, tok_per_s=1000.0 + s, source="metrics") for s in (1, 2)])
+    history.append_progress("keyed", [ProgressSample(step=s, tok_per_s=1.0, source="wandb") for s in (2, 3)])
+    history.append_progress("keyed", [ProgressSample(step=3, tok_per_s=2.0), ProgressSample(step=3, tok_per_s=3.0)])
+    rows = _raw("keyed")
+    assert [(r["step"], r["tok_per_s"], r["source"]) for r in rows] == [
+        (1, 1001.0, "metrics"), (2, 1002.0, "metrics"), (3, 1.0, "wandb")]
+
+
+def test_fields_a_later_row_brings_fill_the_row_on_disk_in_place():
+    history.append_progress("keyed-fill", [ProgressSample(step=s, tok_per_s=100.0 + s, source="metrics")
+                                           for s in (1, 2, 3)])
+    kind_dir = history.history_dir("keyed-fill") / "progress"
+    names = sorted(p.name for p in kind_dir.glob("*.parquet"))
+    history.append_progress("keyed-fill", [ProgressSample(step=s, tok_per_s=1.0, loss=2.5, source="log")
+                                           for s in (2, 3)])
+    assert sorted(p.name for p in kind_dir.glob("*.parquet")) == names      # rewritten, no new part
+    rows = _raw("keyed-fill")
+    assert [(r["step"], r["tok_per_s"], r["loss"]) for r in rows][0][:2] == (1, 101.0)
+    assert math.isnan(rows[0]["loss"])
+    assert [(r["step"], r["tok_per_s"], r["loss"], r["source"]) for r in rows[1:]] == [
+        (2, 102.0, 2.5, "metrics"), (3, 103.0, 2.5, "metrics")]
+    assert not list(kind_dir.glob(".*tmp"))
+
+
+def test_two_writers_at_once_leave_one_row_per_step():
+    import threading
+
+    writers = [history.HistoryWriter("keyed-two", rows_per_part=5, fan_in=3) for _ in range(2)]
+    go = threading.Barrier(2)
+
+    def feed(w):
+        go.wait()
+        for k in range(40):
+            w.append_progress(samples(3, start=k * 3))
+            w.flush("progress")
+        w.close()
+
+    threads = [threading.Thread(target=feed, args=(w,)) for w in writers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    rows = _raw("keyed-two")
+    assert [r["step"] for r in rows] == list(range(120))
+    (n, distinct), = duckdb.sql(f"SELECT count(*), count(DISTINCT step) FROM "
+                                f"'{history.history_dir('keyed-two')}/progress/*.parquet'").fetchall()
+    assert (n, distinct) == (120, 120)
+
+
+def test_the_sources_a_dead_merge_left_are_deleted_by_the_next_flush(tmp_path):
+    w = history.HistoryWriter("run-dead-merge", rows_per_part=10, fan_in=4)
+    kind_dir = history.history_dir("run-dead-merge") / "progress"
+    for k in range(3):
+        w.append_progress(samples(10, start=k * 10))
+        w.flush("progress")
+    keep = sorted(kind_dir.glob("*.parquet"))[0]
+    saved = tmp_path / keep.name
+    shutil.copy(keep, saved)
+    w.append_progress(samples(10, start=30))
+    w.flush("progress")                                              # 4th part -> merge
+    shutil.copy(saved, kind_dir / keep.name)                         # as if deletion never ran
+    assert len(pd.read_parquet(kind_dir)) == 50                      # the window a user could see
+    w.append_progress(samples(10, start=40))
+    w.close()
+    assert [r["step"] for r in _raw("run-dead-merge")] == list(range(50))

@@ -170,3 +170,61 @@ def test_the_backfill_reads_a_metrics_file_larger_than_one_probe_read(tmp_path, 
         w.close()
     assert added == 200 // 7
     assert read_progress("pieces").column("step").to_pylist() == list(range(1, 201))
+
+
+def _raw_rows(run_id: str) -> tuple[int, int]:
+    """(rows, distinct steps) in the history's files as a user's DuckDB query sees them
+    (every *.parquet file, none of our reader's folding)."""
+    import duckdb
+
+    from controller.history import history_dir
+
+    glob = history_dir(run_id) / "progress" / "*.parquet"
+    ((rows, steps),) = duckdb.sql(f"SELECT count(*), count(DISTINCT step) FROM '{glob}'").fetchall()
+    return rows, steps
+
+
+def test_three_concurrent_watches_and_sigterms_write_one_row_per_step(tmp_path, _dfctl_home):
+    """Issue 26 item 4: two watches at once wrote every history row twice (40 rows for 20
+    steps) -- our reader folded them, a user's DuckDB/pandas query of the files did not.
+    Three real `dfctl watch` processes of one run at once, two of them SIGTERMed mid-run
+    and one started again: the files hold one row per step, equal to metrics.jsonl."""
+    import pandas as pd
+
+    from controller.history import history_dir
+
+    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    run = launch_local(tmp_path / "r", PROGRAM)
+    watches: list[subprocess.Popen] = []
+    try:
+        RunStore().add_run(record_for(run, "killed"))
+        run.pid()
+        watches = [_watch(env) for _ in range(3)]
+        for w in watches:
+            assert w.stdout.readline(), w.stderr.read()      # each in its tick loop
+        for w in watches[:2]:
+            for _ in range(3):
+                assert w.stdout.readline()
+            w.send_signal(signal.SIGTERM)
+            _, err = w.communicate(timeout=30)
+            assert w.returncode == 130, err
+        again = _watch(env)
+        watches.append(again)
+        assert again.stdout.readline(), again.stderr.read()
+        (run.run_dir / "stop").write_text("")
+        wait_for(lambda: (run.run_dir / "exit_code").exists(), 30, "the run to end")
+        for w in watches[2:]:
+            _, err = w.communicate(timeout=60)
+            assert w.returncode == 0, err
+        steps = (run.run_dir / "metrics.jsonl").read_text().count("\n")
+        assert steps > 20
+        assert _raw_rows("killed") == (steps, steps)
+        df = pd.read_parquet(history_dir("killed") / "progress")
+        assert len(df) == steps and not df["step"].duplicated().any()
+        _history_equals_metrics(run.run_dir)
+    finally:
+        for w in watches:
+            if w.poll() is None:
+                w.kill()
+                w.communicate()
+        run.stop()

@@ -4,6 +4,7 @@ past column 80 (the table used to be forced to 100 columns); Ctrl-C ends it with
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
@@ -44,3 +45,31 @@ def test_runs_watch_fits_80_columns_with_full_ids_newest_first(tmp_path, _dfctl_
             assert term.wait_exit(timeout_s=30) == 130
     finally:
         run.stop()
+
+
+def test_an_ended_runs_age_stops_at_its_end():
+    """Issue 26.5: `runs -w` kept counting an ended run's age; it is its length now."""
+    from rich.console import Console
+
+    from controller.cli.runs_live import row_of
+    from controller.records import ProcessState, RunState
+    from controller.widgets.runs_table import render
+
+    def age_at(rec, st, now_s):
+        row = row_of(rec, st, RunStore(), cache)
+        console = Console(width=100, record=True, file=io.StringIO())
+        console.print(render([row], now_s, 100))
+        return console.export_text()
+
+    cache: dict = {}
+    t0 = 1_800_000_000.0
+    ended = RunRecord(run_id="done-run", name="done", target_kind="local", target="local", started_s=t0,
+                      state="finished", ended_s=t0 + 125)
+    assert "2m05s" in age_at(ended, None, t0 + 3600) and "2m05s" in age_at(ended, None, t0 + 7200)
+    live = RunRecord(run_id="ends-now", name="e", target_kind="local", target="local", started_s=t0, state="running")
+    st = RunState(run_id="ends-now", state="running", process=ProcessState(state="running"), updated_s=t0 + 60)
+    assert "1m00s" in age_at(live, st, t0 + 60)
+    st.state, st.updated_s = "failed", t0 + 70                         # seen ended at this tick
+    assert "1m10s" in age_at(live, st, t0 + 70)
+    st.updated_s = t0 + 90
+    assert "1m10s" in age_at(live, st, t0 + 900)

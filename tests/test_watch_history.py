@@ -49,26 +49,20 @@ def test_gpu_rows_of_observed_runs_go_to_the_history():
     assert read_gpus("other").num_rows == 0
 
 
-def test_a_finished_runs_wandb_state_is_not_left_running(tmp_path):
-    """Issue 13.5: a finished run's watch JSON kept `wandb.state: "running"` (the .wandb
-    exit record was never read). Once the run is done, the state is wandb's word for how
-    it ended: finished (exit 0), crashed (non-zero), killed (stopped)."""
-    from controller.playbook import TargetConfig
-    from controller.probe.readings import RunReading
+def test_a_finished_runs_wandb_state_is_not_left_running():
+    """Issue 13.5 / 26.5: a finished run's watch JSON kept `wandb.state: "running"` (the .wandb
+    exit record was never read). Once the process is gone, the state is wandb's word for how
+    it ended: finished (exit 0), crashed (non-zero), killed (stopped), unknown (an attached
+    run: no exit code); an exit record's own word stays."""
     from controller.records import ProcessState, WandbInfo
-    from controller.watch.follower import RunFollower
+    from controller.watch.follower import ended_wandb
 
-    store = RunStore(tmp_path / "reg.sqlite")
-    for state, code, want in (("finished", 0, "finished"), ("failed", 1, "crashed"), ("stopped", None, "killed")):
-        rec = _record(f"w-{state}", tmp_path)
-        store.add_run(rec)
-        f = RunFollower(rec, TargetConfig(kind="local"), store)
-        f.state.state = state
-        f.state.process = ProcessState(state="exited", exit_code=code)
-        f.state.wandb = WandbInfo(run_id="abc", mode="offline", state="running")
-        for _ in range(2):                       # done one tick after the end (the last lines)
-            f.maybe_done(RunReading(run_id=rec.run_id), 100.0)
-        assert f.done and f.state.wandb.state == want
+    for state, code, seen, want in (("finished", 0, "running", "finished"), ("failed", 1, "running", "crashed"),
+                                    ("stopped", None, None, "killed"), ("ended", None, "running", "unknown"),
+                                    ("failed", 1, "finished", "finished"), ("running", None, "running", "running")):
+        st = RunState(run_id="w", state=state, process=ProcessState(state="exited", exit_code=code),
+                      wandb=WandbInfo(run_id="abc", mode="offline", state=seen))
+        assert ended_wandb(st).state == want, (state, code, seen)
 
 
 def test_fields_a_later_source_brings_for_a_known_step_reach_the_history_once():
@@ -89,3 +83,43 @@ def test_fields_a_later_source_brings_for_a_known_step_reach_the_history_once():
     assert [p.loss for p in st.progress] == [None, 2.5, 2.5] and st.progress[1].tok_per_s == 10.0
     _, filled, _ = add_progress(st, [ProgressSample(step=3, loss=9.0, source="wandb")], 2.0, last)
     assert not filled                                  # nothing new: nothing to write again
+
+
+WANDB_KILLED = """
+    import os, wandb
+    run = wandb.init(project="dfctl-test", dir=os.getcwd())
+    for step in range(5):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    print("[progress] step=4 loss=0.2", flush=True)
+    os._exit(3)            # gone without run.finish(): the .wandb file has no exit record
+"""
+
+
+def test_every_tick_of_an_ended_run_says_how_its_wandb_run_ended(tmp_path, monkeypatch):
+    """Issue 26.5: the ticks of a run whose process had ended still said wandb `running`
+    until the watch was done with it (and a `watch --once --json` only ever said that).
+    A real wandb offline run whose process dies without run.finish(): every --json tick
+    document from the end on says `crashed`."""
+    from controller.records import ENDED_STATES, tick_document
+    from tests.test_probe import launch_local, wait_for
+    from tests.test_watch import record_for
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB__TRANSACTION_LOG_FLUSH_INTERVAL", "1")
+    run = launch_local(tmp_path / "r", WANDB_KILLED)
+    wait_for(lambda: (run.run_dir / "exit_code").exists(), 120, "the run to end")
+    assert (run.run_dir / "exit_code").read_text().strip() == "3"
+    assert list(run.run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    store = RunStore(tmp_path / "reg.sqlite")
+    store.add_run(record_for(run, "wk"))
+    w = Watch(store.runs(), store, gpu=False, persistent=False)
+    docs = []
+    try:
+        while not w.all_done and len(docs) < 20:
+            rep = w.tick()
+            docs += [tick_document(s, o) for s, o in zip(rep.states, rep.observations)]
+    finally:
+        w.close()
+    ended = [d for d in docs if d["state"] in ENDED_STATES]
+    assert ended and ended[0] is docs[0]           # the first tick already sees it ended
+    assert [d["wandb"]["state"] for d in ended] == ["crashed"] * len(ended), [d["wandb"] for d in ended]

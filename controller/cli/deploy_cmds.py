@@ -365,15 +365,9 @@ def runs(
 
 
 def _print_runs_table(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from controller.widgets.runs_list import render_runs
 
-    table = Table("run", "target", "state", "pid", "started (UTC)", "run dir")
-    for r in rows:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["started_s"])) if r["started_s"] else "-"
-        state = r["state"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")
-        table.add_row(r["run_id"], r["target"], state, str(r["pid"] or "-"), started, r["run_dir"])
-    Console(width=os.get_terminal_size(1).columns if sys.stdout.isatty() else 160).print(table)
+    print(render_runs(rows, os.get_terminal_size(1).columns if sys.stdout.isatty() else 160))
 
 
 @app.command()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from controller.playbook import total_steps_of
-from controller.records import SEVERITY_RANK, RunState
+from controller.records import ENDED_STATES, SEVERITY_RANK, RunState
 from controller.runstore import LIVE_STATES, RunRecord, RunStore
 from controller.widgets.runs_table import RunRow, render
 
@@ -19,6 +19,7 @@ def total_steps(rec: RunRecord) -> int | None:
 
 
 def _worst(findings) -> str | None:
+    findings = [f for f in findings if f.cleared_s is None]   # a cleared one's cause went away
     if not findings:
         return None
     f = max(findings, key=lambda f: SEVERITY_RANK.get(f.severity, 0))
@@ -38,9 +39,12 @@ def _last_progress(run_id: str):
 def row_of(rec: RunRecord, st: RunState | None, store: RunStore, cache: dict) -> RunRow:
     baseline = (((rec.playbook or {}).get("watch") or {}).get("baseline_tok_per_s"))
     row = RunRow(run_id=rec.run_id, state=rec.state, started_s=rec.started_s, total_steps=total_steps(rec),
-                 baseline_tok_per_s=baseline, target=rec.target)
+                 baseline_tok_per_s=baseline, target=rec.target, ended_s=rec.ended_s)
     if st is not None:
         row.state = st.state
+        if st.state in ENDED_STATES and row.ended_s is None:
+            # seen ended first at this tick; the registry learns the end when the watch is done with it
+            row.ended_s = cache.setdefault(("ended", rec.run_id), st.updated_s)
         row.baseline_tok_per_s = st.baseline_tok_per_s or baseline
         last = st.progress[-1] if st.progress else None
         if last is not None:

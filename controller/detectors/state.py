@@ -4,6 +4,11 @@ A stale (block-buffered) log, a hang, idle GPUs, GPUs that cannot be read, start
 stalls, a NaN in metrics the text rules never saw, and how the process ended (exit 137 +
 the cgroup's oom_kill counter; any other exit quotes the log's last error lines, so a
 failed launch names its cause).
+
+A finding of a condition (a silent log, idle or unreadable GPUs, a file that is not a
+file, a host that does not answer) lives as long as its cause: CLEARED_BY says, per kind,
+what ends it, and `cleared()` judges it each tick. A failure (a crash, an OOM, a NaN, a
+regression episode) happened: it never clears.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from controller.detectors.evidence import EVIDENCE_LINES, FAILURE_KINDS, clip, signal_suffix
@@ -336,3 +341,60 @@ def evaluate(state: RunState, cfg: WatchConfig, now_s: float) -> list[Finding]:
     return out
 
 
+
+
+UNREADABLE_FILE_HINT = "something in the container put a non-file there; the watch reads regular files only"
+
+
+def unreadable_file(what: str, error: str, now_s: float, run_id: str | None) -> Finding:
+    """A FIFO, device, socket or directory where a run file (`what`: "log",
+    "metrics.jsonl", ".wandb file") should be: the probe did not read it."""
+    return Finding(kind="log_unreadable", severity="warning", summary=f"{what} not read: {error}"[:300],
+                   evidence=(error,), hint=UNREADABLE_FILE_HINT, first_seen_s=now_s, run_id=run_id)
+
+
+def _unreadable_file_of(f: Finding) -> str:
+    return f.summary.split(" not read: ", 1)[0]
+
+
+def _stall_milestone_of(f: Finding) -> str:
+    return f.summary.split(" not reached ", 1)[0]
+
+
+CLEARED_BY: dict[str, str] = {
+    "log_unreadable": "the file it names is read as a regular file again",
+    "unreachable": "the host and the run's files answer again",
+    "gpu_unreadable": "a tick reads the GPUs again",
+    "stale_log": "the log grows again",
+    "hang": "the log grows or the run reports progress again",
+    "gpu_idle": "every GPU of the run reads busy again while the process lives",
+    "startup_stall": "the milestone it names is reached, or the first step",
+}
+"""What ends a finding of each kind (README "Findings" prints this table). A kind not named
+here is a failure that happened (crash, oom, nan, regression, ...): it stays."""
+
+
+def cleared(f: Finding, state: RunState, cfg: WatchConfig, now_s: float, *,
+            files_read: Collection[str]) -> bool:
+    """Whether f's cause went away (CLEARED_BY), judged on the run's state after this
+    tick; files_read: the run files this tick read as regular files ("log", ...)."""
+    since = f.first_seen_s if f.first_seen_s is not None else -math.inf
+    if f.kind == "log_unreadable":
+        return _unreadable_file_of(f) in files_read
+    if f.kind == "unreachable":
+        return state.state != "unreachable"
+    if f.kind == "gpu_unreadable":
+        hs = state.host_sample
+        return hs is not None and not hs.gpu_error and bool(hs.gpus)
+    if f.kind == "stale_log":
+        return state.last_log_growth_s is not None and state.last_log_growth_s > since
+    if f.kind == "hang":
+        marks = [x for x in (state.last_log_growth_s, state.last_progress_s) if x is not None]
+        return bool(marks) and max(marks) > since
+    if f.kind == "gpu_idle":
+        utils = _gpu_utils(state)
+        return (_alive(state) and bool(utils) and _gpu_idle(state, cfg, now_s) is None
+                and all(state.gpu_busy_seen_s.get(i, -math.inf) > since for i, _ in utils))
+    if f.kind == "startup_stall":
+        return bool(state.progress) or _stall_milestone_of(f) in state.milestones
+    return False

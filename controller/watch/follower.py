@@ -20,6 +20,7 @@ from typing import Callable
 
 from controller import detectors
 from controller.attached import ended_verdict, explain_stale_log
+from controller.detectors.state import cleared, unreadable_file
 from controller.logcursor import LogChunk, LogFollower
 from controller.logparse import LineParser, split_lines
 from controller.playbook import TargetConfig, total_steps_of, watch_config_from
@@ -80,7 +81,10 @@ class RunFollower:
                               baseline_tok_per_s=self.cfg.baseline_tok_per_s,
                               total_steps=total_steps_of(((record.playbook or {}).get("run") or {}).get("args")),
                               log=LogStatus(path=record.log_path, inode=cur.log_inode, offset_bytes=cur.log_offset))
-        self.state.findings = store.findings(record.run_id)
+        recorded = store.findings(record.run_id)
+        self.state.findings = [f for f in recorded if f.cleared_s is None]
+        self.state.cleared_findings = [f for f in recorded if f.cleared_s is not None]
+        self.files_read: frozenset[str] = frozenset()   # run files this tick read as regular files
         self.parser = LineParser(self.cfg.progress_pattern)
         # what the text detectors carry from one tick's lines to the next (the fp16 loss-scale
         # trajectory, the count of non-finite grad norms), as check-log's TextScanner does
@@ -152,6 +156,7 @@ class RunFollower:
         st.state = run_state(st, st.process)
         if self.attachment is not None:
             self.attached_facts(now)
+        obs.wandb = st.wandb = ended_wandb(st)
         lr = rd.log
         if st.state in ENDED_STATES and lr is not None and lr.exists and lr.start + len(lr.data) >= (lr.size_bytes or 0):
             log_found += self.flush_log_end(obs, now)
@@ -163,9 +168,8 @@ class RunFollower:
 
     def answered(self) -> None:
         """The host and the run's files answer: an outage's `unreachable` findings are
-        over (the registry keeps them; the run's list shows what is wrong now)."""
-        if any(f.kind == "unreachable" for f in self.state.findings):
-            self.state.findings = [f for f in self.state.findings if f.kind != "unreachable"]
+        over (cleared: the registry keeps them; the run's list shows what is wrong now)."""
+        self.clear(lambda f: f.kind == "unreachable", self.state.updated_s or time.time())
 
     def read_launch(self, rd: RunReading) -> None:
         st = self.state
@@ -213,14 +217,15 @@ class RunFollower:
 
     def refused_files(self, rd: RunReading, now: float) -> list[Finding]:
         """A FIFO, device, socket or directory where a run file should be: the probe did not
-        read it (it could hang or have side effects) -- say what is there."""
-        out = []
+        read it (it could hang or have side effects) -- say what is there. Notes which run
+        files were read as regular files: that clears their earlier log_unreadable."""
+        out, read = [], set()
         for what, fr in (("log", rd.log), ("metrics.jsonl", rd.metrics), (".wandb file", rd.wandb)):
-            if fr is not None and not fr.exists and fr.error and "not a regular file" in fr.error:
-                out.append(Finding(kind="log_unreadable", severity="warning",
-                                   summary=f"{what} not read: {fr.error}"[:300], evidence=(fr.error,),
-                                   hint="something in the container put a non-file there; the watch reads regular files only",
-                                   first_seen_s=now, run_id=self.record.run_id))
+            if fr is not None and fr.exists:
+                read.add(what)
+            elif fr is not None and fr.error and "not a regular file" in fr.error:
+                out.append(unreadable_file(what, fr.error, now, self.record.run_id))
+        self.files_read = frozenset(read)
         return out
 
     def parse_lines(self, chunk: LogChunk | None, obs: TickObservation,
@@ -413,7 +418,36 @@ class RunFollower:
         if self.attachment is not None:
             found = [explain_stale_log(f, self.state, self.attachment, now) for f in found]
             found += self.attached_end(now)
-        return new + self.record_findings(found)
+        new += self.record_findings(found)
+        self.clear(lambda f: self.guarded_bool("cleared", lambda: cleared(
+            f, self.state, self.cfg, now, files_read=self.files_read)), now)
+        return new
+
+    def clear(self, gone: Callable[[Finding], bool], now: float) -> None:
+        """Live findings whose cause went away leave the live list for cleared_findings and
+        are marked cleared (with when) in the registry, which keeps them."""
+        st = self.state
+        ended = [f for f in st.findings if gone(f)]
+        if not ended:
+            return
+        done = [replace(f, cleared_s=now) for f in ended]
+        st.findings = [f for f in st.findings if f not in ended]
+        st.cleared_findings.extend(done)
+        for f in done:
+            try:
+                self.store.clear_finding(self.record.run_id, f, now)
+            except Exception as exc:  # noqa: BLE001 - the record is a side channel; never end the watch
+                self.errors.append(f"clear finding: {exc}")
+
+    def guarded_bool(self, what: str, call: Callable[[], bool]) -> bool:
+        """guarded() for a yes/no rule: a bug answers no (the finding stays)."""
+        try:
+            return bool(call())
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not end the watch
+            msg = f"{what} failed on run {self.record.run_id}: {type(exc).__name__}: {exc}"
+            if msg not in self.errors:
+                self.errors.append(msg)
+            return False
 
     def attached_facts(self, now: float) -> None:
         """An attached run: the CT cgroup's oom_kill counter when the watch first saw it (its
@@ -459,6 +493,9 @@ class RunFollower:
         fresh = [f for f in found if f.key not in known]
         stored = self.store.add_findings(self.record.run_id, fresh)
         self.state.findings.extend(fresh)
+        back = {f.key for f in fresh}
+        if back and self.state.cleared_findings:   # a cleared finding that holds again is live again
+            self.state.cleared_findings = [f for f in self.state.cleared_findings if f.key not in back]
         for f in stored:
             if self.on_finding is not None:
                 try:
@@ -492,10 +529,6 @@ class RunFollower:
         self.ended_ticks += 1
         if self.ended_ticks >= 2:
             self.done = True
-            if st.wandb is not None and st.wandb.state in (None, "running"):
-                # the process is gone: wandb's word for how it ended (no exit record read)
-                st.wandb = replace(st.wandb, state="finished" if st.process.exit_code == 0 else
-                                   "killed" if st.state == "stopped" else "crashed")
             try:
                 self.store.update_run(self.record.run_id, state=st.state, exit_code=st.process.exit_code, ended_s=now)
             except Exception:  # noqa: BLE001 - the registry row is informational here
@@ -511,6 +544,20 @@ def operator_signal(f: Finding) -> bool:
     """A 'crash' that is the launcher obeying `dfctl stop` (the run dir's stop_request was
     read): the traceback torchrun prints for the SIGTERM it got."""
     return f.kind == "crash" and any(_OPERATOR_SIGNAL.search(x) for x in (f.summary, *f.evidence))
+
+
+def ended_wandb(st: RunState) -> WandbInfo | None:
+    """The run's wandb side once its process is gone and no exit record of the .wandb file
+    said how it ended (killed hard, or a file still being read in pieces): wandb's word for
+    what the process did -- finished (exit 0), killed (an operator's stop), crashed (any
+    other code), unknown (an attached run: no exit code can be known) -- never `running`.
+    A later exit record's own word replaces it (merge_wandb)."""
+    w = st.wandb
+    if w is None or st.state not in ENDED_STATES or w.state not in (None, "running"):
+        return w
+    code = st.process.exit_code
+    return replace(w, state="killed" if st.state == "stopped" else "finished" if code == 0 else
+                   "unknown" if code is None and st.state == "ended" else "crashed")
 
 
 def run_state(st: RunState, proc: ProcessState) -> RunStatus:

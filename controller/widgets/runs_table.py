@@ -24,6 +24,7 @@ class RunRow:
     run_id: str
     state: str
     started_s: float | None = None
+    ended_s: float | None = None      # an ended run's age stops here
     step: int | None = None
     total_steps: int | None = None
     tok_per_s: float | None = None
@@ -44,7 +45,7 @@ def _cells(r: RunRow, now_s: float) -> dict[str, Text]:
         "step": Text(step),
         "tok/s": Text(si(r.tok_per_s) if r.tok_per_s is not None else ""),
         "vs base": Text(vs, style=vs_style),
-        "age": Text(duration(now_s - r.started_s) if r.started_s else ""),
+        "age": Text(duration((r.ended_s or now_s) - r.started_s) if r.started_s else ""),
         "worst finding": Text(r.worst or "", style="red" if r.worst else ""),
         "target": Text(r.target),
     }

@@ -4,21 +4,25 @@ reads a container's files as the untrusted input they are, and leaves nothing be
 1. symlinks planted in the CT (absolute, relative past the root, through `..`) never make
    the probe deliver a node file's bytes -- log, metrics.jsonl or tail;
 2. a FIFO at the log path costs a finding that says so, not a hung probe (a blocked root
-   python per tick) and not an "unreachable" host;
+   python per tick) and not an "unreachable" host -- and once a regular file is back
+   there, the finding is cleared (issue 27 item 3): gone from the live list up to the
+   final `stopped` tick, kept in the registry marked cleared;
 4. the probe agent exits when no request comes (a link cut brings no end-of-file)."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from controller.records import to_jsonable
+from controller.records import tick_document, to_jsonable
 from controller.runstore import RunStore
 from controller.watch import Watch
 from tests.test_probe import wait_for
+from tests.test_watch import tick_until
 from tests.test_watch_rig import ct_record, launch_in_ct
 
 pytestmark = pytest.mark.rig
@@ -93,6 +97,53 @@ def test_a_fifo_at_the_log_path_is_a_finding_not_a_hung_probe(rig, rig_host, tmp
             assert st.state != "unreachable" and w.hosts[host.name].reachable
             (f,) = [f for f in st.findings if f.kind == "log_unreadable"]
             assert "a FIFO" in f.summary and "/workspace/" in f.summary
+        finally:
+            w.close()
+    finally:
+        _stop(host, run_dir)
+
+
+def test_a_fifo_then_a_file_at_the_log_path_clears_log_unreadable_to_the_last_tick(rig, rig_host, tmp_path):
+    host = rig_host
+    name = f"sec-fifo-file-{os.getpid()}"
+    run_dir = launch_in_ct(host, name, WRITER)
+    log = run_dir / "train.log"
+    try:
+        log.unlink()
+        os.mkfifo(log)
+        store = RunStore(tmp_path / "reg.sqlite")
+        rec = ct_record(rig, host, name)
+        store.add_run(rec)
+        w = Watch(store.runs(), store, gpu=False, probe_timeout_s=8.0)
+        try:
+            st = w.states[0]
+            tick_until(w, lambda: any(f.kind == "log_unreadable" for f in st.findings), 20, "log_unreadable")
+            # the FIFO replaced by a regular file, the way a user's `mv` puts one there
+            tmp = run_dir / "train.log.new"
+            tmp.write_text("[progress] step=1 loss=2.5\n")
+            os.replace(tmp, log)
+            tick_until(w, lambda: st.log.size_bytes is not None, 20, "the regular file read")
+            docs = []
+            for _ in range(2):
+                rep = w.tick()
+                docs += [tick_document(s, o) for s, o in zip(rep.states, rep.observations)]
+            # then the run is stopped the way `dfctl stop` does: its stop_request, a SIGTERM
+            (run_dir / "stop_request").write_text(json.dumps({"by": "dfctl stop", "time_s": time.time()}))
+            pid = int((run_dir / "pid").read_text())
+            host.ct_exec(200, ["sh", "-c", f"kill -TERM $(cat /proc/{pid}/task/{pid}/children)"])
+            while not w.all_done:
+                rep = w.tick()
+                docs += [tick_document(s, o) for s, o in zip(rep.states, rep.observations)]
+                time.sleep(0.2)
+            assert st.state == "stopped"
+            assert docs[-1]["state"] == "stopped"
+            for doc in docs:
+                assert not [f for f in doc["findings"] if f["kind"] == "log_unreadable"], doc["state"]
+            (gone,) = [f for f in st.cleared_findings if f.kind == "log_unreadable"]
+            assert "a FIFO" in gone.summary and gone.cleared_s is not None and gone.cleared_s >= gone.first_seen_s
+            assert [f["kind"] for f in docs[-1]["cleared_findings"]] == ["log_unreadable"]
+            (kept,) = [f for f in RunStore(tmp_path / "reg.sqlite").findings(rec.run_id) if f.kind == "log_unreadable"]
+            assert kept.cleared_s == gone.cleared_s
         finally:
             w.close()
     finally:

@@ -311,7 +311,14 @@ def judge(run: RunSummary, base: RunSummary | None, base_tok: float | None, seed
     elif hi < 0:
         run.verdict = f"slower by {-run.delta_pct:.1f}%"
     else:
-        run.verdict = f"within noise (±{max(abs(lo), abs(hi)):.1f}%)"
+        run.verdict = f"within noise ({interval_text(run.ci_pct)})"
+
+
+def interval_text(ci_pct: tuple[float, float]) -> str:
+    """'-7.2% … +70.7%': both ends as they are. A bootstrap interval of a median is often
+    lopsided, and `±70.7%` would claim the run may be 70% slower when it may not."""
+    lo, hi = ci_pct
+    return f"{lo:+.1f}% … {hi:+.1f}%"
 
 
 def _warm_tok(r: RunSummary) -> np.ndarray:

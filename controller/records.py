@@ -245,6 +245,8 @@ class RunState:
     milestones: dict[str, float] = field(default_factory=dict)     # name -> unix time seen
     findings: list[Finding] = field(default_factory=list)
     baseline_tok_per_s: float | None = None
+    warmup_s: float = 60.0                 # the run's watch.warmup_s / warmup_steps (WatchConfig's defaults):
+    warmup_steps: int = 3                  # the warm window of every tok/s figure shown for it (throughput.py)
     total_steps: int | None = None         # the run's `--steps N` (playbook args), for "220/300" and an ETA
     oom_kill_at_launch: int | None = None  # the CT cgroup's oom_kill counter when launched
     gpus_seen_since_s: float | None = None  # first tick that brought this run's GPU readings

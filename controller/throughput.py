@@ -6,6 +6,15 @@ takes its median through `warm_window()` and `tok_quantiles()` (compare-runs ove
 of a 1M-row history, the others over samples turned into columns by `throughput_summary`),
 and every figure printed names the window it came from (`window_label`). Pure, no I/O.
 
+One run, one figure (issue 26.3): the dashboard's median, the watch's closing line,
+check-log and compare-runs all print `throughput_summary`'s median (compare-runs its
+column-wise twin, `warm_window` + `tok_quantiles`), through `fmt_tok_per_s`. Two things
+made them differ: the dashboard took a rolling median of the last 20 samples, and the
+watch stamps a log line with the time *it read* the line (a block-buffered log delivers a
+burst at one time), which check-log and compare-runs of the log file never see. So the
+warm window's time rule uses the trainer's own clock only (`trainer_times`): a sample from
+a log line counts by steps; metrics.jsonl and wandb samples by time too.
+
 Why medians of a *warm* window: the first steps include torch.compile, CUDA graph
 capture, allocator growth and data-loader start-up; a mean over them under-reports a
 healthy run and a single slow checkpoint step skews it. The warm window drops the first
@@ -132,6 +141,22 @@ def window_label(first_step: int | None, last_step: int | None, warm: bool) -> s
     return f"warm window steps {first_step}-{last_step}" if warm else f"all steps {first_step}-{last_step}, short run"
 
 
+def trainer_times(samples: Sequence[ProgressSample]) -> np.ndarray:
+    """The samples' times on the trainer's clock, NaN where unknown -- a log line's time is
+    when the watch read it, not when the trainer printed it, so it is left out (the same
+    log read by check-log has no times at all)."""
+    return np.array([s.time_s if s.source != "log" and finite(s.time_s) else np.nan for s in samples],
+                    dtype=np.float64)
+
+
+def median_text(summary: dict[str, Any] | None) -> str:
+    """'median 5.1K tok/s (warm window steps 50-120)': the one way a run's figure is printed."""
+    tok = (summary or {}).get("tok_per_s") or {}
+    if tok.get("median") is None:
+        return "median ? tok/s"
+    return f"median {fmt_tok_per_s(tok['median'])} tok/s ({summary['window']['label']})"  # type: ignore[index]
+
+
 def _column(samples: Sequence[ProgressSample], name: str) -> np.ndarray:
     return np.array([v if finite(v := getattr(s, name)) else np.nan for s in samples], dtype=np.float64)
 
@@ -154,8 +179,7 @@ def throughput_summary(progress: Sequence[ProgressSample], cfg: Any = None,
         baseline_tok_per_s = getattr(cfg, "baseline_tok_per_s", None)
     samples = [s for s in by_step(progress)
                if finite(s.tok_per_s) or finite(s.step_time_s) or finite(s.samples_per_s)]
-    times_col = np.array([s.time_s if finite(s.time_s) else np.nan for s in samples], dtype=np.float64)
-    mask, is_warm = warm_window(times_col, np.ones(len(samples), bool), warmup_s, warmup_steps)
+    mask, is_warm = warm_window(trainer_times(samples), np.ones(len(samples), bool), warmup_s, warmup_steps)
     picked = np.arange(len(samples))[mask]
     used = [samples[i] for i in picked]
     tok_stats: dict[str, Any] | None = tok_quantiles(_column(used, "tok_per_s"))

@@ -212,9 +212,8 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
     """What a person needs when the watch ends: how each run ended, its numbers, what next.
     The tok/s median is the warm window's of each run's own watch config (`cfgs` by run
     id; default warm-up otherwise) -- the figure check-log and compare-runs print."""
-    from controller.playbook import WatchConfig
     from controller.records import SEVERITY_RANK
-    from controller.throughput import fmt_tok_per_s, throughput_summary
+    from controller.throughput import median_text, throughput_summary
 
     out = []
     for st in states:
@@ -236,9 +235,9 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
             losses = [p.loss for p in prog if p.loss is not None]
             if losses:
                 bits.append(f"loss {losses[0]:.4g} -> {losses[-1]:.4g}")
-            tput = throughput_summary(prog, (cfgs or {}).get(st.run_id) or WatchConfig())
+            tput = throughput_summary(prog, (cfgs or {}).get(st.run_id) or st)   # st: its own warm-up
             if tput["tok_per_s"]:
-                bits.append(f"median {fmt_tok_per_s(tput['tok_per_s']['median'])} tok/s ({tput['window']['label']})")
+                bits.append(median_text(tput))
         worst = sorted(st.findings, key=lambda f: -SEVERITY_RANK.get(f.severity, 0))
         bits.append(f"{len(worst)} finding(s), worst: {worst[0].kind}: {worst[0].summary}" if worst else "no findings")
         out.append("; ".join(bits))

@@ -98,3 +98,10 @@ def test_dashboard_closing_line_check_log_and_compare_runs_print_one_string(tmp_
     doc = json.loads(_cli("check-log", str(log), "--json").stdout)["throughput"]
     assert checked == fmt_tok_per_s(doc["tok_per_s"]["median"])
     assert "warm window steps 50-120" in closing_lines([st])[0]
+
+
+def test_a_watched_runs_default_warm_up_is_the_watch_configs():
+    from controller.playbook import WatchConfig
+
+    st, cfg = RunState(run_id="r"), WatchConfig()
+    assert (st.warmup_s, st.warmup_steps) == (cfg.warmup_s, cfg.warmup_steps)

@@ -15,7 +15,7 @@ from controller.throughput import fmt_tok_per_s, throughput_summary
 from controller.widgets.format import NA, deficit_text, known, si
 from controller.widgets.sparkline import chart
 
-_MEDIANS: dict[str, tuple[tuple[int, int, float, int], float | None]] = {}
+_MEDIANS: dict[str, tuple[tuple[int, int, int, float, int], float | None]] = {}
 """run id -> (what the figure was computed from, the figure): a redraw without new samples
 costs no pass over the history."""
 
@@ -28,13 +28,15 @@ def current_tok_per_s(progress: list[ProgressSample]) -> float | None:
 
 
 def warm_median_tok_per_s(state: RunState) -> float | None:
-    """The run's warm-window median tok/s (throughput.throughput_summary, its warm-up)."""
+    """The run's warm-window median tok/s (throughput.throughput_summary, its warm-up) over
+    its whole run: the samples the bounded history let go count through older_throughput."""
     last = state.progress[-1].step if state.progress else -1
-    key = (len(state.progress), last, state.warmup_s, state.warmup_steps)
+    key = (len(state.progress), last, state.older_throughput.version, state.warmup_s, state.warmup_steps)
     cached = _MEDIANS.get(state.run_id)
     if cached is not None and cached[0] == key:
         return cached[1]
-    tok = throughput_summary(state.progress, state)["tok_per_s"] if state.progress else None
+    tok = throughput_summary(state.progress, state, older=state.older_throughput)["tok_per_s"] \
+        if state.progress or len(state.older_throughput) else None
     value = tok["median"] if tok else None
     if len(_MEDIANS) > 256:
         _MEDIANS.clear()

@@ -47,7 +47,7 @@ def fmt_tok_per_s(value: float | None) -> str:
     return f"{value:.0f}"
 
 
-def quantile(sorted_values: Sequence[float] | np.ndarray, q: float) -> float | None:
+def quantile(sorted_values: Sequence[float], q: float) -> float | None:
     """Linear-interpolated quantile (numpy's default) of an already sorted sequence."""
     n = len(sorted_values)
     if n == 0:
@@ -192,8 +192,9 @@ def run_columns(progress: Sequence[ProgressSample], older: ThroughputColumns | N
 
 
 def _median_of(values: np.ndarray) -> float | None:
+    """The median of the finite values (numpy's, as compare-runs takes it; no full sort)."""
     values = values[np.isfinite(values)]
-    return quantile(np.sort(values), 0.5) if values.size else None
+    return float(np.median(values)) if values.size else None
 
 
 def throughput_summary(progress: Sequence[ProgressSample], cfg: Any = None,

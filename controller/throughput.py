@@ -161,7 +161,7 @@ def median_text(summary: dict[str, Any] | None) -> str:
     return f"median {fmt_tok_per_s(tok['median'])} tok/s ({summary['window']['label']})"  # type: ignore[index]
 
 
-def sample_columns(samples: Sequence[ProgressSample]) -> dict[str, np.ndarray]:
+def _sample_columns(samples: Sequence[ProgressSample]) -> dict[str, np.ndarray]:
     """Samples -> the columns ThroughputColumns.arrays() gives (one row per sample, in order)."""
     out = {
         "step": np.array([int(s.step) for s in samples], dtype=np.int64),
@@ -177,10 +177,10 @@ def _column(samples: Sequence[ProgressSample], name: str) -> np.ndarray:
     return np.array([v if finite(v := getattr(s, name)) else np.nan for s in samples], dtype=np.float64)
 
 
-def run_columns(progress: Sequence[ProgressSample], older: ThroughputColumns | None = None) -> dict[str, np.ndarray]:
+def _run_columns(progress: Sequence[ProgressSample], older: ThroughputColumns | None = None) -> dict[str, np.ndarray]:
     """One row per step, in step order, the first seen winning (`by_step`'s rule): the rows
     of `older` (samples that left a bounded history, so seen first), then `progress`."""
-    cols = sample_columns(progress)
+    cols = _sample_columns(progress)
     if older is not None and len(older):
         before = older.arrays()
         cols = {k: np.concatenate([before[k], cols[k]]) for k in cols}
@@ -216,7 +216,7 @@ def throughput_summary(progress: Sequence[ProgressSample], cfg: Any = None,
     warmup_steps = int(getattr(cfg, "warmup_steps", 0) or 0) if cfg is not None else 0
     if baseline_tok_per_s is None and cfg is not None:
         baseline_tok_per_s = getattr(cfg, "baseline_tok_per_s", None)
-    cols = run_columns(progress, older)
+    cols = _run_columns(progress, older)
     useful = np.isfinite(cols["tok_per_s"]) | np.isfinite(cols["step_time_s"]) | np.isfinite(cols["samples_per_s"])
     if not useful.all():
         cols = {k: v[useful] for k, v in cols.items()}

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from controller.errors import BadInputError
+from controller.progress_pairs import read_pairs
 from controller.records import ProgressSample, WandbInfo
 
 # ---------------------------------------------------------------------------------------
@@ -210,31 +211,32 @@ _KEY_ALIASES = {
     "step_time": "step_time_s", "iter_time_s": "step_time_s",
 }
 
-# A number as trainers print it; a K/M suffix only when no letter follows ("989.44ms").
-_NUMTOK = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?:\s?[KkMm](?![A-Za-z]))?|nan|NaN|inf|Inf|-inf"
+# A number as trainers print it (tqdm's rate); a K/M suffix only when no letter follows.
+_NUMTOK = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?:[KkMm](?![A-Za-z]))?|nan|NaN|inf|Inf"
 _KV_RE = re.compile(r"([A-Za-z_][\w.]*)=(\S+)")
-
-_STEP_RE = re.compile(
-    r"(?<![\w/])(?:global[_ ]step|steps?|iter(?:ation)?s?)\b['\"]?\s*[:=#]?\s*(\d+)(?:\s*/\s*\d+)?", re.I)
-_TOKS_AFTER_RE = re.compile(
-    r"(" + _NUMTOK + r")\s*(?:tok(?:en)?s?\s*/\s*s(?:ec)?\b|tokens? per sec(?:ond)?\b)", re.I)
-_TOKS_BEFORE_RE = re.compile(
-    r"\b(?:tok(?:en)?s?(?:/|_per_|\s+per\s+)s(?:ec(?:ond)?)?|tps|tok_per_s|throughput)\b\s*[:=]?\s*(" + _NUMTOK + r")",
-    re.I)
-_LOSS_RE = re.compile(r"(?<![\w.])(?:lm |train[_ ])?loss\b['\"]?\s*[:=|]?\s*(" + _NUMTOK + r")(?![\w.])", re.I)
-_LR_RE = re.compile(r"(?<![\w.])(?:lr|learning[_ ]rate)\b['\"]?\s*[:=]?\s*(" + _NUMTOK + r")", re.I)
-_STEP_TIME_RE = re.compile(
-    r"(?:step_time_s|step[_ ]time|time per (?:step|iteration)|iter time \(s\)|elapsed time per iteration \((ms)\)|\bdt)"
-    r"\s*[:=]?\s*(" + _NUMTOK + r")\s*(ms|s)?\b", re.I)
-_SAMPLES_RE = re.compile(
-    r"\bsamples?(?:/s(?:ec)?|_per_s(?:ec(?:ond)?)?|\s+per\s+sec(?:ond)?|PerSec)\b\s*[:=]?\s*(" + _NUMTOK + r")", re.I)
-# tqdm: "desc:  45%|████▌     | 450/1000 [01:23<01:42,  5.38it/s, loss=2.31]"
+# The contract's key=value lines: aliases other trainers use for its keys.
+_KEY_ALIASES = {
+    "tok_s": "tok_per_s", "tokens_per_s": "tok_per_s", "tokens_per_sec": "tok_per_s",
+    "tok_per_sec": "tok_per_s", "tps": "tok_per_s", "throughput": "tok_per_s",
+    "tokens_per_second": "tok_per_s",
+    "samples_per_sec": "samples_per_s", "samples_per_second": "samples_per_s",
+    "learning_rate": "lr", "iter": "step", "iteration": "step", "global_step": "step",
+    "step_time": "step_time_s", "iter_time_s": "step_time_s",
+}
+# tqdm: "desc:  45%|████▌     | 450/1000 [01:23<01:42,  5.38it/s, loss=2.31]", and with no
+# total (an iterable without len): "Epoch 8: : 150it [00:03, 46.84it/s, loss=1.625, v_num=0]"
 _TQDM_RE = re.compile(
-    r"^(?P<desc>.*?)\s*\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+|\?)\s*\[[^\]]*?"
+    r"^(?P<desc>.*?)\s*(?:\d{1,3}%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+|\?)|(?P<n_only>\d+)it)\s*\[[^\]]*?"
     r"(?:,\s*(?P<rate>" + _NUMTOK + r")\s*(?P<unit>it/s|s/it))?(?P<post>,[^\]]*)?\]")
-_TQDM_TRAINING_DESC = re.compile(r"train|epoch|step|iter|^\s*$", re.I)
-# HF Trainer: {'loss': 2.1, 'grad_norm': 1.3, 'learning_rate': 5e-05, 'epoch': 0.5}
-_HF_ITEM_RE = re.compile(r"['\"](\w+)['\"]\s*:\s*(" + _NUMTOK + r")")
+_TQDM_UNSIZED_RE = re.compile(r"\d+it \[")
+_TQDM_TRAINING_DESC = re.compile(r"train|epoch|step|iter|^[\s:]*$", re.I)
+# HF Trainer: {'loss': 2.1, 'grad_norm': 1.3, 'learning_rate': 5e-05, 'epoch': 0.5}; fairseq's
+# JSON lines quote their numbers: {"loss": "8.206", "num_updates": "33700", ...}
+_HF_ITEM_RE = re.compile(r"['\"](\w+)['\"]\s*:\s*['\"]?(" + _NUMTOK + r")['\"]?\s*[,}]")
+_DICT_STEP_KEYS = ("step", "global_step", "num_updates")
+_DICT_TOK_KEYS = ("tok_per_s", "tokens_per_second", "train_tokens_per_second", "tokens_per_second_per_gpu", "wps")
+_SAMPLE_FIELDS = ("loss", "eval_loss", "tok_per_s", "step_time_s", "samples_per_s")
+"""A free-form line is progress when it names a step and at least one of these."""
 
 
 def _num_or_none(text: str | None) -> float | None:
@@ -370,9 +372,11 @@ class LineParser:
                 return self._from_fields(m.groupdict())
         if "[progress]" in line:
             return self._contract(line)
-        if line.lstrip().startswith("{") and ("'loss'" in line or '"loss"' in line):
-            return self._hf_dict(line)
-        if "%|" in line:
+        if "'loss'" in line or '"loss"' in line:
+            brace = line.find("{")
+            if brace >= 0:
+                return self._hf_dict(line[brace:])
+        if "%|" in line or _TQDM_UNSIZED_RE.search(line):
             return self._tqdm(line)
         return self._generic(line)
 
@@ -425,64 +429,47 @@ class LineParser:
         items = dict(_HF_ITEM_RE.findall(line))
         if "loss" not in items:
             return None
-        fields = {"loss": items.get("loss"), "lr": items.get("learning_rate")}
-        for key in ("tok_per_s", "tokens_per_second", "train_tokens_per_second"):
+        fields = {"loss": items.get("loss"), "lr": items.get("learning_rate", items.get("lr"))}
+        for key in _DICT_TOK_KEYS:
             if key in items:
                 fields["tok_per_s"] = items[key]
+                break
+        for key in _DICT_STEP_KEYS:
+            if key in items:
+                fields["step"] = items[key]
         return self._from_fields(fields)
 
     def _tqdm(self, line: str) -> ProgressSample | None:
         m = _TQDM_RE.search(line)
         if not m or not _TQDM_TRAINING_DESC.search(m.group("desc") or ""):
             return None
-        fields: dict[str, str | None] = {"step": m.group("n")}
+        fields: dict[str, str | None] = {"step": m.group("n") or m.group("n_only")}
         rate = _num_or_none(m.group("rate"))
         if rate and math.isfinite(rate) and rate > 0:
-            fields["step_time_s"] = str(1.0 / rate if m.group("unit") == "it/s" else rate)
-        post = m.group("post") or ""
-        lm = re.search(r"(?:^|[ ,])(?:train_)?loss=(" + _NUMTOK + r")", post)
-        if lm:
-            fields["loss"] = lm.group(1)
+            fields["step_time_s"] = repr(1.0 / rate if m.group("unit") == "it/s" else rate)
+        # the postfix is key=value pairs of the trainer's own choosing (Lightning's loss,
+        # NeMo's tps=, reduced_train_loss=): read by pairing; the bar's count and rate win
+        post = read_pairs((m.group("post") or "").lstrip(","))
+        for key in ("loss", "tok_per_s", "samples_per_s", "lr"):
+            if key in post:
+                fields[key] = repr(post[key])
         if len(fields) == 1:
             return None
         return self._from_fields(fields)
 
     def _generic(self, line: str) -> ProgressSample | None:
-        """`Step 100: 12000 tok/s`, `step 120 | loss 3.21 | 21.5K tok/s`, torchtitan
-        `step: 10  loss: 7.6  memory: 66.91GiB(37.51%)  tps: 10,050`, nanochat
-        `step 00004/21400 (0.02%) | loss: 8.89 | dt: 989.44ms | tok/sec: 529,882`,
-        Megatron ` iteration 100/ 500000 | ... elapsed time per iteration (ms): 1234.5 |
-        learning rate: 1.0E-04 | ... lm loss: 7.1E+00 |`, DeepSpeed `steps: 100 loss:
-        2.3 iter time (s): 0.5 samples/sec: 64.0`."""
+        """Any other line that names a step: read by pairing each number with the word
+        that names it (controller/progress_pairs.py), so `step 65 loss 1.4292 tok/s 6020`
+        gives tok/s 6020, not the loss. Progress only with a step and a figure."""
         low = line.lower()
-        if "step" not in low and "iter" not in low:
+        if "step" not in low and "iter" not in low and "num_updates" not in low:
             return None
-        sm = _STEP_RE.search(line)
-        if not sm:
+        pairs = read_pairs(line)
+        if "step" not in pairs or not any(k in pairs for k in _SAMPLE_FIELDS):
             return None
-        fields: dict[str, str | None] = {"step": sm.group(1)}
-        rest = line[sm.end():] if sm.start() < 40 else line
-        tm = _TOKS_AFTER_RE.search(rest) or _TOKS_BEFORE_RE.search(rest)
-        if tm:
-            fields["tok_per_s"] = tm.group(1)
-        lm = _LOSS_RE.search(rest)
-        if lm:
-            fields["loss"] = lm.group(1)
-        st = _STEP_TIME_RE.search(rest)
-        if st:
-            value = parse_number(st.group(2))
-            unit_ms = st.group(1) or st.group(3) == "ms"
-            if value is not None:
-                fields["step_time_s"] = str(value / 1000.0 if unit_ms else value)
-        sp = _SAMPLES_RE.search(rest)
-        if sp:
-            fields["samples_per_s"] = sp.group(1)
-        if len(fields) == 1:
-            return None
-        lr = _LR_RE.search(rest)
-        if lr:
-            fields["lr"] = lr.group(1)
-        return self._from_fields(fields)
+        values: dict[str, float | int] = {k: v for k, v in pairs.items() if k in PROGRESS_FIELDS}
+        values["step"] = int(pairs["step"])
+        return ProgressSample(source="log", **values)  # type: ignore[arg-type]
 
     # -- milestones -----------------------------------------------------------------------
     @staticmethod

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from controller.throughput_columns import ThroughputColumns
+
 Severity = Literal["info", "warning", "critical"]
 RunStatus = Literal["starting", "running", "finished", "failed", "stopped", "ended", "unreachable", "unknown"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
@@ -250,6 +252,8 @@ class RunState:
     findings: list[Finding] = field(default_factory=list)         # live: their cause holds
     cleared_findings: list[Finding] = field(default_factory=list)  # whose cause went away (cleared_s)
     baseline_tok_per_s: float | None = None
+    warmup_s: float = 60.0                 # the run's watch.warmup_s / warmup_steps (WatchConfig's defaults):
+    warmup_steps: int = 3                  # the warm window of every tok/s figure shown for it (throughput.py)
     total_steps: int | None = None         # the run's `--steps N` (playbook args), for "220/300" and an ETA
     oom_kill_at_launch: int | None = None  # the CT cgroup's oom_kill counter when launched
     gpus_seen_since_s: float | None = None  # first tick that brought this run's GPU readings
@@ -258,6 +262,13 @@ class RunState:
     is an instantaneous share, and a healthy pipeline's GPUs read 0 between bursts (seen on
     2x H200), so "idle" must mean idle for a while, not idle in one sample."""
     updated_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.older_throughput = ThroughputColumns()
+        """The throughput figures of this run's samples that left `progress` (which keeps
+        the last 2,000 as objects), as compact columns (throughput_columns.py: at most 49
+        bytes a step), so every median shown for the run is its whole run's. Not a field:
+        `--json` and dataclasses.asdict leave it out (a million steps are 47 MiB)."""
 
     @property
     def worst_severity(self) -> str | None:

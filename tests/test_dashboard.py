@@ -19,7 +19,6 @@ from controller.records import Finding, GpuSample, HostSample, RunState
 from controller.widgets.demo import sample_states
 from controller.widgets.logtail import collapse_redraws
 from controller.widgets.sparkline import chart
-from controller.widgets.throughput import ROLLING_SAMPLES
 
 NOW = 1_795_000_000.0
 SIZES = [(80, 24), (120, 40), (200, 60)]
@@ -34,8 +33,10 @@ def screen(states, selected=0, width=80, height=24) -> list[str]:
 
 
 def expected_deficit(state: RunState) -> str:
-    values = [p.tok_per_s for p in state.progress][-ROLLING_SAMPLES:]
-    med = statistics.median(values)
+    """Against the run's warm-window median: the samples after the first and 3 more, the
+    first minute of them left out when their clock is the trainer's (issue 26.3)."""
+    warm = [p for p in state.progress[4:] if p.source == "log" or p.time_s >= state.progress[0].time_s + 60]
+    med = statistics.median(p.tok_per_s for p in warm)
     return f"{-(state.baseline_tok_per_s - med) / state.baseline_tok_per_s * 100:+.1f}%"
 
 

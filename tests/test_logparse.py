@@ -315,3 +315,92 @@ def test_real_wandb_offline_output(tmp_path):
     assert info is not None and info.mode == "offline"
     assert info.run_id == run_dirs[0].name.rsplit("-", 1)[1]
     assert info.offline_dir == str(run_dirs[0])
+
+
+# ---------------------------------------------------------------------------------------
+# pairing, not position (issue 26.1)
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line,expected", [
+    # the seeds' hand-started run: the number before `tok/s` is the loss
+    ("step 65 loss 1.4292 tok/s 6020", dict(step=65, loss=1.4292, tok_per_s=6020.0)),
+    ("step 65 loss 1.4292 6020 tok/s", dict(step=65, loss=1.4292, tok_per_s=6020.0)),
+    ("step 65 tokens/s: 6020 loss 1.4292", dict(step=65, loss=1.4292, tok_per_s=6020.0)),
+    ("step=65 tokens_per_sec=6020 loss=1.4292", dict(step=65, loss=1.4292, tok_per_s=6020.0)),
+    ("step 65 | 5.38 it/s | loss 1.4292", dict(step=65, loss=1.4292, step_time_s=1 / 5.38)),
+    ("step 65 loss 1.4292 2.5 s/it", dict(step=65, loss=1.4292, step_time_s=2.5)),
+    ("step 65 samples/s 12.5 loss 1.4292 tok/s 6020", dict(step=65, loss=1.4292, samples_per_s=12.5, tok_per_s=6020.0)),
+    # found by test_a_keys_value_is_never_another_keys_value against the positional parser
+    ("step 1 samples/s 0.0020 tok/s 0.0030", dict(step=1, samples_per_s=0.002, tok_per_s=0.003)),
+    ("lr: 0.0030 step 1 loss 0.0020", dict(step=1, lr=0.003, loss=0.002)),
+    ("step 1 0.0020 it/s", dict(step=1, step_time_s=500.0)),
+])
+def test_each_number_goes_to_the_word_that_names_it(line, expected):
+    sample = LineParser().parse(line).progress
+    assert sample is not None
+    for key, value in expected.items():
+        assert getattr(sample, key) == pytest.approx(value), key
+
+
+def test_an_ambiguous_line_reads_as_nothing_not_a_wrong_number():
+    # `tok/s` between two numbers: the unit of 6020 or the key of 1.42? Neither is read.
+    sample = LineParser().parse("step 65 loss: 0.5 6020 tok/s 1.42").progress
+    assert sample is not None and sample.loss == 0.5 and sample.tok_per_s is None
+    assert LineParser().parse("step 65 6020 tok/s 1.42").progress is None
+    # two tok/s figures that disagree, and src/tgt rates under one unit
+    assert LineParser().parse("step 5 loss 2.0 tps: 100 tps: 200").progress.tok_per_s is None
+    assert LineParser().parse("step 5 loss 2.0 5092/261 tok/s").progress.tok_per_s is None
+
+
+_RATE_UNITS = {"tok_per_s": ["tok/s", "tokens/s", "tok/sec"], "samples_per_s": ["samples/s", "samples/sec"],
+               "it_per_s": ["it/s"], "s_per_it": ["s/it"]}
+_KEY_WORDS = {"step": ["step", "iter", "global_step"], "loss": ["loss", "train_loss"], "lr": ["lr", "learning_rate"],
+              "tok_per_s": ["tok/s", "tokens/s", "tps", "tokens_per_sec", "tok_per_s"],
+              "samples_per_s": ["samples/s", "samples_per_sec"], "it_per_s": [], "s_per_it": []}
+
+
+@st.composite
+def _progress_lines(draw):
+    """A line of distinct figures, each written `key value`, `key: value`, `key=value` or
+    (a rate) `value unit`, in any order with any of the usual separators."""
+    names = ["step"] + draw(st.lists(st.sampled_from(["loss", "lr", "tok_per_s", "samples_per_s", "it_per_s",
+                                                      "s_per_it"]), unique=True, min_size=1, max_size=5))
+    if "it_per_s" in names and "s_per_it" in names:
+        names.remove("s_per_it")
+    values = draw(st.lists(st.integers(1, 999_999), min_size=len(names), max_size=len(names), unique=True))
+    items, truth, strong = [], {}, set()
+    for name, raw in zip(names, values):
+        text = str(raw) if name == "step" else draw(st.sampled_from([f"{raw / 1000:.4f}", f"{raw / 10:.1f}", str(raw)]))
+        truth[name] = float(text)
+        forms = [f for f in ("kv", "kcolon", "keq") if _KEY_WORDS[name]] + (["vu"] if name in _RATE_UNITS else [])
+        form = draw(st.sampled_from(forms))
+        if form == "vu":
+            items.append(f"{text} {draw(st.sampled_from(_RATE_UNITS[name]))}")
+            continue
+        key = draw(st.sampled_from(_KEY_WORDS[name]))
+        items.append({"kv": f"{key} {text}", "kcolon": f"{key}: {text}", "keq": f"{key}={text}"}[form])
+        if form != "kv":
+            strong.add(name)
+    order = draw(st.permutations(range(len(items))))
+    seps = [draw(st.sampled_from([" ", "  ", " | ", ", ", "; "])) for _ in items]
+    line = "".join(items[i] + sep for i, sep in zip(order, seps)).rstrip(" |,;")
+    return line, truth, strong
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=_progress_lines())
+def test_a_keys_value_is_never_another_keys_value(case):
+    line, truth, strong = case
+    sample = LineParser().parse(line).progress
+    own = {"step": truth["step"], "loss": truth.get("loss"), "lr": truth.get("lr"),
+           "tok_per_s": truth.get("tok_per_s"), "samples_per_s": truth.get("samples_per_s"),
+           "step_time_s": (1.0 / truth["it_per_s"]) if "it_per_s" in truth else truth.get("s_per_it")}
+    got = {k: getattr(sample, k) for k in own} if sample is not None else {}
+    for key, value in got.items():
+        if value is not None:
+            assert own[key] is not None and value == pytest.approx(own[key]), (line, key, value)
+    if sample is None:    # only a step and an lr: no progress figure, not a progress line
+        assert set(truth) <= {"step", "lr"}, line
+        return
+    for name in strong:   # `key: value` and `key=value` bind: always read
+        assert sample is not None and getattr(sample, name) == pytest.approx(truth[name]), (line, name)

@@ -69,10 +69,12 @@ def _feed(scanner: TextScanner, fh, where: str) -> None:
 def _report(scanner: TextScanner, path: str, cfg: WatchConfig, baseline_tok_per_s: float | None) -> dict[str, Any]:
     findings = scanner.all_findings()
     progress = list(scanner.progress)
-    # A truncated history (very long log) is long past warm-up.
-    summary_cfg = cfg if not scanner.progress_truncated else _no_warmup(cfg)
-    throughput = throughput_summary(progress, summary_cfg, baseline_tok_per_s) if progress else None
-    regression = detect_regression(progress, summary_cfg, baseline_tok_per_s)
+    # the whole log's warm window: the samples that left the scanner's deque count too
+    throughput = throughput_summary(progress, cfg, baseline_tok_per_s, older=scanner.older_throughput) \
+        if progress else None
+    # The regression windows read the deque: a truncated one (very long log) is long past warm-up.
+    regression = detect_regression(progress, cfg if not scanner.progress_truncated else _no_warmup(cfg),
+                                   baseline_tok_per_s)
     if regression is not None:
         findings.append(regression)
     wandb = None

@@ -144,9 +144,36 @@ class _HistoryHook:
                 continue
             if table.num_rows == 0:
                 continue
-            rows = table.slice(max(0, table.num_rows - keep)).to_pylist()
+            cut = max(0, table.num_rows - keep)
+            rows = table.slice(cut).to_pylist()
+            if cut:
+                _HistoryHook.seed_older(r.state, table.slice(0, cut))
             r.state.progress = [ProgressSample(**{k: row.get(k) for k in names}, source=row.get("source") or "log")
                                 for row in rows if row.get("step") is not None]
+
+    @staticmethod
+    def seed_older(state, table) -> None:
+        """The history's rows before the ones seeded as objects -> the run's older_throughput
+        (its warm-window median is then the whole run's, as compare-runs reads it)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from controller.throughput_columns import FIGURES
+
+        table = table.filter(pc.is_valid(table.column("step")))
+
+        def col(name: str) -> np.ndarray:
+            if name not in table.schema.names:
+                return np.full(table.num_rows, np.nan)
+            return table.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+
+        source = table.column("source") if "source" in table.schema.names else None
+        # a row without a source is a log line's, as `seed` reads the rows it makes objects of
+        from_log = (pc.fill_null(pc.is_in(source, pa.array(["log", ""])), True).to_numpy(zero_copy_only=False)
+                    if source is not None else np.ones(table.num_rows, bool))
+        state.older_throughput.load(table.column("step").to_numpy(zero_copy_only=False).astype(np.int64),
+                                    col("time_s"), from_log, {name: col(name) for name in FIGURES})
 
     @staticmethod
     def backfill(r) -> None:
@@ -212,9 +239,8 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
     """What a person needs when the watch ends: how each run ended, its numbers, what next.
     The tok/s median is the warm window's of each run's own watch config (`cfgs` by run
     id; default warm-up otherwise) -- the figure check-log and compare-runs print."""
-    from controller.playbook import WatchConfig
     from controller.records import SEVERITY_RANK
-    from controller.throughput import fmt_tok_per_s, throughput_summary
+    from controller.throughput import median_text, throughput_summary
 
     out = []
     for st in states:
@@ -236,9 +262,10 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
             losses = [p.loss for p in prog if p.loss is not None]
             if losses:
                 bits.append(f"loss {losses[0]:.4g} -> {losses[-1]:.4g}")
-            tput = throughput_summary(prog, (cfgs or {}).get(st.run_id) or WatchConfig())
+            tput = throughput_summary(prog, (cfgs or {}).get(st.run_id) or st,   # st: its own warm-up
+                                      older=st.older_throughput)                 # the whole run's samples
             if tput["tok_per_s"]:
-                bits.append(f"median {fmt_tok_per_s(tput['tok_per_s']['median'])} tok/s ({tput['window']['label']})")
+                bits.append(median_text(tput))
         worst = sorted(st.findings, key=lambda f: -SEVERITY_RANK.get(f.severity, 0))
         bits.append(f"{len(worst)} finding(s), worst: {worst[0].kind}: {worst[0].summary}" if worst else "no findings")
         out.append("; ".join(bits))

@@ -12,7 +12,8 @@ code), and only the config keys that differ.
 The verdict against the baseline is judged from the runs' own spread, not a fixed "5%":
 a moving-block bootstrap of the warm-window median (blocks keep the autocorrelation of
 consecutive throughput samples) gives a 95% interval of the ratio run/baseline; a run is
-"faster" or "slower by X%" only when that interval excludes 1, else "within noise (±Y%)".
+"faster" or "slower by X%" only when that interval excludes 1, else "within noise
+(-X% … +Y%)", the interval as it is (a median's is often lopsided).
 Seeded, so the same inputs print the same verdicts.
 
 The package: `load` (RUN arguments -> LoadedRun, through controller.importers), `stats`

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from controller.compare.stats import STATE_LABEL, Comparison, RunSummary
+from controller.compare.stats import STATE_LABEL, Comparison, RunSummary, interval_text
 from controller.errors import BadInputError
 from controller.widgets.format import si
 
@@ -68,7 +68,7 @@ def _title(cmp: Comparison) -> str:
     for r in cmp.runs:
         if r.is_baseline or not r.verdict:
             continue
-        ci = f" (95% CI {r.ci_pct[0]:+.1f}% … {r.ci_pct[1]:+.1f}%)" if r.ci_pct else ""
+        ci = f" (95% CI {interval_text(r.ci_pct)})" if r.ci_pct else ""
         bits.append(f"{r.label}: {r.verdict}{ci}")
     base = f"vs {cmp.baseline_label or si(cmp.baseline_tok_per_s)}" if cmp.baseline_tok_per_s else ""
     return (f"{base} — " if base and bits else base) + "; ".join(bits)

@@ -31,10 +31,11 @@ def _peak_text(r: RunSummary, unit: str) -> str:
     return _num(r.peak_mem_gib, 1) + unit + how
 
 
-def _si(v: float | None) -> str:
-    from controller.widgets.format import si
+def _tok(v: float | None) -> str:
+    """A tok/s figure spelled as the watch, check-log and the dashboard spell it."""
+    from controller.widgets.throughput import tok_text
 
-    return si(v)
+    return tok_text(v)
 
 
 def _num(v: float | None, digits: int) -> str:
@@ -68,8 +69,8 @@ def table_rows(cmp: Comparison) -> list[tuple[str, list[str]]]:
 
     add("end state", [STATE_LABEL.get(r.end_state, r.end_state) + (f" ({r.end_detail})" if r.end_detail and
         r.end_state not in ("finished",) else "") for r in R])
-    add("tok/s median", [_si(r.tok_per_s["median"]) for r in R])
-    add("tok/s p10–p90", [f"{_si(r.tok_per_s['p10'])}–{_si(r.tok_per_s['p90'])}" if r.tok_per_s["median"] else "n/a"
+    add("tok/s median", [_tok(r.tok_per_s["median"]) for r in R])
+    add("tok/s p10–p90", [f"{_tok(r.tok_per_s['p10'])}–{_tok(r.tok_per_s['p90'])}" if r.tok_per_s["median"] else "n/a"
                           for r in R])
     add("vs baseline", [r.verdict for r in R])
     add("warm window", [window_text(r.window) for r in R])
@@ -100,8 +101,8 @@ def _cfg(v: Any) -> str:
 
 def headline(cmp: Comparison) -> str:
     if cmp.baseline_label:
-        return f"baseline: {cmp.baseline_label} ({_si(cmp.baseline_tok_per_s)} tok/s median)"
-    return f"baseline: {_si(cmp.baseline_tok_per_s)} tok/s (given)"
+        return f"baseline: {cmp.baseline_label} ({_tok(cmp.baseline_tok_per_s)} tok/s median)"
+    return f"baseline: {_tok(cmp.baseline_tok_per_s)} tok/s (given)"
 
 
 def render_table(cmp: Comparison) -> Table:
@@ -148,8 +149,8 @@ def render_table_by_run(cmp: Comparison, width: int | None = None) -> Table | Gr
     cols: list[tuple[str, int, JustifyMethod, list[str]]] = [
         ("run", 12, "left", [r.label + (" (baseline)" if r.is_baseline else "") for r in cmp.runs]),
         ("end", 8, "left", [STATE_LABEL.get(r.end_state, r.end_state) for r in cmp.runs]),
-        ("tok/s", 0, "right", [_si(r.tok_per_s["median"]) for r in cmp.runs]),
-        ("p10–p90", 0, "right", [f"{_si(r.tok_per_s['p10'])}–{_si(r.tok_per_s['p90'])}" if r.tok_per_s["median"]
+        ("tok/s", 0, "right", [_tok(r.tok_per_s["median"]) for r in cmp.runs]),
+        ("p10–p90", 0, "right", [f"{_tok(r.tok_per_s['p10'])}–{_tok(r.tok_per_s['p90'])}" if r.tok_per_s["median"]
                                  else "n/a" for r in cmp.runs]),
         ("vs baseline", 12, "left", [r.verdict for r in cmp.runs]),
         ("step s", 0, "right", [_num(r.step_time_s, 3) for r in cmp.runs]),

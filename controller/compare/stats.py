@@ -49,6 +49,7 @@ class Columns:
     eval_loss: np.ndarray
     eval_accept_len: np.ndarray
     mem_peak_gib: np.ndarray                    # one element: the run's maximum (NaN if unknown)
+    trainer_time_s: np.ndarray | None = None    # time_s on the trainer's clock (NaN for log lines); None: = time_s
 
     def finite_series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) where the metric is known; computed once per metric."""
@@ -73,6 +74,11 @@ class Columns:
         # Only its maximum is used: computed by Arrow, no 1M-row conversion.
         peak = pc.max(table.column("mem_peak_gib")).as_py() if table.num_rows else None
         arrays["mem_peak_gib"] = np.array([np.nan if peak is None else peak])
+        if "source" in table.schema.names and table.num_rows:
+            # a log line's time is when the watch read it: throughput.trainer_times' rule
+            from_log = pc.fill_null(pc.equal(table.column("source"), "log"), False).to_numpy(zero_copy_only=False)
+            if from_log.any():
+                arrays["trainer_time_s"] = np.where(from_log, np.nan, arrays["time_s"])
         if step.size > 1 and not np.all(step[1:] > step[:-1]):
             # Duplicated steps (log + metrics + wandb) or out of order: keep each step's first row.
             _, first = np.unique(step, return_index=True)
@@ -97,7 +103,8 @@ class Window:
 def warm_mask(c: Columns, warmup_s: float, warmup_steps: int) -> tuple[np.ndarray | slice, bool]:
     """throughput.warm_window over this run's columns (the one warm window of every figure)."""
     useful = np.isfinite(c.tok_per_s) | np.isfinite(c.step_time_s) | np.isfinite(c.samples_per_s)
-    return warm_window(c.time_s, useful, warmup_s, warmup_steps)
+    times = c.time_s if c.trainer_time_s is None else c.trainer_time_s
+    return warm_window(times, useful, warmup_s, warmup_steps)
 
 
 def _median(a: np.ndarray) -> float | None:
@@ -311,7 +318,14 @@ def judge(run: RunSummary, base: RunSummary | None, base_tok: float | None, seed
     elif hi < 0:
         run.verdict = f"slower by {-run.delta_pct:.1f}%"
     else:
-        run.verdict = f"within noise (±{max(abs(lo), abs(hi)):.1f}%)"
+        run.verdict = f"within noise ({interval_text(run.ci_pct)})"
+
+
+def interval_text(ci_pct: tuple[float, float]) -> str:
+    """'-7.2% … +70.7%': both ends as they are. A bootstrap interval of a median is often
+    lopsided, and `±70.7%` would claim the run may be 70% slower when it may not."""
+    lo, hi = ci_pct
+    return f"{lo:+.1f}% … {hi:+.1f}%"
 
 
 def _warm_tok(r: RunSummary) -> np.ndarray:

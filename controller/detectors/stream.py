@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from controller.detectors.scan import ScanState, scan_lines
 from controller.logparse import LineParser, merge_wandb
 from controller.records import Finding, ProgressSample, WandbInfo
+from controller.throughput_columns import ThroughputColumns
 
 TAIL_LINES = 20
 """The log's last lines kept (what a finding about the end quotes)."""
@@ -23,8 +24,8 @@ class TextScanner:
     in the next batch is still seen as handled (the last `overlap_lines` wait for the
     next feed or `finish`). State that spans batches (the loss-scale trajectory, NaN
     counts) is kept in one ScanState, so any chunking of the same lines gives the same
-    findings. Only the last `max_progress` samples are kept (warm-up is then long past;
-    `progress_truncated` says so).
+    findings. Only the last `max_progress` samples are kept as objects (`progress_truncated`
+    says so); the throughput figures of the older ones stay in `older_throughput`.
     """
 
     def __init__(self, progress_pattern: str | None = None, run_id: str | None = None,
@@ -42,6 +43,9 @@ class TextScanner:
         self._pending_chars = 0
         self.progress: deque[ProgressSample] = deque(maxlen=max_progress)
         self.progress_truncated = False
+        self.older_throughput = ThroughputColumns()
+        """The throughput figures of the samples that left `progress`: the warm-window
+        median is the whole log's (throughput_summary's `older`), at most 49 bytes a step."""
         self.milestones: dict[str, int] = {}
         self.wandb: WandbInfo | None = None
         self.lines_seen = 0
@@ -59,6 +63,7 @@ class TextScanner:
             if parsed.progress is not None:
                 if len(self.progress) == self.progress.maxlen:
                     self.progress_truncated = True
+                    self.older_throughput.add(self.progress[0])   # about to leave the deque
                 self.progress.append(parsed.progress)
             elif parsed.milestone is not None:
                 self.milestones.setdefault(parsed.milestone[0], self.lines_seen + 1)

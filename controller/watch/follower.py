@@ -79,6 +79,7 @@ class RunFollower:
                               vmid=record.vmid, release_id=record.release_id, run_dir=record.run_dir,
                               started_s=record.started_s, state="starting",
                               baseline_tok_per_s=self.cfg.baseline_tok_per_s,
+                              warmup_s=self.cfg.warmup_s, warmup_steps=self.cfg.warmup_steps,
                               total_steps=total_steps_of(((record.playbook or {}).get("run") or {}).get("args")),
                               log=LogStatus(path=record.log_path, inode=cur.log_inode, offset_bytes=cur.log_offset))
         recorded = store.findings(record.run_id)

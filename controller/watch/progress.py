@@ -1,9 +1,15 @@
 """Progress samples from three sources (log lines, metrics.jsonl, the .wandb file) merged
-into one bounded history, one sample per step."""
+into one bounded history, one sample per step.
+
+The history keeps the last PROGRESS_HISTORY_LEN samples as objects (charts, ETA, detectors);
+the throughput figures of the samples it lets go are kept in RunState.older_throughput
+(compact columns, at most 49 bytes a step), so the run's warm-window median is its whole
+run's. The watch's memory for a run: 2,000 sample objects plus those columns."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import fields, replace
 
 from controller.records import ProgressSample, RunState, WandbInfo
@@ -47,10 +53,17 @@ def metrics_samples(data: bytes, now: float) -> tuple[list[ProgressSample], int]
     return out, end + 1
 
 
+def _unknown(value: object) -> bool:
+    """None or a non-finite float: what the history stores as null (and its reader, like
+    older_throughput, fills from another source's row)."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
 def add_progress(st: RunState, samples: list[ProgressSample], now: float,
                  last_step: int | None) -> tuple[list[ProgressSample], list[ProgressSample], int | None]:
-    """Merge samples into the run's bounded history (one per step): (the fresh ones, the
-    fields that filled steps already known, the new highest step). A step already known --
+    """Merge samples into the run's bounded history (one per step; what leaves it goes to
+    st.older_throughput): (the fresh ones, the fields that filled steps already known,
+    the new highest step). A step already known --
     from any source, however far back (the .wandb file lags metrics.jsonl by up to its
     15 s flush; a block-buffered log lags both) -- only gives the fields it lacked and is
     not delivered again as progress; those fields come back as a partial sample (step,
@@ -58,22 +71,29 @@ def add_progress(st: RunState, samples: list[ProgressSample], now: float,
     fresh: list[ProgressSample] = []
     filled: list[ProgressSample] = []
     by_step: dict[int, ProgressSample] | None = None
+    # the highest step held: a step at or below it may be known even when the last sample
+    # held is an older step that came late (comparing with the last one alone missed it)
+    top = max((p.step for p in st.progress), default=None)
     for s in sorted(samples, key=lambda x: x.step):
         last = st.progress[-1] if st.progress else None
         known = last if last is not None and s.step == last.step else None
-        if known is None and last is not None and s.step < last.step:
+        if known is None and top is not None and s.step <= top:
             if by_step is None:
                 by_step = {p.step: p for p in st.progress}
             known = by_step.get(s.step)
+        if known is None and st.older_throughput.fill(s) is not None:
+            filled.append(s)   # a step that left the history: its reader keeps each field's first value
+            continue
         if known is not None:
             gained = {f.name: getattr(s, f.name) for f in fields(ProgressSample)
-                      if getattr(known, f.name) is None and getattr(s, f.name) is not None}
+                      if _unknown(getattr(known, f.name)) and not _unknown(getattr(s, f.name))}
             for name, value in gained.items():
                 setattr(known, name, value)
             if gained:
                 filled.append(ProgressSample(step=s.step, source=s.source, **gained))
             continue
         st.progress.append(s)
+        top = s.step if top is None else max(top, s.step)
         if by_step is not None:
             by_step[s.step] = s
         fresh.append(s)
@@ -81,7 +101,10 @@ def add_progress(st: RunState, samples: list[ProgressSample], now: float,
             last_step = s.step
             st.last_progress_s = now
     if len(st.progress) > PROGRESS_HISTORY_LEN:
-        del st.progress[:len(st.progress) - PROGRESS_HISTORY_LEN]
+        gone = len(st.progress) - PROGRESS_HISTORY_LEN
+        for old in st.progress[:gone]:
+            st.older_throughput.add(old)
+        del st.progress[:gone]
     return fresh, filled, last_step
 
 

@@ -7,7 +7,7 @@ from rich.text import Text
 from controller.records import RunState
 from controller.widgets.findings import worst
 from controller.widgets.format import SEVERITY_LABEL, SEVERITY_STYLE, STATE_STYLE, deficit_text, si
-from controller.widgets.throughput import rolling_median_tok_per_s
+from controller.widgets.throughput import tok_text, warm_median_tok_per_s
 
 
 def fleet_row(state: RunState, width: int, selected: bool) -> Text:
@@ -23,8 +23,8 @@ def fleet_row(state: RunState, width: int, selected: bool) -> Text:
     if width >= 100:
         step = str(state.progress[-1].step) if state.progress else "-"
         t.append(f"step {step:<7} ", style="dim")
-    med = rolling_median_tok_per_s(state.progress)
-    tok = si(med)
+    med = warm_median_tok_per_s(state)
+    tok = tok_text(med)
     if state.baseline_tok_per_s and med is not None:
         tok += "/" + si(state.baseline_tok_per_s)
     t.append(f"{tok:<12}")

@@ -1,20 +1,23 @@
-"""Throughput: current and rolling-median tok/s, the baseline and the deficit, and a chart
-of tok/s over the run's life with the baseline drawn through it."""
+"""Throughput: current and warm-window median tok/s, the baseline and the deficit, and a
+chart of tok/s over the run's life with the baseline drawn through it.
+
+The median is the run's warm-window median (controller/throughput.py, the run's own
+warm-up): the figure the closing line, check-log and compare-runs print for the same run.
+It was a rolling median of the last 20 samples, and one run showed `median 6.2K` here and
+`5.1K` in its closing line (issue 26.3)."""
 
 from __future__ import annotations
-
-import statistics
 
 from rich.text import Text
 
 from controller.records import ProgressSample, RunState
-from controller.widgets.format import deficit_text, known, si
+from controller.throughput import fmt_tok_per_s, throughput_summary
+from controller.widgets.format import NA, deficit_text, known, si
 from controller.widgets.sparkline import chart
 
-ROLLING_SAMPLES = 20
-"""The rolling median spans the last this-many progress samples (start-up included only
-when the run has no more than that); the regression *finding* uses the detectors' warm
-window -- this is the screen's smoothing, not a judgement."""
+_MEDIANS: dict[str, tuple[tuple[int, int, int, float, int], float | None]] = {}
+"""run id -> (what the figure was computed from, the figure): a redraw without new samples
+costs no pass over the history."""
 
 
 def current_tok_per_s(progress: list[ProgressSample]) -> float | None:
@@ -24,25 +27,37 @@ def current_tok_per_s(progress: list[ProgressSample]) -> float | None:
     return None
 
 
-def rolling_median_tok_per_s(progress: list[ProgressSample], n: int = ROLLING_SAMPLES) -> float | None:
-    values = []
-    for p in reversed(progress):  # newest first: a 2000-sample history costs n, not 2000
-        if known(p.tok_per_s):
-            values.append(p.tok_per_s)
-            if len(values) == n:
-                break
-    return statistics.median(values) if values else None
+def warm_median_tok_per_s(state: RunState) -> float | None:
+    """The run's warm-window median tok/s (throughput.throughput_summary, its warm-up) over
+    its whole run: the samples the bounded history let go count through older_throughput."""
+    last = state.progress[-1].step if state.progress else -1
+    key = (len(state.progress), last, state.older_throughput.version, state.warmup_s, state.warmup_steps)
+    cached = _MEDIANS.get(state.run_id)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    tok = throughput_summary(state.progress, state, older=state.older_throughput)["tok_per_s"] \
+        if state.progress or len(state.older_throughput) else None
+    value = tok["median"] if tok else None
+    if len(_MEDIANS) > 256:
+        _MEDIANS.clear()
+    _MEDIANS[state.run_id] = (key, value)
+    return value
+
+
+def tok_text(value: float | None) -> str:
+    """A tok/s figure as every command prints it (throughput.fmt_tok_per_s); n/a unknown."""
+    return fmt_tok_per_s(value) if known(value) else NA
 
 
 def figures_line(state: RunState) -> Text:
     """'tok/s 12.4K  median 12.3K  baseline 21.5K  -42.3%'."""
     cur = current_tok_per_s(state.progress)
-    med = rolling_median_tok_per_s(state.progress)
+    med = warm_median_tok_per_s(state)
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("tok/s ", style="bold")
     t.append(si(cur))
     t.append("  median ", style="dim")
-    t.append(si(med))
+    t.append(tok_text(med))
     t.append("  baseline ", style="dim")
     t.append(si(state.baseline_tok_per_s))
     label, style = deficit_text(med, state.baseline_tok_per_s)

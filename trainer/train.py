@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--token-budget", type=int, default=None, help="target tokens per batch (preset's otherwise)")
     ap.add_argument("--device", choices=("cpu", "cuda"), default=None, help="cuda if available otherwise cpu")
     ap.add_argument("--compile-drafter", action="store_true", help="torch.compile the draft layers (fixed shapes)")
+    ap.add_argument("--compile-target", action="store_true",
+                    help="torch.compile the target's decoder layers (the bundled Qwen3 target; issue 23: the "
+                         "target prefill is a third of a compiled step, 43 %% -> 56 %% MFU compiled)")
     ap.add_argument("--grad-checkpointing", action="store_true", help="recompute draft layers in backward")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="save every N steps (0: only on SIGTERM/end)")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
@@ -297,6 +300,8 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
         else:
             targets.append(load_target(cfg.target, dc.target_layers, path=args.target_model, device=dev,
                                        dtype=dtype, seed=args.seed))
+        if args.compile_target:
+            compile_target_layers(targets[-1], out)
         out(f"[milestone] target_loaded index={i} device={dev}")
     drafters = []
     for dev in drafter_devices:
@@ -313,6 +318,19 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
         d.train()
         drafters.append(d)
     return targets, drafters
+
+
+def compile_target_layers(target, out) -> None:
+    """--compile-target: each decoder layer of our TargetModel through inductor (automatic
+    dynamic shapes: the batch's sample count and length vary). The norms, RoPE products,
+    SwiGLU and residual adds fuse around the matmuls and SDPA. A transformers-loaded target
+    (HuggingFaceTarget) is left as it is: its layers take other arguments."""
+    layers = getattr(getattr(target, "model", None), "layers", None)
+    if isinstance(target, HuggingFaceTarget) or layers is None:
+        out("[compile] --compile-target: a transformers target is not compiled (left eager)")
+        return
+    for layer in layers:
+        layer.compile(dynamic=None)
 
 
 def _init_from(drafters: list[Drafter], path: Path, out) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from . import checkpoint
-from .config import PRESETS, ConfigError, RunConfig, get_preset, with_overrides
+from .config import FULL, PRESETS, SLIDING, SLIDING_MASKS, ConfigError, RunConfig, get_preset, with_overrides
 from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
 from .metrics import ProgressReporter, WandbLogger, milestone, say, summarise_metrics
 from .model import Drafter, HuggingFaceTarget, hf_config_to_target, load_target
@@ -68,6 +68,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--draft-layers", type=int, default=None, help="drafter depth (preset's otherwise)")
     ap.add_argument("--mask-token-id", type=int, default=None,
                     help="id fed in the MASK slots; the serving config must use the same (exported)")
+    ap.add_argument("--draft-layer-types", type=_layer_types, default=None,
+                    help="comma-separated per draft layer: full or sliding (default: the preset's, else the "
+                         "--init-drafter's config.json, else all full)")
+    ap.add_argument("--sliding-window", type=int, default=None, help="a sliding layer's window W (positions)")
+    ap.add_argument("--sliding-mask", choices=SLIDING_MASKS, default=None,
+                    help="how a sliding window is counted: inference (the engines' rule, default) or training "
+                         "(speculators' training mask)")
     ap.add_argument("--eval-fraction", type=float, default=0.0, help="share of samples held out for evaluation")
     ap.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (a multiple of --log-every)")
     ap.add_argument("--eval-batches", type=int, default=8, help="held-out batches per evaluation")
@@ -81,6 +88,38 @@ def _int_list(text: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
+
+
+def _layer_types(text: str) -> tuple[str, ...]:
+    names = {"full": FULL, "sliding": SLIDING, FULL: FULL, SLIDING: SLIDING}
+    out = tuple(names.get(x.strip()) for x in text.split(",") if x.strip())
+    if not out or None in out:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated full / sliding")
+    return out  # type: ignore[return-value]  # None was refused above
+
+
+def init_drafter_config(path: Path) -> dict:
+    """What a DFlash drafter directory's config.json says about the shape it was trained
+    with (the MASK id, layer types, window, feature layers): --init-drafter starts from those
+    unless a flag says otherwise. {} when it has no config.json."""
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        return {}
+    try:
+        raw = json.loads(cfg_file.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"--init-drafter {cfg_file}: not JSON ({exc})") from None
+    dflash = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
+    out: dict = {}
+    if dflash.get("mask_token_id") is not None:
+        out["mask_token_id"] = int(dflash["mask_token_id"])
+    if dflash.get("target_layer_ids"):
+        out["target_layers"] = tuple(int(x) for x in dflash["target_layer_ids"])
+    if raw.get("layer_types"):
+        out["layer_types"] = tuple(raw["layer_types"])
+    if raw.get("sliding_window") and SLIDING in (raw.get("layer_types") or ()):
+        out["sliding_window"] = int(raw["sliding_window"])
+    return out
 
 
 def _device_list(spec: str | None, kind: str, default_index: int) -> list[torch.device]:
@@ -224,12 +263,18 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     if cfg.needs_target_model and not args.target_model:
         raise ConfigError(f"--config {cfg.name} needs --target-model (a random {cfg.target.num_layers}-layer "
                           "target is no use for this drafter)")
-    mask_token_id = args.mask_token_id
+    init = init_drafter_config(Path(args.init_drafter)) if args.init_drafter else {}
+    mask_token_id = args.mask_token_id if args.mask_token_id is not None else init.get("mask_token_id")
     if mask_token_id is None and args.target_model:
         mask_token_id = tokenizer_mask_id(Path(args.target_model))
+    layer_types = args.draft_layer_types or init.get("layer_types")
+    draft_layers = args.draft_layers if args.draft_layers is not None else \
+        (len(layer_types) if layer_types else None)
     return with_overrides(cfg, token_budget=args.token_budget or None, target=target,
-                          target_layers=args.target_layers, draft_layers=args.draft_layers,
-                          mask_token_id=mask_token_id)
+                          target_layers=args.target_layers or init.get("target_layers"), draft_layers=draft_layers,
+                          mask_token_id=mask_token_id, layer_types=layer_types,
+                          sliding_window=args.sliding_window or init.get("sliding_window"),
+                          sliding_mask=args.sliding_mask)
 
 
 MASK_TOKEN = "<|MASK|>"   # the token the reference adds for DFlash (SpecForge / z-lab)

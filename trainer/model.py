@@ -175,7 +175,7 @@ class TargetModel(nn.Module):
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
         wanted = set(self.feature_layers)
         features = []
-        for i, layer in enumerate(self.model.layers):
+        for i, layer in enumerate(self.model.layers[:max(wanted) + 1]):   # a full target: no more than needed
             x = layer(x, cos, sin)
             if i in wanted:
                 features.append(x)
@@ -299,6 +299,11 @@ class HuggingFaceTarget(nn.Module):
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         out = self.hf.model(input_ids=input_ids, output_hidden_states=True)
         return torch.cat([out.hidden_states[i + 1] for i in self.feature_layers], dim=-1)
+
+    @torch.no_grad()
+    def logits_and_features(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.hf(input_ids=input_ids, output_hidden_states=True)
+        return out.logits, torch.cat([out.hidden_states[i + 1] for i in self.feature_layers], dim=-1)
 
     @property
     def embed_weight(self):

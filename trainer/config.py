@@ -96,10 +96,11 @@ class DrafterConfig:
                               f"last layer (clients drop it or read it after the final norm); use layers "
                               f"0..{last - 1}")
         if len(set(self.target_layers)) != len(self.target_layers):
-            raise ConfigError(f"drafter.target_layers={list(self.target_layers)}: a layer is named twice")
-        if len(self.target_layers) > target.num_layers - 1:
-            raise ConfigError(f"drafter.target_layers: {len(self.target_layers)} feature layers, but a "
-                              f"{target.num_layers}-layer target has only {target.num_layers - 1} usable ones")
+            # what the reference rule gives a drafter too deep for its target (it spreads one
+            # feature layer per draft layer over layers 1..n-3): 3 draft layers on 4 -> 1,1,1
+            raise ConfigError(f"drafter.target_layers={list(self.target_layers)}: a layer is named twice "
+                              f"({self.num_layers} draft layers on a {target.num_layers}-layer target; name "
+                              f"distinct layers below {last} with --target-layers)")
         if self.sliding_mask not in SLIDING_MASKS:
             raise ConfigError(f"drafter.sliding_mask={self.sliding_mask!r}: expected one of {', '.join(SLIDING_MASKS)}")
         if self.max_anchors < 1 or self.loss_chunk_tokens < 1:

@@ -268,6 +268,9 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     if mask_token_id is None and args.target_model:
         mask_token_id = tokenizer_mask_id(Path(args.target_model))
     layer_types = args.draft_layer_types or init.get("layer_types")
+    if args.draft_layer_types is None and args.draft_layers is not None and layer_types \
+            and len(layer_types) != args.draft_layers:
+        layer_types = None            # --draft-layers wins over the init drafter's depth
     draft_layers = args.draft_layers if args.draft_layers is not None else \
         (len(layer_types) if layer_types else None)
     return with_overrides(cfg, token_budget=args.token_budget or None, target=target,

@@ -58,12 +58,13 @@ class DecodeResult:
 @torch.no_grad()
 def decode_prompt(target, drafter, prompt: list[int], max_new_tokens: int) -> tuple[list[int], list[int]]:
     """(accepted + 1 per block, output ids) of one greedy speculative decode."""
-    dev = drafter.fc.weight.device
+    dev, tdev = drafter.fc.weight.device, target.embed_weight.device
     bk, mask_id = drafter.cfg.block_size, drafter.cfg.mask_token_id
     n = len(prompt)
     max_length = n + max_new_tokens
     seq = list(prompt)
-    logits, feats = target.logits_and_features(torch.tensor([seq], device=dev))
+    logits, feats = target.logits_and_features(torch.tensor([seq], device=tdev))
+    feats = feats.to(dev)
     seq.append(int(logits[0, -1].argmax()))
     start, lens = n, []
     while start + 1 < max_length:
@@ -73,7 +74,8 @@ def decode_prompt(target, drafter, prompt: list[int], max_new_tokens: int) -> tu
             block_ids = torch.tensor([[block]], device=dev)
             hidden = drafter(feats[:, :start], block_ids, torch.tensor([[start]], device=dev), use_flex=False)
             block[1:] = (hidden[0, 0, 1:] @ drafter.lm_head.weight.t()).argmax(-1).tolist()
-        logits, feats = target.logits_and_features(torch.tensor([seq[:start] + block], device=dev))
+        logits, feats = target.logits_and_features(torch.tensor([seq[:start] + block], device=tdev))
+        feats = feats.to(dev)
         posterior = logits[0, start:start + verify].argmax(-1).tolist()
         accepted = 0
         while accepted < verify - 1 and block[accepted + 1] == posterior[accepted]:
@@ -85,12 +87,24 @@ def decode_prompt(target, drafter, prompt: list[int], max_new_tokens: int) -> tu
     return lens, seq[:min(start + 1, max_length)]
 
 
-def decode(target, drafter, prompts: list[list[int]], max_new_tokens: int) -> DecodeResult:
+def decode(target, drafter, prompts: list[list[int]], max_new_tokens: int,
+           autocast_dtype: torch.dtype | None = None) -> DecodeResult:
+    """Every prompt decoded; `autocast_dtype`: the trainer's (fp32 master weights, bf16 target)."""
+    import contextlib
+
+    dev = drafter.fc.weight.device
+    ctx = torch.autocast(dev.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
     per, outs = [], []
-    for p in prompts:
-        lens, out = decode_prompt(target, drafter, p, max_new_tokens)
-        per.append(lens)
-        outs.append(out)
+    was_training = drafter.training
+    drafter.eval()
+    try:
+        with ctx:
+            for p in prompts:
+                lens, out = decode_prompt(target, drafter, p, max_new_tokens)
+                per.append(lens)
+                outs.append(out)
+    finally:
+        drafter.train(was_training)
     return DecodeResult(per, outs)
 
 

@@ -78,6 +78,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--eval-fraction", type=float, default=0.0, help="share of samples held out for evaluation")
     ap.add_argument("--eval-every", type=int, default=0, help="evaluate every N steps (a multiple of --log-every)")
     ap.add_argument("--eval-batches", type=int, default=8, help="held-out batches per evaluation")
+    ap.add_argument("--eval-decode-prompts", type=int, default=4,
+                    help="held-out prompts decoded per evaluation for eval_accept_len_decode (the serving "
+                         "way: trainer/eval_decode.py); 0: none")
+    ap.add_argument("--eval-decode-tokens", type=int, default=32, help="tokens generated per decoded prompt")
     ap.add_argument("--init-drafter", default=None,
                     help="start from a DFlash drafter directory (trainer.export's or the reference's) to fine-tune")
     return ap.parse_args(argv)
@@ -346,8 +350,11 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
         if args.target_model and _is_foreign_hf(args.target_model):
             targets.append(HuggingFaceTarget(args.target_model, dc.target_layers, dev, dtype))
         else:
+            # the decode evaluation needs the target's logits: every layer (forward still
+            # stops after the deepest feature layer)
+            full = bool(args.eval_every and args.eval_decode_prompts > 0)
             targets.append(load_target(cfg.target, dc.target_layers, path=args.target_model, device=dev,
-                                       dtype=dtype, seed=args.seed))
+                                       dtype=dtype, seed=args.seed, full=full))
         if args.compile_target:
             compile_target_layers(targets[-1], out)
         out(f"[milestone] target_loaded index={i} device={dev}")
@@ -567,7 +574,17 @@ def evaluate(s: Session) -> dict:
         vec = s.replicas.evaluate(batch)
         total = vec if total is None else total + vec
     summary = summarise_metrics(total.float().cpu().tolist(), s.cfg.drafter.block_size)
-    return {f"eval_{k}": summary[k] for k in ("loss", "acc", "tau", "accept_len")}
+    out = {f"eval_{k}": summary[k] for k in ("loss", "acc", "tau", "accept_len")}
+    if s.args.eval_decode_prompts > 0:
+        # the serving convention beside the training-time estimate (README: compare this one
+        # with published figures): greedy decode from the held-out prompts' ends
+        from .eval_decode import decode, prompts_of
+
+        rows = s.eval_plan.kept_rows[:s.args.eval_decode_prompts]
+        prompts = prompts_of(s.dataset, rows, s.cfg.train.max_length - s.args.eval_decode_tokens)
+        out["eval_accept_len_decode"] = decode(s.targets[0], s.replicas.master, prompts, s.args.eval_decode_tokens,
+                                               autocast_dtype=s.replicas.autocast_dtype).accept_len
+    return out
 
 
 def close(s: Session, exit_code: int, *, failed: bool) -> None:

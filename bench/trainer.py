@@ -17,6 +17,7 @@ still leaves what it measured:
   3. one GPU: `--sequential` (GPU0) and the threaded pipeline (GPU1) at the same time
   4. --compile-drafter end to end on one GPU, vs phase 3's eager pipeline
   4b. --compile-drafter --sequential on one GPU (the compiled one-GPU pipeline's baseline)
+  4c. --compile-drafter --compile-target on one GPU, pipeline and --sequential (issue 23)
 tok/s from metrics.jsonl over steps 11..N; the first steps' losses are compared across the
 sequential / pipeline / split runs (they must be identical: a run is a function of
 (seed, step)).
@@ -517,6 +518,13 @@ class Bench:
             # 4. --compile-drafter end to end (GPU only: inductor on a 2-core CPU takes minutes)
             if cuda and want("compiled"):
                 self.e2e_group([("compiled-1gpu", dev + ["--compile-drafter"], "0", [0])], 200, 60, steps, sampler)
+            # 4c. issue 23: the target's layers compiled too (--compile-target), pipeline and
+            #     sequential, beside phase 4's run of today's code in the same call
+            if cuda and want("compiled-target"):
+                both = dev + ["--compile-drafter", "--compile-target"]
+                self.e2e_group([("compiled-target-1gpu", both, "0", [0])], 200, 60, steps, sampler)
+                self.e2e_group([("compiled-target-seq-1gpu", both + ["--sequential"], "0", [0])], 200, 60, steps,
+                               sampler)
             # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline
             #     ratio with the faster drafter (the target's share of a step grows)
             if cuda and want("compiled-seq"):
@@ -534,6 +542,8 @@ class Bench:
                               ("pipe-split", "seq-1gpu", "split_pipeline_over_onegpu_sequential"),
                               ("compiled-1gpu", "pipe-1gpu", "compiled_over_eager_e2e"),
                               ("compiled-1gpu", "compiled-seq-1gpu", "onegpu_compiled_pipeline_over_sequential"),
+                              ("compiled-target-1gpu", "compiled-1gpu", "compiled_target_over_compiled_e2e"),
+                              ("compiled-target-seq-1gpu", "compiled-1gpu", "compiled_target_seq_over_compiled_e2e"),
                               ("pipe-split-compiled", "seq-split-compiled", "split_compiled_pipeline_over_sequential")):
             if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):
                 ratios[key] = by[num]["tok_per_s"] / by[den]["tok_per_s"]
@@ -591,7 +601,7 @@ def main() -> int:
     ap.add_argument("--curve-steps", type=int, default=150, help="steps of each learning-curve run (phase curve)")
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
-    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-seq (default all); split-compiled only when named")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq (default all); split-compiled only when named")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)

@@ -40,14 +40,15 @@ install_main() {
 # into .venv. It imports without torchvision/torchaudio, so: the same CPU torch, then
 # speculators without its pins, then the packages it imports. SpecForge's wheel (pins torch
 # 2.11 and sglang) goes in without its dependencies too: its DFlash module needs only
-# torch and transformers.
+# torch and transformers. z-lab's `dflash` 0.1.0 (the reference inference loop the decode
+# evaluation is held to) likewise: its model module needs only torch and transformers.
 cstamp=.venv-clients/.dfctl-installed
 install_clients() {
   echo "setup: installing the DFlash clients into .venv-clients (log: .venv-clients/setup.log)" >&2
   [ -x .venv-clients/bin/python ] || "$PY" -m venv .venv-clients
   {
     .venv-clients/bin/python -m pip install -q "${DFCTL_TORCH_SPEC:-torch==2.13.0}" &&
-    .venv-clients/bin/python -m pip install -q --no-deps speculators==0.9.0 specforge==0.2.0 &&
+    .venv-clients/bin/python -m pip install -q --no-deps speculators==0.9.0 specforge==0.2.0 dflash==0.1.0 &&
     .venv-clients/bin/python -m pip install -q 'transformers==5.19.0' 'datasets<=5.1.0' 'loguru<=0.7.3' \
       pydantic pydantic-settings rich typer click httpx huggingface-hub protobuf psutil safetensors \
       'tqdm<=4.70.1' numpy aiohttp 'openai>=2' hs-connectors==0.9.0
@@ -59,7 +60,7 @@ install_clients() {
 # larger one alone (a fresh CI clone's set-up was ~3.5 min one after the other).
 pids=()
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then install_main & pids+=($!); fi
-if [ ! -f "$cstamp" ]; then install_clients & pids+=($!); fi
+if [ ! -f "$cstamp" ] || ! .venv-clients/bin/python -c "import dflash.model" 2>/dev/null; then install_clients & pids+=($!); fi
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 [ "$failed" = 0 ] || exit 1

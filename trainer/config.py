@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 FULL, SLIDING = "full_attention", "sliding_attention"   # layer_types, spelt as Hugging Face configs do
+# How a SLIDING layer's window is counted (dflash_mask.py): "inference" is the serving
+# engines' rule (z-lab dflash's _attention_mask, SpecForge): draft slot k at position p+k
+# sees context positions > p+k-W; "training" is speculators' training mask: every slot of a
+# block sees the W positions before its anchor.
+SLIDING_MASKS = ("inference", "training")
 
 
 class ConfigError(ValueError):
@@ -57,7 +62,8 @@ class DrafterConfig:
     mask_token_id: int = -1           # id fed in the B-1 MASK slots; -1 means vocab_size - 1
     rope_theta: float = 0.0           # the drafter's own RoPE base (exported); 0 = the target's
     layer_types: tuple[str, ...] = ()  # per draft layer FULL or SLIDING; () = all FULL
-    sliding_window: int = 2048        # context positions a SLIDING layer sees before its anchor
+    sliding_window: int = 2048        # a SLIDING layer's window W (positions, the engines' count)
+    sliding_mask: str = "inference"   # SLIDING_MASKS: the engines' rule (default) or speculators' training one
 
     def resolved(self, target: TargetConfig) -> "DrafterConfig":
         """A copy with every 'derive it' default made concrete for this target: the feature
@@ -79,6 +85,24 @@ class DrafterConfig:
         if bad or not self.target_layers:
             raise ConfigError(
                 f"drafter.target_layers={list(self.target_layers)}: each must be in [0, {target.num_layers})")
+        # Refusals for exports a client would reject or misread (issue 23). The clients read
+        # feature layer l as hidden_states[l+1]; for the last layer transformers hands them
+        # the output *after* the final norm, and speculators' DFlashConverter drops it
+        # (convert/dflash/converter.py: `i + 1 != num_verifier_layers`), so its fc no longer
+        # fits the checkpoint's.
+        last = target.num_layers - 1
+        if last in self.target_layers:
+            raise ConfigError(f"drafter.target_layers={list(self.target_layers)}: layer {last} is the target's "
+                              f"last layer (clients drop it or read it after the final norm); use layers "
+                              f"0..{last - 1}")
+        if len(set(self.target_layers)) != len(self.target_layers):
+            # what the reference rule gives a drafter too deep for its target (it spreads one
+            # feature layer per draft layer over layers 1..n-3): 3 draft layers on 4 -> 1,1,1
+            raise ConfigError(f"drafter.target_layers={list(self.target_layers)}: a layer is named twice "
+                              f"({self.num_layers} draft layers on a {target.num_layers}-layer target; name "
+                              f"distinct layers below {last} with --target-layers)")
+        if self.sliding_mask not in SLIDING_MASKS:
+            raise ConfigError(f"drafter.sliding_mask={self.sliding_mask!r}: expected one of {', '.join(SLIDING_MASKS)}")
         if self.max_anchors < 1 or self.loss_chunk_tokens < 1:
             raise ConfigError("drafter.max_anchors and drafter.loss_chunk_tokens must be positive")
         if len(self.layer_types) != self.num_layers or set(self.layer_types) - {FULL, SLIDING}:
@@ -159,7 +183,7 @@ PRESETS: dict[str, RunConfig] = {
                             head_dim=32, intermediate_size=256, rope_theta=10_000.0,
                             tie_word_embeddings=True, embed_init_std=0.09),
         drafter=DrafterConfig(num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32, intermediate_size=256,
-                              target_layers=(0, 1, 3), block_size=8, max_anchors=32, loss_gamma=4.0,
+                              target_layers=(0, 1, 2), block_size=8, max_anchors=32, loss_gamma=4.0,
                               loss_chunk_tokens=1024),
         train=TrainConfig(lr=3e-3, warmup_frac=0.04, token_budget=2048, max_batch_samples=16,
                           num_buckets=4, max_length=256, dtype="float32"),
@@ -207,7 +231,8 @@ def get_preset(name: str) -> RunConfig:
 
 def with_overrides(cfg: RunConfig, *, token_budget: int | None = None, target: TargetConfig | None = None,
                    target_layers: tuple[int, ...] | None = None, draft_layers: int | None = None,
-                   mask_token_id: int | None = None) -> RunConfig:
+                   mask_token_id: int | None = None, layer_types: tuple[str, ...] | None = None,
+                   sliding_window: int | None = None, sliding_mask: str | None = None) -> RunConfig:
     """A copy with CLI overrides applied (and re-validated). Pass the preset as written
     (PRESETS[name]), not a resolved copy, so derived fields (RoPE base, MASK id, feature
     layers) are derived for the final target.
@@ -228,8 +253,14 @@ def with_overrides(cfg: RunConfig, *, token_budget: int | None = None, target: T
         drafter = replace(drafter, target_layers=tuple(target_layers))
     if mask_token_id is not None:
         drafter = replace(drafter, mask_token_id=mask_token_id)
+    if layer_types is not None:
+        drafter = replace(drafter, layer_types=tuple(layer_types))
+    if sliding_window is not None:
+        drafter = replace(drafter, sliding_window=sliding_window)
+    if sliding_mask is not None:
+        drafter = replace(drafter, sliding_mask=sliding_mask)
     return replace(cfg, train=train, target=target or cfg.target, drafter=drafter).validate()
 
 
-__all__ = ["FULL", "SLIDING", "build_target_layer_ids", "ConfigError", "TargetConfig", "DrafterConfig", "TrainConfig", "RunConfig", "PRESETS",
+__all__ = ["FULL", "SLIDING", "SLIDING_MASKS", "build_target_layer_ids", "ConfigError", "TargetConfig", "DrafterConfig", "TrainConfig", "RunConfig", "PRESETS",
            "get_preset", "with_overrides"]

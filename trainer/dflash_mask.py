@@ -8,9 +8,16 @@ then A blocks of Bk draft tokens. Queries are the A*Bk draft tokens only. The ru
       - draft token in block a' iff a' == a       (its own block, both directions)
       - nothing else (no other block)
 
-A sliding-window layer (window W) narrows both: context j only if p_a - W <= j < p_a, and
-inside its own block only tokens at or before its own slot (causal), as speculators'
-DFlash does for `sliding_attention` layers (models/dflash/attention.py:70-95).
+A sliding-window layer (window W) narrows both, in one of two ways (`rule`):
+
+  - "inference" (the default): the serving engines' rule. z-lab's dflash (model.py
+    `_attention_mask`: causal, and query position - key position < W) and SpecForge count
+    the window from each *query's* position: slot k (position p_a + k) sees context
+    p_a + k - W < j < p_a, so every later slot loses one more of the oldest positions.
+  - "training": speculators' training mask (models/dflash/attention.py:70-95): every slot
+    of the block sees p_a - W <= j < p_a. Equal to the engines' inside the window, not past it.
+
+Inside its own block a sliding layer is causal (tokens at or before its own slot) either way.
 
 Forms: `dense_mask` (bool [S,1,Q,L+Q], for SDPA on CPU / without flex), `mask_mod` (the
 same rule as a flex_attention mask function) and `block_mask` (a flex BlockMask with
@@ -25,7 +32,18 @@ import torch
 TILE = 128   # flex_attention's default Q and KV block size
 
 
-def dense_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None) -> torch.Tensor:
+INFERENCE, TRAINING = "inference", "training"   # the two sliding rules (config.SLIDING_MASKS)
+
+
+def _window_start(q_anchor, slot, window: int, rule: str):
+    """The oldest context position a sliding layer's query may see."""
+    if rule == INFERENCE:
+        return q_anchor + slot - window + 1
+    return q_anchor - window
+
+
+def dense_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None,
+               rule: str = INFERENCE) -> torch.Tensor:
     """bool [S, 1, A*Bk, ctx_len + A*Bk]; True = may attend. `window`: a sliding layer's."""
     s, a = anchors.shape
     q = a * block_size
@@ -37,12 +55,14 @@ def dense_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int
     q_block = qi // block_size
     blk = q_block[:, None] == q_block[None, :]
     if window is not None:
-        ctx = ctx & (j >= q_anchor[:, :, None] - window)
+        slot = (qi % block_size)[None, :, None]
+        ctx = ctx & (j >= _window_start(q_anchor[:, :, None], slot, window, rule))
         blk = blk & (qi[None, :] <= qi[:, None])
     return torch.cat([ctx, blk.expand(s, q, q)], dim=2)[:, None]
 
 
-def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None):
+def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None,
+                 rule: str = INFERENCE):
     """The rule as a flex_attention mask_mod(b, h, q_idx, kv_idx) -> bool."""
 
     # ctx_len as a tensor, not a Python int: compiled flex would otherwise specialise on it
@@ -60,14 +80,15 @@ def mask_mod_for(anchors: torch.Tensor, ctx_len: int, block_size: int, window: i
         a = q_idx // block_size
         anchor = anchors[b, a]
         is_ctx = kv_idx < ctx
-        in_ctx = (kv_idx < anchor) & (kv_idx >= anchor - window)
+        in_ctx = (kv_idx < anchor) & (kv_idx >= _window_start(anchor, q_idx % block_size, window, rule))
         in_blk = ((kv_idx - ctx) // block_size == a) & (kv_idx - ctx <= q_idx)
         return torch.where(is_ctx, in_ctx, in_blk)
 
     return mask_mod if window is None else sliding_mask_mod
 
 
-def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None):
+def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int | None = None,
+               rule: str = INFERENCE):
     """A flex BlockMask (H=None) from per-tile anchor ranges.
 
     Needs ctx_len and A*Bk to be multiples of TILE and TILE a multiple of Bk (the batch
@@ -90,6 +111,7 @@ def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int
     hi = torch.div(amax + TILE - 1, TILE, rounding_mode="floor")               # ctx tiles [n_full, hi) partial
     lo = n_full
     if window is not None:            # sliding: no full tiles; partial from the window's first tile
+        # (p_a - W is at or before either rule's first position: a superset of tiles)
         lo = torch.div((amin - window).clamp(min=0), TILE, rounding_mode="floor")
         n_full = torch.zeros_like(n_full)
     n_ctx_partial = (hi - lo).clamp(min=0)
@@ -102,4 +124,4 @@ def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int, window: int
     to_i32 = lambda t: t.to(torch.int32)[:, None].contiguous()                  # noqa: E731  add H=1
     return BlockMask.from_kv_blocks(
         to_i32(n_ctx_partial + 1), to_i32(partial_idx), to_i32(n_full), to_i32(full_idx),
-        BLOCK_SIZE=TILE, mask_mod=mask_mod_for(anchors, ctx_len, block_size, window), seq_lengths=(q, ctx_len + q))
+        BLOCK_SIZE=TILE, mask_mod=mask_mod_for(anchors, ctx_len, block_size, window, rule), seq_lengths=(q, ctx_len + q))

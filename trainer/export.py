@@ -10,6 +10,14 @@ speculators' `DFlashConverter` reads): `config.json` with `architectures:
 trainable weights under the reference names (fc, hidden_norm, layers.N.*, norm). The
 embedding and lm_head are the target's (the client takes them from it).
 
+`auto_map` {"AutoModel": "dflash_model.DFlashDraftModel"} and a two-line `dflash_model.py`
+that imports the class from z-lab's `dflash` package give the `trust_remote_code=True`
+route (`AutoModel.from_pretrained(DIR, trust_remote_code=True)` with `dflash` installed).
+
+A guard on every export: the recorded configuration is validated again before anything is
+written (config.DrafterConfig.validate: a feature layer that is the target's last layer, more
+feature layers than the target has, a MASK id outside the vocabulary); a refusal names the key.
+
 Why the MASK id travels: the trainer fed `mask_token_id` in every MASK slot; a serving
 config written by hand with another id would draft from inputs the drafter never saw.
 
@@ -29,10 +37,15 @@ from pathlib import Path
 import torch
 
 from . import checkpoint
-from .config import SLIDING, DrafterConfig, TargetConfig
+from .config import SLIDING, ConfigError, DrafterConfig, TargetConfig
 
 EXIT_OK, EXIT_USAGE = 0, 2
 MAX_POSITION_EMBEDDINGS = 262_144     # Qwen3.6's; RoPE itself needs no table
+REMOTE_CODE_MODULE = "dflash_model"    # the export's trust_remote_code file (no code of dflash's in it)
+REMOTE_CODE = (
+    '"""The trust_remote_code route of this DFlash export: the model class of z-lab\'s `dflash`\n'
+    'package (pip install dflash==0.1.0), which reads this directory\'s config.json as written."""\n\n'
+    "from dflash.model import DFlashDraftModel  # noqa: F401\n")
 
 
 class ExportError(ValueError):
@@ -56,6 +69,7 @@ def export_config(target: TargetConfig, drafter: DrafterConfig, dtype: str) -> d
     sliding = SLIDING in drafter.layer_types
     return {
         "architectures": ["DFlashDraftModel"],
+        "auto_map": {"AutoModel": f"{REMOTE_CODE_MODULE}.DFlashDraftModel"},
         "model_type": "qwen3",
         "hidden_size": target.hidden_size,
         "num_hidden_layers": drafter.num_layers,
@@ -108,6 +122,10 @@ def export(source: Path, out_dir: Path, *, dtype: str = "bfloat16") -> Path:
     except Exception as exc:  # noqa: BLE001 — any unreadable file is bad input, named
         raise ExportError(f"{ck}: cannot read checkpoint ({type(exc).__name__}: {exc})") from None
     target, drafter = configs_of(state, ck)
+    try:
+        drafter.validate(target)
+    except ConfigError as exc:
+        raise ExportError(f"{ck}: {exc}") from None
     torch_dtype = getattr(torch, dtype)
     weights = {k: v.detach().to(torch_dtype).contiguous() for k, v in state["drafter"].items()}
     from safetensors.torch import save_file
@@ -117,6 +135,7 @@ def export(source: Path, out_dir: Path, *, dtype: str = "bfloat16") -> Path:
     try:
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(export_config(target, drafter, dtype), indent=2) + "\n")
+        (tmp / f"{REMOTE_CODE_MODULE}.py").write_text(REMOTE_CODE)
         os.rename(tmp, out_dir)
     finally:
         if tmp.exists():

@@ -23,6 +23,8 @@ from .loss import accept_len, tau_from_acc
 PROGRESS_KEYS = ("step", "loss", "acc", "tau", "accept_len", "tok_per_s", "samples_per_s", "step_time_s",
                  "data_wait_s", "mem_alloc_gib", "mem_peak_gib", "lr")
 EVAL_KEYS = ("eval_loss", "eval_acc", "eval_tau", "eval_accept_len")   # on the steps an evaluation ran
+# beside them when the evaluation decodes (--eval-decode-prompts > 0): the serving convention
+EVAL_DECODE_KEY = "eval_accept_len_decode"
 GIB = 1024 ** 3
 
 
@@ -59,7 +61,7 @@ def format_progress(rec: dict) -> str:
             f"step_time_s={rec['step_time_s']:.3f} data_wait_s={rec['data_wait_s']:.3f} "
             f"mem_alloc_gib={rec['mem_alloc_gib']:.2f} mem_peak_gib={rec['mem_peak_gib']:.2f} lr={rec['lr']:.1e}")
     if "eval_loss" in rec:
-        line += "".join(f" {k}={rec[k]:.4f}" for k in EVAL_KEYS)
+        line += "".join(f" {k}={rec[k]:.4f}" for k in EVAL_KEYS + (EVAL_DECODE_KEY,) if k in rec)
     return line
 
 
@@ -97,7 +99,7 @@ class WandbLogger:
     def log(self, rec: dict, acc_pos: list[float]) -> None:
         if self.run is None:
             return
-        data = {k: rec[k] for k in PROGRESS_KEYS + EVAL_KEYS if k != "step" and k in rec}
+        data = {k: rec[k] for k in PROGRESS_KEYS + EVAL_KEYS + (EVAL_DECODE_KEY,) if k != "step" and k in rec}
         data.update({f"acc_pos/{k + 1}": v for k, v in enumerate(acc_pos)})
         self.run.log(data, step=rec["step"])
 
@@ -165,5 +167,5 @@ class ProgressReporter:
             self.jsonl = None
 
 
-__all__ = ["PROGRESS_KEYS", "EVAL_KEYS", "summarise_metrics", "say", "milestone", "memory_gib", "format_progress", "WandbLogger",
+__all__ = ["PROGRESS_KEYS", "EVAL_KEYS", "EVAL_DECODE_KEY", "summarise_metrics", "say", "milestone", "memory_gib", "format_progress", "WandbLogger",
            "ProgressReporter"]

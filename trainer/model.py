@@ -139,11 +139,12 @@ class _Backbone(nn.Module):
 class TargetModel(nn.Module):
     """The frozen target. `forward(input_ids)` -> concat of the chosen layers' outputs [S, L, K*H]."""
 
-    def __init__(self, cfg: TargetConfig, feature_layers: tuple[int, ...]):
+    def __init__(self, cfg: TargetConfig, feature_layers: tuple[int, ...], *, full: bool = False):
         super().__init__()
         self.cfg = cfg
         self.feature_layers = tuple(feature_layers)
-        self.model = _Backbone(cfg, max(self.feature_layers) + 1)
+        # full: every layer (the decode evaluation needs the target's own logits)
+        self.model = _Backbone(cfg, cfg.num_layers if full else max(self.feature_layers) + 1)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
@@ -153,7 +154,11 @@ class TargetModel(nn.Module):
         """Random init (demo and benchmark targets): normal(0, 0.02) matrices, unit norms.
         Drawn on the parameters' own device (a 1B target drawn on the CPU takes many seconds)."""
         gen = torch.Generator(device=self.lm_head.weight.device).manual_seed(seed)
-        for name, p in self.named_parameters():
+        # embedding and lm_head first: the same draws whatever the depth built (a full
+        # target for the decode evaluation, or one cut after the deepest feature layer)
+        params = dict(self.named_parameters())
+        order = [n for n in ("model.embed_tokens.weight", "lm_head.weight") if n in params]
+        for name, p in [(n, params[n]) for n in order] + [(n, q) for n, q in params.items() if n not in order]:
             with torch.no_grad():
                 if name.endswith("norm.weight"):
                     p.fill_(1.0)
@@ -170,11 +175,27 @@ class TargetModel(nn.Module):
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
         wanted = set(self.feature_layers)
         features = []
-        for i, layer in enumerate(self.model.layers):
+        for i, layer in enumerate(self.model.layers[:max(wanted) + 1]):   # a full target: no more than needed
             x = layer(x, cos, sin)
             if i in wanted:
                 features.append(x)
         return torch.cat([features[sorted(wanted).index(i)] for i in self.feature_layers], dim=-1)
+
+    @torch.no_grad()
+    def logits_and_features(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits [S, L, V], features [S, L, K*H]) of a full target (built with full=True)."""
+        if len(self.model.layers) != self.cfg.num_layers:
+            raise ValueError("logits need every target layer: build TargetModel(..., full=True)")
+        s, length = input_ids.shape
+        x = self.model.embed_tokens(input_ids)
+        positions = torch.arange(length, device=input_ids.device).expand(s, length)
+        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
+        outputs = []
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+            outputs.append(x)
+        features = torch.cat([outputs[i] for i in self.feature_layers], dim=-1)
+        return self.lm_head(self.model.norm(x)), features
 
     @property
     def embed_weight(self) -> torch.Tensor:
@@ -221,12 +242,12 @@ def hf_config_to_target(config_json: dict) -> TargetConfig:
 
 
 def load_target(cfg: TargetConfig, feature_layers: tuple[int, ...], *, path: str | None, device: torch.device,
-                dtype: torch.dtype, seed: int = 0) -> TargetModel:
+                dtype: torch.dtype, seed: int = 0, full: bool = False) -> TargetModel:
     """Random init (path None), a safetensors file, or a directory of Qwen3 safetensors shards
     (with config.json, which then overrides `cfg`). Weights go to `device` in `dtype`."""
     if path is None:
         with torch.device(device):
-            target = TargetModel(cfg, feature_layers)
+            target = TargetModel(cfg, feature_layers, full=full)
         target.reset_parameters(seed)
         return target.to(dtype=dtype).eval()
     from safetensors import safe_open
@@ -246,7 +267,7 @@ def load_target(cfg: TargetConfig, feature_layers: tuple[int, ...], *, path: str
     if not files:
         raise FileNotFoundError(f"{path}: no *.safetensors files")
     with torch.device("meta"):
-        target = TargetModel(cfg, feature_layers)
+        target = TargetModel(cfg, feature_layers, full=full)
     wanted = dict(target.named_parameters())
     loaded: dict[str, torch.Tensor] = {}
     for f in files:
@@ -278,6 +299,11 @@ class HuggingFaceTarget(nn.Module):
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         out = self.hf.model(input_ids=input_ids, output_hidden_states=True)
         return torch.cat([out.hidden_states[i + 1] for i in self.feature_layers], dim=-1)
+
+    @torch.no_grad()
+    def logits_and_features(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.hf(input_ids=input_ids, output_hidden_states=True)
+        return out.logits, torch.cat([out.hidden_states[i + 1] for i in self.feature_layers], dim=-1)
 
     @property
     def embed_weight(self):
@@ -332,9 +358,9 @@ class DraftLayer(DecoderLayer):
 
 class Drafter(nn.Module):
     """DFlash drafter. Trainable: fc, hidden_norm, layers, norm. Frozen (copied from the
-    target): embed_tokens, lm_head. Layers of type SLIDING see only the `sliding_window`
-    context positions before their anchor and are causal inside the block (speculators
-    models/dflash/attention.py:70-95, the reference drafter's default)."""
+    target): embed_tokens, lm_head. Layers of type SLIDING see a `sliding_window` of context
+    counted by `sliding_mask` (dflash_mask.py: the engines' rule by default) and are causal
+    inside the block."""
 
     def __init__(self, target_cfg: TargetConfig, cfg: DrafterConfig):
         super().__init__()
@@ -388,7 +414,8 @@ class Drafter(nn.Module):
         cos_c, sin_c = rope_cos_sin(ctx_pos, self.cfg.head_dim, self.cfg.rope_theta, dtype)
         cos_q, sin_q = rope_cos_sin(blk_pos, self.cfg.head_dim, self.cfg.rope_theta, dtype)
         build = dflash_mask.block_mask if use_flex else dflash_mask.dense_mask
-        masks = {kind: build(anchors, length, bk, window=self.cfg.sliding_window if kind == SLIDING else None)
+        masks = {kind: build(anchors, length, bk, window=self.cfg.sliding_window if kind == SLIDING else None,
+                             rule=self.cfg.sliding_mask)
                  for kind in set(self.cfg.layer_types)}
         for layer, kind in zip(self.layers, self.cfg.layer_types):
             mask = masks[kind]

@@ -20,7 +20,7 @@ import torch
 
 from tests.trainer.conftest import ROOT
 from trainer import checkpoint, dflash_mask, train
-from trainer.config import FULL, SLIDING, get_preset
+from trainer.config import FULL, PRESETS, SLIDING, get_preset
 from trainer.export import export, load_export
 from trainer.export import main as export_main
 from trainer.model import Drafter, hf_config_to_target, load_target
@@ -102,10 +102,13 @@ def _speculators_logits(hf_target, export_dir, feats, ids, tmp_path, max_anchors
     return torch.load(tmp_path / "out.pt")
 
 
-def _our_logits(export_dir, target_model, feats, ids, anchors):
+def _our_logits(export_dir, target_model, feats, ids, anchors, sliding_mask="inference"):
+    from dataclasses import replace
+
     cfg = hf_config_to_target(json.loads((export_dir.parent / "target_config.json").read_text())) \
         if (export_dir.parent / "target_config.json").exists() else target_model.cfg
     drafter = load_export(export_dir, cfg).float().eval()
+    drafter.cfg = replace(drafter.cfg, sliding_mask=sliding_mask)
     drafter.share_target_weights(target_model.embed_weight, target_model.lm_head_weight)
     bk = drafter.cfg.block_size
     block_ids = torch.full((1, len(anchors), bk), drafter.cfg.mask_token_id)
@@ -143,7 +146,10 @@ def test_trained_drafter_export_gives_speculators_the_same_logits(hf_target, tmp
 
 def test_sliding_window_export_gives_speculators_the_same_logits(hf_target, tmp_path):
     """The reference Qwen3.6 layout in small: sliding layers (window 16, causal in the block)
-    and a full one; random weights saved as a trainer checkpoint, exported, run by both."""
+    and a full one; random weights saved as a trainer checkpoint, exported, run by both.
+    speculators' DFlash forward is its *training* mask (every slot sees the W positions before
+    the anchor), so ours is compared under sliding_mask="training"; the engines' rule, our
+    default, is held to z-lab's dflash in test_eval_decode.py."""
     cfg = get_preset("tiny")
     target_cfg = hf_config_to_target(json.loads((hf_target / "config.json").read_text()))
     from dataclasses import replace
@@ -164,7 +170,7 @@ def test_sliding_window_export_gives_speculators_the_same_logits(hf_target, tmp_
     theirs = _speculators_logits(hf_target, export_dir, feats, ids, tmp_path, max_anchors=6)
     assert theirs["sliding_layers"] == [0] and theirs["sliding_window"] == 16
     assert int(theirs["anchors"].max()) > 16 + 20                        # some block's window cuts its context
-    ours, mine = _our_logits(export_dir, target_model, feats, ids, theirs["anchors"])
+    ours, mine = _our_logits(export_dir, target_model, feats, ids, theirs["anchors"], sliding_mask="training")
     assert mine.cfg.layer_types == (SLIDING, FULL)
     assert (ours - theirs["logits"]).abs().max().item() < 1e-5
     # and the window matters: the same weights as all-full layers give other logits
@@ -258,3 +264,74 @@ def test_init_drafter_fine_tunes_from_an_export(tiny_data, tmp_path):
                             "--device", "cpu", "--init-drafter", str(exported), "--draft-layers", "3"])
     with pytest.raises(train.ConfigError, match="does not fit"):
         train.build(bad)
+
+
+def _cli_error(argv, capsys) -> str:
+    assert train.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("flags, key", [
+    (["--target-layers", "0,1,3"], "layer 3 is the target's last layer"),
+    (["--target-layers", "0,1,1"], "a layer is named twice"),
+    (["--draft-layers", "3"], "3 draft layers on a 4-layer target"),      # the reference rule gives 1,1,1
+    (["--mask-token-id", "256"], "drafter.mask_token_id=256 is outside the vocabulary"),
+])
+def test_exports_a_client_would_reject_are_refused_at_configuration(tiny_data, tmp_path, capsys, flags, key):
+    err = _cli_error(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"),
+                      "--device", "cpu", "--steps", "1", *flags], capsys)
+    assert err.startswith("error: drafter.") and key in err
+    assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_export_refuses_a_checkpoint_with_the_last_layer_as_a_feature_layer(tmp_path, capsys):
+    """The guard on every export: a checkpoint written before the refusal existed (its config
+    names layer 3 of a 4-layer target) is not exported; the message names the key."""
+    from dataclasses import replace
+
+    cfg = get_preset("tiny")
+    drafter = Drafter(cfg.target, cfg.drafter)
+    opt = torch.optim.AdamW([p for _, p in drafter.trainable_parameters()])
+    raw = replace(cfg, drafter=replace(cfg.drafter, target_layers=(0, 1, 3))).to_dict()
+    drafter_state = {k: v for k, v in drafter.trainable_state_dict().items()}
+    ck = checkpoint.save(tmp_path / "run", step=1, next_pos=1, drafter_state=drafter_state, optimizer=opt,
+                         scheduler=torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), config=raw, layout={})
+    assert export_main([str(ck), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "drafter.target_layers=[0, 1, 3]" in err and "last layer" in err
+    assert not (tmp_path / "out").exists()
+
+
+def _shrunk(name: str):
+    """The preset's structure (target depth and vocabulary, draft depth, layer types, window,
+    feature layers, block, MASK id) at a tiny width: what a converter checks, on 2 cores."""
+    from dataclasses import replace
+
+    cfg = get_preset(name)
+    t = replace(cfg.target, hidden_size=32, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
+    d = replace(cfg.drafter, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
+    return replace(cfg, target=t, drafter=d).validate()
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_presets_export_converts_in_speculators(name, tmp_path):
+    cfg = _shrunk(name)
+    t = cfg.target
+    shape = {"vocab_size": t.vocab_size, "hidden_size": t.hidden_size, "num_hidden_layers": t.num_layers,
+             "num_attention_heads": t.num_heads, "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim,
+             "intermediate_size": t.intermediate_size, "tie_word_embeddings": t.tie_word_embeddings,
+             "rope_parameters": {"rope_type": "default", "rope_theta": t.rope_theta}}
+    _clients("make-shaped-target", str(tmp_path / "target"), json.dumps(shape))
+    drafter = Drafter(t, cfg.drafter)
+    drafter.init_weights(0)
+    opt = torch.optim.AdamW([p for _, p in drafter.trainable_parameters()])
+    ck = checkpoint.save(tmp_path / "run", step=1, next_pos=1, drafter_state=drafter.trainable_state_dict(),
+                         optimizer=opt, scheduler=torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0),
+                         config=cfg.to_dict(), layout={})
+    export_dir = export(ck, tmp_path / "export", dtype="float32")
+    _clients("convert", str(tmp_path / "target"), str(export_dir), str(tmp_path / "out.json"))
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["aux_hidden_state_layer_ids"] == [i + 1 for i in cfg.drafter.target_layers]
+    assert out["mask_token_id"] == cfg.drafter.mask_token_id

@@ -25,8 +25,12 @@ from trainer.model import TargetModel, load_target
 torch.set_num_threads(1)
 
 
-def rule_mask(anchors: list[list[int]], ctx_len: int, bk: int, window: int | None = None) -> np.ndarray:
-    """The rule, spelled out position by position (the reference)."""
+def rule_mask(anchors: list[list[int]], ctx_len: int, bk: int, window: int | None = None,
+              rule: str = "inference") -> np.ndarray:
+    """The rule, spelled out position by position (the reference). Sliding, "inference": the
+    engines' count from the query's own position (z-lab dflash `_attention_mask`: query
+    position - key position < W, query at anchor + slot); "training": speculators' count
+    from the anchor."""
     s, a = len(anchors), len(anchors[0])
     q, kv = a * bk, ctx_len + a * bk
     m = np.zeros((s, q, kv), dtype=bool)
@@ -35,7 +39,10 @@ def rule_mask(anchors: list[list[int]], ctx_len: int, bk: int, window: int | Non
         if kj < ctx_len:
             m[b, qi, kj] = kj < anchors[b][block]                 # context strictly before the anchor
             if window is not None:
-                m[b, qi, kj] &= kj >= anchors[b][block] - window   # ... and within the window
+                if rule == "inference":
+                    m[b, qi, kj] &= (anchors[b][block] + qi % bk) - kj < window   # ... within the query's window
+                else:
+                    m[b, qi, kj] &= kj >= anchors[b][block] - window   # ... within the anchor's window
         else:
             m[b, qi, kj] = (kj - ctx_len) // bk == block          # own block, both directions; no other
             if window is not None:
@@ -45,15 +52,16 @@ def rule_mask(anchors: list[list[int]], ctx_len: int, bk: int, window: int | Non
 
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), s=st.integers(1, 2), a=st.integers(1, 4), bk=st.sampled_from([2, 4, 8]),
-       ctx_len=st.integers(1, 24), window=st.sampled_from([None, 1, 3, 8]))
-def test_dense_mask_and_mask_mod_equal_the_rule(data, s, a, bk, ctx_len, window):
+       ctx_len=st.integers(1, 24), window=st.sampled_from([None, 1, 3, 8]),
+       rule=st.sampled_from(["inference", "training"]))
+def test_dense_mask_and_mask_mod_equal_the_rule(data, s, a, bk, ctx_len, window, rule):
     anchors = [sorted(data.draw(st.lists(st.integers(0, ctx_len - 1), min_size=a, max_size=a))) for _ in range(s)]
-    want = rule_mask(anchors, ctx_len, bk, window)
+    want = rule_mask(anchors, ctx_len, bk, window, rule)
     t = torch.tensor(anchors)
-    assert np.array_equal(dflash_mask.dense_mask(t, ctx_len, bk, window)[:, 0].numpy(), want)
+    assert np.array_equal(dflash_mask.dense_mask(t, ctx_len, bk, window, rule)[:, 0].numpy(), want)
     from torch.nn.attention.flex_attention import create_mask
 
-    got = create_mask(dflash_mask.mask_mod_for(t, ctx_len, bk, window), s, None, a * bk, ctx_len + a * bk,
+    got = create_mask(dflash_mask.mask_mod_for(t, ctx_len, bk, window, rule), s, None, a * bk, ctx_len + a * bk,
                       device="cpu")
     assert np.array_equal(got[:, 0].numpy(), want)
 

@@ -247,9 +247,11 @@ def test_eval_metrics_come_from_held_out_samples(tiny_data, tmp_path):
     assert [h["step"] for h in with_eval] == [10, 20]
     for h in with_eval:
         assert h["eval_loss"] != h["loss"] and h["eval_accept_len"] >= 1.0 and 0 <= h["eval_acc"] <= 1
+        # decoded the serving way from 4 held-out prompts' ends (default --eval-decode-prompts)
+        assert 1.0 <= h["eval_accept_len_decode"] <= 8.0
     assert with_eval[1]["eval_loss"] < with_eval[0]["eval_loss"]          # the drafter learns what generalises
     records = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
-    assert {"eval_loss", "eval_acc", "eval_tau", "eval_accept_len"} <= set(records[1])
+    assert {"eval_loss", "eval_acc", "eval_tau", "eval_accept_len", "eval_accept_len_decode"} <= set(records[1])
     assert "eval_loss" not in records[0]
 
 

@@ -2,6 +2,8 @@
 own torch), driven by tests/trainer/test_export.py through subprocess. Real clients only:
 
     make-target DIR THETA      a Qwen3ForCausalLM with random weights, saved by transformers
+    make-shaped-target DIR JSON  the same of given sizes (Qwen3Config keyword arguments)
+    convert DIR EXPORT OUT.json  speculators' DFlashConverter on the export (validated)
     qwen35-config DIR          a Qwen3.5/3.6-style config.json, written by transformers
     hidden DIR IO.pt OUT.pt    that model's hidden states at the given layers
     draft DIR EXPORT IO.pt OUT.pt
@@ -29,6 +31,30 @@ def make_target(path: str, theta: float) -> None:
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(cfg).eval()
     model.save_pretrained(path)
+
+
+def make_shaped_target(path: str, shape_json: str) -> None:
+    """A Qwen3ForCausalLM of the given sizes (a preset's depth and vocabulary at a tiny width)."""
+    import json
+
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    Qwen3ForCausalLM(Qwen3Config(**json.loads(shape_json))).eval().save_pretrained(path)
+
+
+def convert(target_dir: str, export_dir: str, out_path: str) -> None:
+    """speculators' DFlashConverter on the export (validate=True loads the result back)."""
+    import json
+
+    from speculators.convert.dflash import DFlashConverter
+
+    with tempfile.TemporaryDirectory() as converted:
+        DFlashConverter().convert(export_dir, converted, base_model=target_dir, validate=True)
+        config = json.loads(open(f"{converted}/config.json").read())
+    with open(out_path, "w") as fh:
+        json.dump({"aux_hidden_state_layer_ids": config.get("aux_hidden_state_layer_ids"),
+                   "mask_token_id": config.get("mask_token_id")}, fh)
 
 
 def qwen35_config(path: str) -> None:
@@ -94,6 +120,10 @@ if __name__ == "__main__":
     cmd, *rest = sys.argv[1:]
     if cmd == "make-target":
         make_target(rest[0], float(rest[1]))
+    elif cmd == "make-shaped-target":
+        make_shaped_target(*rest)
+    elif cmd == "convert":
+        convert(*rest)
     elif cmd == "qwen35-config":
         qwen35_config(rest[0])
     elif cmd == "hidden":

@@ -46,7 +46,8 @@ progress -- one training progress point (controller.records.ProgressSample):
     run_id string, step int64, time_s (unix s), source string ("log" | "metrics" | "wandb"),
     tok_per_s, samples_per_s, step_time_s, data_wait_s, loss, acc, tau, mem_alloc_gib,
     mem_peak_gib, lr, accept_len, eval_loss, eval_acc, eval_tau, eval_accept_len (the last five
-    absent from files written before 2026-12-01: read as null)
+    absent from files written before 2026-12-01: read as null), eval_accept_len_decode (from
+    2026-12-02)
 
 gpus -- one nvidia-smi row per GPU per tick (controller.records.GpuSample):
     run_id string, time_s (unix s), index int32, uuid string, name string, util_pct,
@@ -82,7 +83,9 @@ PROGRESS_FLOAT_FIELDS = ("tok_per_s", "samples_per_s", "step_time_s", "data_wait
                          "mem_alloc_gib", "mem_peak_gib", "lr",
                          # added 2026-12-01 (accept_len, held-out eval): older part files lack them,
                          # read_table and _merge fill them with nulls (conform_to)
-                         "accept_len", "eval_loss", "eval_acc", "eval_tau", "eval_accept_len")
+                         "accept_len", "eval_loss", "eval_acc", "eval_tau", "eval_accept_len",
+                         # added 2026-12-02 (trainer.eval_decode)
+                         "eval_accept_len_decode")
 GPU_FLOAT_FIELDS = ("util_pct", "mem_used_mib", "mem_total_mib", "temp_c", "power_w")
 
 SCHEMAS: dict[str, pa.Schema] = {

@@ -509,7 +509,7 @@ def _exists(store: RunStore, run_id: str) -> bool:
 # -- registry runs --------------------------------------------------------------------------
 
 PROGRESS_COLUMNS = ("step", "time_s", "tok_per_s", "samples_per_s", "step_time_s", "loss", "tau", "mem_peak_gib",
-                    "accept_len", "eval_loss", "eval_accept_len")
+                    "accept_len", "eval_loss", "eval_accept_len", "eval_accept_len_decode")
 """The progress columns a comparison reads (of a 1M-row history, only these are decoded)."""
 LOCAL_METRICS_MAX_BYTES = 256 << 20
 """A registry run's local metrics.jsonl up to this size is read when it holds more steps

@@ -75,7 +75,8 @@ class ProgressSample:
     eval_loss: float | None = None       # held-out eval (the trainer's --eval-every steps only)
     eval_acc: float | None = None
     eval_tau: float | None = None
-    eval_accept_len: float | None = None
+    eval_accept_len: float | None = None  # the trainer's estimate (random anchors)
+    eval_accept_len_decode: float | None = None  # measured by greedy decoding (trainer.eval_decode): serving's figure
     mem_alloc_gib: float | None = None
     mem_peak_gib: float | None = None
     lr: float | None = None

@@ -162,9 +162,12 @@ def test_accept_len_and_held_out_eval_reach_compare_runs(runs, tmp_path):
         if source == "metrics.jsonl":    # the held-out eval lives in metrics.jsonl
             assert a["last"]["eval_loss"] == pytest.approx(evals[-1]["eval_loss"])
             assert a["last"]["eval_accept_len"] == pytest.approx(evals[-1]["eval_accept_len"])
+            # the decode-measured figure (trainer.eval_decode) travels the same way
+            assert a["last"]["eval_accept_len_decode"] == pytest.approx(evals[-1]["eval_accept_len_decode"])
         assert b["last"]["eval_loss"] is None           # B ran without --eval-fraction
     table = _cli("compare-runs", str(runs["A"]), str(runs["B"]))
     assert "eval loss (last)" in table.stdout and "accept_len (last)" in table.stdout, table.stdout
+    assert "eval accept_len decoded (last)" in table.stdout, table.stdout
     # through the registry's history too (an import writes it)
     assert _cli("import", str(runs["A"]), "--name", "evalrun", "--json").returncode == 0
     res = _cli("compare-runs", "evalrun", str(runs["B"]), "--json")

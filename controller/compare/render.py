@@ -86,7 +86,8 @@ def table_rows(cmp: Comparison) -> list[tuple[str, list[str]]]:
     for k in cmp.aligned_steps:
         add(f"τ @ step {k}", [_num(r.tau_at.get(k), 3) for r in R])
     for name, label, digits in (("accept_len", "accept_len (last)", 2), ("eval_loss", "eval loss (last)", 4),
-                                ("eval_accept_len", "eval accept_len (last)", 2)):
+                                ("eval_accept_len", "eval accept_len (last)", 2),
+                                ("eval_accept_len_decode", "eval accept_len decoded (last)", 2)):
         if any(r.last.get(name) is not None for r in R):
             add(label, [_num(r.last.get(name), digits) for r in R])
     for key in cmp.config_keys:

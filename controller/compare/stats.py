@@ -29,9 +29,10 @@ STATE_LABEL = {"finished": "finished", "oom": "OOM", "crash": "crash", "killed":
                "running": "running", "unknown": "unknown"}
 
 
-LAST_VALUE_METRICS = ("accept_len", "eval_loss", "eval_accept_len")
+LAST_VALUE_METRICS = ("accept_len", "eval_loss", "eval_accept_len", "eval_accept_len_decode")
 """Shown as each run's last known value: accept_len (serving's accepted length per block,
-README) and the held-out eval, which the trainer reports only every --eval-every steps."""
+README) and the held-out eval, which the trainer reports only every --eval-every steps
+(eval_accept_len_decode: measured by decoding, the figure to set beside published ones)."""
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Columns:
     accept_len: np.ndarray
     eval_loss: np.ndarray
     eval_accept_len: np.ndarray
+    eval_accept_len_decode: np.ndarray
     mem_peak_gib: np.ndarray                    # one element: the run's maximum (NaN if unknown)
     trainer_time_s: np.ndarray | None = None    # time_s on the trainer's clock (NaN for log lines); None: = time_s
 

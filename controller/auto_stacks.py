@@ -30,13 +30,22 @@ DumpFn = Callable[[RunRecord], StackDump]
 
 
 def dump_record(record: RunRecord, timeout_s: float = 15.0) -> StackDump:
-    """The default DumpFn: the run's own target and transport (cached per host)."""
-    from controller.runstore import target_of
+    """The default DumpFn: the run's own target and transport (cached per host). An attached
+    run is checked by pid + start time + the pid namespace attach recorded, as `dfctl stacks`
+    checks it (take_stacks -> controller/node_identity.py): a reused pid is not dumped."""
+    from controller.runstore import RunStore, target_of
     from controller.stacks import take_stacks
     from controller.transport.factory import open_transport
 
+    pid_ns = None
+    if record.origin == "attached":
+        store = RunStore()   # this worker thread's own connection
+        try:
+            pid_ns = (store.attachment(record.run_id) or {}).get("pid_ns")
+        finally:
+            store.close()
     target = target_of(record)
-    return take_stacks(open_transport(target), target, record, timeout_s=timeout_s)
+    return take_stacks(open_transport(target), target, record, timeout_s=timeout_s, pid_ns=pid_ns)
 
 
 @dataclass

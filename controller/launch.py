@@ -242,10 +242,28 @@ def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir
     return rec
 
 
-def runs_status(transport: Transport, target: TargetConfig, records: list[RunRecord]) -> list[dict]:
-    """For each record: exists, alive_pids, exit_code, log_size (one exec for all)."""
+def runs_status(transport: Transport, target: TargetConfig, records: list[RunRecord],
+                store: RunStore | None = None) -> list[dict]:
+    """For each record: exists, alive_pids, exit_code, log_size (one exec for all). On a pct
+    target an attached run's liveness is the node's view (node_identity: pid + start time +
+    the namespace in `store`'s attachment row), not what the CT's /proc, which its root can
+    fake, tells the exec inside the CT."""
     spec = {"runs": [_status_entry(r) for r in records]}
-    return _remote(transport, target, "status", spec)["runs"]
+    statuses = _remote(transport, target, "status", spec)["runs"]
+    if target.kind != "pct":
+        return statuses
+    from controller.node_identity import check_on_node
+
+    for rec, st in zip(records, statuses):
+        if rec.origin != "attached" or rec.pid is None:
+            continue
+        pid_ns = (store.attachment(rec.run_id) or {}).get("pid_ns") if store is not None else None
+        verdict = check_on_node(target, rec, pid_ns)
+        if not verdict.present:
+            st.update(alive_pids=[], gone=verdict.other_process or "gone")
+        elif verdict.fake_proc:     # alive by the node; what the CT listed is not evidence
+            st.update(alive_pids=[rec.pid], untrusted_proc=verdict.fake_proc)
+    return statuses
 
 
 def _status_entry(rec: RunRecord) -> dict[str, Any]:
@@ -310,7 +328,7 @@ def refresh_states(store: RunStore, records: list[RunRecord],
     for recs in groups.values():
         try:
             target, transport = open_for(recs[0])
-            statuses = runs_status(transport, target, recs)
+            statuses = runs_status(transport, target, recs, store)
         except DfctlError as exc:
             for rec in recs:
                 rec.state = "unknown"
@@ -328,7 +346,7 @@ def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecor
     maybe = [r for r in records if r.state not in ENDED_STATES]
     if not maybe:
         return []
-    record_statuses(store, maybe, runs_status(transport, target, maybe))
+    record_statuses(store, maybe, runs_status(transport, target, maybe, store))
     return [r for r in maybe if r.state == "running"]
 
 
@@ -357,7 +375,8 @@ def conflict_error(target: TargetConfig, live: list[tuple[str, int | None]]) -> 
 def stop_recorded(store: RunStore, transport: Transport, rec: RunRecord, grace_s: float, by: str,
                   successor: str | None = None) -> dict:
     """stop_run, then the registry row `stopped` once no process of the run is left."""
-    res = stop_run(transport, target_of(rec), rec, grace_s, by=by, successor=successor)
+    pid_ns = (store.attachment(rec.run_id) or {}).get("pid_ns") if rec.origin == "attached" else None
+    res = stop_run(transport, target_of(rec), rec, grace_s, by=by, successor=successor, pid_ns=pid_ns)
     if not res.get("left"):
         store.update_run(rec.run_id, state="stopped", exit_code=res.get("exit_code"), ended_s=time.time())
     return res
@@ -381,12 +400,22 @@ def replace_runs(store: RunStore, transport: Transport, live: list[RunRecord], g
 
 
 def stop_run(transport: Transport, target: TargetConfig, record: RunRecord, grace_s: float = 10.0,
-             by: str = "dfctl stop", successor: str | None = None) -> dict:
+             by: str = "dfctl stop", successor: str | None = None, pid_ns: str | None = None) -> dict:
     """SIGTERM the run's process group and session, wait grace_s, SIGKILL what is left.
     First the run dir gets a stop_request naming `by` (and the run that replaces it), so
-    every watch of the run reports a stop, not a crash, and can point at the successor."""
+    every watch of the run reports a stop, not a crash, and can point at the successor.
+    On a pct target the signals are sent from inside the CT, whose /proc its root can fake:
+    first the node's own /proc must show the pid there as the run's (pid + start time +
+    `pid_ns`, the namespace attach recorded: controller/node_identity.py); else refused."""
     if record.pid is None:
         raise DeployError(f"run {record.run_id}: no pid recorded; nothing to stop")
+    if target.kind == "pct":
+        from controller.node_identity import check_on_node
+
+        refused = check_on_node(target, record, pid_ns).refused
+        if refused:
+            raise StaleRunError(f"run {record.run_id} (pid {record.pid}): {refused}; nothing was signalled",
+                                hint=f"nothing of CT {target.vmid} was stopped; `dfctl scan` shows what the node sees")
     spec = {"pid": record.pid, "run_dir": record.run_dir, "grace_s": grace_s, "by": by, "successor": successor}
     if record.origin == "attached":
         spec.update(attached=True, start_ticks=record.pid_start_ticks)

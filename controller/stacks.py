@@ -8,7 +8,7 @@ command through the run's own transport (inside the CT for a pct target: the pid
 the container's, and ptrace permission is the container's). A dump py-spy may not take
 is a StacksError naming CAP_SYS_PTRACE / kernel.yama.ptrace_scope and what to change.
 Inside a CT py-spy reads the CT's /proc, which root there can replace: first the node's
-own /proc must show the run's process in that CT (check_on_node), and the CT's /proc be procfs.
+own /proc must show the run's process in that CT (controller/node_identity.py), and the CT's /proc be procfs.
 """
 
 from __future__ import annotations
@@ -268,28 +268,15 @@ def take_stacks(transport: Transport, target: TargetConfig, record: RunRecord, *
 
 
 def check_on_node(target: TargetConfig, record: RunRecord, want_ns: str | None = None) -> None:
-    """Before py-spy runs inside a CT (where it reads the CT's /proc): the run's process is
-    one the NODE's own /proc shows in that CT -- with the recorded start time and pid
-    namespace (`want_ns`, what attach recorded) for an attached run -- and the CT's /proc is
-    procfs. Root in the CT can mount a made-up /proc; a pid that exists only there is no
-    process to dump."""
-    from controller.scan import scan_target
+    """Before py-spy runs inside a CT (where it reads the CT's /proc): the node's own /proc
+    shows the run's process there (controller/node_identity.py); else nothing is dumped."""
+    from controller.node_identity import check_on_node as node_verdict
 
-    report = scan_target(target, (int(target.vmid or 0),), pids=(int(record.pid or 0),), gpu=False)
-    refused = [e for e in report.errors if "is not procfs" in e or "cannot be checked to be procfs" in e]
-    if refused:
-        raise StacksError(f"run {record.run_id}: {refused[0].split(': ', 1)[-1]}; py-spy would read what the "
-                          "container put there: nothing dumped")
-    now = next((p for p in report.processes if p.pid == record.pid and p.vmid == target.vmid), None)
-    if now is None:
+    verdict = node_verdict(target, record, want_ns)
+    if verdict.refused:
+        raise StacksError(f"run {record.run_id}: {verdict.refused}; nothing dumped")
+    if not verdict.present:
         raise StacksError(f"run {record.run_id}: pid {record.pid} is no process of CT {target.vmid} on the node; "
-                          "nothing dumped")
-    if record.origin != "attached":
-        return
-    if (record.pid_start_ticks is not None and now.start_ticks != record.pid_start_ticks) or \
-            (want_ns and now.pid_ns != want_ns):
-        raise StacksError(f"run {record.run_id}: pid {record.pid} now belongs to another process (started at tick "
-                          f"{now.start_ticks}, {now.pid_ns}; the run's at tick {record.pid_start_ticks}, {want_ns}); "
                           "nothing dumped")
 
 

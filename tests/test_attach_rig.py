@@ -322,6 +322,9 @@ def test_a_reused_pid_is_another_process_for_attach_watch_stacks_stop(rig, rig_h
         assert code == 1 and f"pid {pid} now belongs to another process" in err, err
         code, out, err = dfctl(capsys, "stop", "reuse", "--grace-s", "1")
         assert ct_pid_alive(rig_host, vmid, pid), "stop signalled the process that got the pid"
+        # refused by the node's own view (node_identity) before anything runs in the CT
+        assert code == 2 and f"(pid {pid}): pid {pid} now belongs to another process" in err, err
+        assert "pid:[" in err and "nothing was signalled" in err, err
     finally:
         rig_host.ct_exec(vmid, ["kill", str(pid)])
 

@@ -40,6 +40,11 @@ def ct_pid_alive(host, vmid: int, pid: int) -> bool:
     return r.returncode == 0 and r.stdout.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
+def ct_pid_free(host, vmid: int, pid: int) -> bool:
+    """Reaped, not only dead: a zombie still holds the pid respawn_with_pid asks for."""
+    return host.ct_exec(vmid, ["test", "-e", f"/proc/{pid}"]).returncode != 0
+
+
 def target_args(rig, host, vmid: int) -> list[str]:
     return ["--target", f"pct:{host.name}:{vmid}", "--ssh-config", str(rig.ssh_config_path)]
 
@@ -312,7 +317,7 @@ def test_a_reused_pid_is_another_process_for_attach_watch_stacks_stop(rig, rig_h
     code, out, err = dfctl(capsys, "watch", "reuse", "--once", "--json")
     assert json.loads(out)["runs"][0]["state"] == "running", out
     rig_host.ct_exec(vmid, ["kill", "-9", str(pid)])
-    wait_for(lambda: not ct_pid_alive(rig_host, vmid, pid), what="the run to end")
+    wait_for(lambda: ct_pid_free(rig_host, vmid, pid), what="the run's pid to be free")
     assert respawn_with_pid(rig_host, vmid, pid), "could not get the freed pid back in the CT"
     try:
         code, out, err = dfctl(capsys, "watch", "reuse", "--once", "--json")
@@ -337,7 +342,7 @@ def test_a_reused_pid_is_another_process_for_attach_watch_stacks_stop(rig, rig_h
     def find_then_reuse(*a, **kw):
         report = real_find(*a, **kw)
         rig_host.ct_exec(vmid, ["kill", "-9", str(pid2)])
-        wait_for(lambda: not ct_pid_alive(rig_host, vmid, pid2), what="the run to end")
+        wait_for(lambda: ct_pid_free(rig_host, vmid, pid2), what="the run's pid to be free")
         assert respawn_with_pid(rig_host, vmid, pid2)
         return report
 

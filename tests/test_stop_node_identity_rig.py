@@ -16,7 +16,7 @@ import pytest
 from controller.records import Finding
 from tests.deploy_support import dfctl, wait_for
 from tests.test_attach_fake_proc_rig import fake_entry, node_only_file, start_loop  # noqa: F401 - node_only_file: a fixture
-from tests.test_attach_rig import ct_pid_alive, respawn_with_pid, target_args
+from tests.test_attach_rig import ct_pid_alive, ct_pid_free, respawn_with_pid, target_args
 
 pytestmark = pytest.mark.rig
 
@@ -106,7 +106,7 @@ def test_stop_and_auto_stacks_refuse_a_reused_pid_behind_a_fake_proc(rig, rig_ho
     assert code == 0, err
     ticks = json.loads(out)["run"]["pid_start_ticks"]
     rig_host.ct_exec(vmid, ["kill", "-9", str(pid)])
-    wait_for(lambda: not ct_pid_alive(rig_host, vmid, pid), what="the run to end")
+    wait_for(lambda: ct_pid_free(rig_host, vmid, pid), what="the run's pid to be free")
     assert respawn_with_pid(rig_host, vmid, pid), "could not get the freed pid back in the CT"
     before = os.stat(node_only_file)
     setup = "\n".join(["set -e", "mkdir -p /tmp/fakeproc/1", "printf '1 (init) S 0 1 1 0' > /tmp/fakeproc/1/stat",

@@ -15,6 +15,7 @@ no secret in any argv. The run directory layout (the watcher reads it):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -245,9 +246,9 @@ def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir
 def runs_status(transport: Transport, target: TargetConfig, records: list[RunRecord],
                 store: RunStore | None = None) -> list[dict]:
     """For each record: exists, alive_pids, exit_code, log_size (one exec for all). On a pct
-    target an attached run's liveness is the node's view (node_identity: pid + start time +
-    the namespace in `store`'s attachment row), not what the CT's /proc, which its root can
-    fake, tells the exec inside the CT."""
+    target whether the run's process lives is the node's view (node_identity: the pid in the
+    CT, and for an attached run its start time and the namespace in `store`'s attachment
+    row), not what the CT's /proc, which its root can fake, tells the exec inside the CT."""
     spec = {"runs": [_status_entry(r) for r in records]}
     statuses = _remote(transport, target, "status", spec)["runs"]
     if target.kind != "pct":
@@ -255,14 +256,19 @@ def runs_status(transport: Transport, target: TargetConfig, records: list[RunRec
     from controller.node_identity import check_on_node
 
     for rec, st in zip(records, statuses):
-        if rec.origin != "attached" or rec.pid is None:
+        pid = rec.pid or st.get("pid")
+        if not pid or not st.get("exists"):
             continue
-        pid_ns = (store.attachment(rec.run_id) or {}).get("pid_ns") if store is not None else None
-        verdict = check_on_node(target, rec, pid_ns)
-        if not verdict.present:
-            st.update(alive_pids=[], gone=verdict.other_process or "gone")
-        elif verdict.fake_proc:     # alive by the node; what the CT listed is not evidence
-            st.update(alive_pids=[rec.pid], untrusted_proc=verdict.fake_proc)
+        pid_ns = (store.attachment(rec.run_id) or {}).get("pid_ns") \
+            if store is not None and rec.origin == "attached" else None
+        verdict = check_on_node(target, dataclasses.replace(rec, pid=int(pid)), pid_ns)
+        if not verdict.present and (rec.origin == "attached" or verdict.fake_proc):
+            # (a launched run's group may outlive its leader: the CT's real procfs lists it)
+            st["alive_pids"] = []
+            if rec.origin == "attached":
+                st["gone"] = verdict.other_process or "gone"
+        elif verdict.present and verdict.fake_proc:     # alive by the node; the CT's list is no evidence
+            st.update(alive_pids=[int(pid)], untrusted_proc=verdict.fake_proc)
     return statuses
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from controller.records import Finding
-from tests.deploy_support import dfctl, wait_for
+from tests.deploy_support import dfctl, make_project, ticker_playbook, wait_for
 from tests.test_attach_fake_proc_rig import fake_entry, node_only_file, start_loop  # noqa: F401 - node_only_file: a fixture
 from tests.test_attach_rig import ct_pid_alive, ct_pid_free, respawn_with_pid, target_args
+from tests.test_deploy_rig import live_pids_of_run, target_toml
 
 pytestmark = pytest.mark.rig
 
@@ -138,3 +139,40 @@ def test_stop_and_auto_stacks_refuse_a_reused_pid_behind_a_fake_proc(rig, rig_ho
     assert after.st_atime == before.st_atime, "the node-only file was read"
     for text in outputs:
         assert "NODE-ONLY" not in text and str(before.st_ino) not in text and "12337" not in text
+
+
+def test_stop_of_a_deployed_run_behind_a_fake_proc_is_refused_not_reported_done(rig, rig_host, capsys, tmp_path,
+                                                                                 monkeypatch):
+    """A run dfctl deployed into the CT, then an empty made-up /proc mounted over the CT's:
+    inside the CT the run's pid is no process, so the stop there signalled nothing and said
+    it was done while the run lived on. The node's view refuses instead, naming the CT."""
+    vmid = rig_host.vmid_running
+    root = make_project(tmp_path / "proj", git=True)
+    pb = ticker_playbook(root, kind="pct",
+                         extra_target=target_toml(rig, rig_host, f"/workspace/stop-dep-{os.getpid()}").split("\n", 1)[1])
+    monkeypatch.chdir(root)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    run_id = json.loads(out)["run"]["run_id"]
+    wait_for(lambda: live_pids_of_run(run_id), what="the deployed run's process")
+    setup = "set -e; mkdir -p /tmp/emptyproc/1; printf '1 (init) S 0 1 1 0' > /tmp/emptyproc/1/stat; " \
+            "mount --bind /tmp/emptyproc /proc"
+    mounted = False
+    try:
+        r = rig_host.ct_exec(vmid, ["sh", "-c", setup])
+        mounted = r.returncode == 0
+        assert mounted, r.stderr
+        code, out, err = dfctl(capsys, "stop", run_id, "--grace-s", "5")
+        assert code == 2, (code, err)
+        assert f"run {run_id} (pid " in err and f"CT {vmid}: /proc is not procfs" in err, err
+        assert "nothing was signalled" in err
+        assert live_pids_of_run(run_id), "the run was signalled"
+        code, out, err = dfctl(capsys, "runs", "--json")
+        # the status read: alive by the node's /proc (the CT's empty one said it had died, `failed`)
+        assert [r["state"] for r in json.loads(out) if r["run_id"] == run_id] == ["running"], out
+    finally:
+        if mounted:
+            rig_host.ct_exec(vmid, ["umount", "/proc"])
+    code, out, err = dfctl(capsys, "stop", run_id, "--grace-s", "5", "--json")   # the CT's own /proc again
+    assert code == 0 and json.loads(out)["left"] == [], (code, out, err)
+    wait_for(lambda: not live_pids_of_run(run_id), what="the run to end")

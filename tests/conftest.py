@@ -1,5 +1,5 @@
 """Shared pytest set-up: every test gets its own dfctl data directory (registry, history),
-and under pytest-xdist (scripts/test.sh runs `-n 3 --dist loadgroup`) the tests that share
+and under pytest-xdist (scripts/test.sh runs `-n 2 --dist loadgroup`) the tests that share
 something expensive or stateful run on one worker (pytest_collection_modifyitems below)."""
 
 import os

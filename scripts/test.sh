@@ -9,7 +9,12 @@ export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 .venv/bin/ruff check --quiet controller trainer tests bench || { echo "test.sh: ruff found problems (above)" >&2; exit 1; }
 # Types next (config in pyproject.toml [tool.mypy]: controller/, the stdlib remote scripts included).
 .venv/bin/mypy || { echo "test.sh: mypy found problems (above)" >&2; exit 1; }
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# pytest-xdist: the suite mostly waits on processes, sshd and events (a serial run used ~57 %
+# of one core), so 2 workers on 2 cores halve it and leave CPU for the tests that time real
+# runs (3 workers starve those under load); --dist loadfile runs each module whole on one
+# worker (its fixtures once, its rig tests in order: tests/conftest.py). DFCTL_TEST_WORKERS=0 runs
+# serially; "$@" comes last, so `scripts/test.sh -n 0 tests/x.py` does too.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${DFCTL_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 if [ "$rc" = 5 ]; then echo "test.sh: pytest collected no tests" >&2; exit 1; fi
 exit "$rc"

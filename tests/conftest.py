@@ -1,4 +1,10 @@
-"""Shared pytest set-up: every test gets its own dfctl data directory (registry, history)."""
+"""Shared pytest set-up: every test gets its own dfctl data directory (registry, history).
+
+Under pytest-xdist (scripts/test.sh: `-n 2 --dist loadfile`) each worker is a session: its
+own tmp_path tree (so its own DFCTL_HOME per test), its own rig (tests/rig/README.md), and
+each test module runs whole on one worker, in order, so a module's fixtures are built once.
+Not `--dist loadgroup`: with pytest 9 its xdist_group marks are ignored (xdist 3.8 renames
+`item._nodeid`, which pytest 9's `Node.nodeid` no longer reads; every test ran on its own)."""
 
 import os
 

@@ -25,6 +25,7 @@ from tests.deploy_support import (
     ticker_playbook,
     wait_for,
 )
+from tests.rig.rig import owned_by_this_session
 
 pytestmark = pytest.mark.rig
 
@@ -46,7 +47,8 @@ connect_timeout_s = {timeout_s}
 
 
 def live_pids_of_run(run_id: str) -> list[int]:
-    """Host-side scan (the CT shares the host's pid table): live processes of this run."""
+    """Host-side scan (the CT shares the host's pid table): live processes of this run on
+    this session's rig."""
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -56,7 +58,8 @@ def live_pids_of_run(run_id: str) -> list[int]:
             state = open(f"/proc/{name}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if f"DFCTL_RUN_ID={run_id}".encode() in env.split(b"\0") and state != b"Z":
+        if f"DFCTL_RUN_ID={run_id}".encode() in env.split(b"\0") and state != b"Z" \
+                and owned_by_this_session(int(name)):     # not another xdist worker's run of that id
             out.append(int(name))
     return out
 

@@ -322,12 +322,13 @@ def test_add_host_and_stale_session_cleanup(rig, tmp_path):
         print(rig.hosts[0].netns, rig.hosts[0].link.host_dev, rig.dir, rig.fabric.netns, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """ % str(Path(__file__).resolve().parents[1])))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    netns, host_dev, session_dir, fabric = proc.stdout.split()
-    assert netns in list_netns() and fabric in list_netns() and Path(session_dir).exists()
-    from tests.rig.stale import _pids_in_cgroup_prefix, cleanup_stale_sessions
-    assert _pids_in_cgroup_prefix(netns)  # its CT 200 still runs
+    from tests.rig.stale import _pids_in_cgroup_prefix, cleanup_stale_sessions, cleanups_held_off
+    with cleanups_held_off():   # no other session (an xdist worker's rig starting) cleans them first
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        netns, host_dev, session_dir, fabric = proc.stdout.split()
+        assert netns in list_netns() and fabric in list_netns() and Path(session_dir).exists()
+        assert _pids_in_cgroup_prefix(netns)  # its CT 200 still runs
     cleanup_stale_sessions()
     assert netns not in list_netns() and fabric not in list_netns()
     assert _pids_in_cgroup_prefix(netns) == []

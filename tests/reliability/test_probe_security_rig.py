@@ -150,17 +150,20 @@ def test_a_fifo_then_a_file_at_the_log_path_clears_log_unreadable_to_the_last_ti
         _stop(host, run_dir)
 
 
-def _agents() -> set[int]:
-    """This machine's probe agents (the rig's hosts are namespaces of it)."""
+def _agents(host) -> set[int]:
+    """The probe agents on `host` (the rig's hosts are namespaces of this machine: an agent of
+    another xdist worker's rig runs in its own host's network namespace)."""
+    netns_inode = os.stat(f"/run/netns/{host.netns}").st_ino
     out = set()
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
                 cmd = Path(f"/proc/{p}/cmdline").read_bytes()
                 state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                in_host = os.stat(f"/proc/{p}/ns/net").st_ino == netns_inode
             except OSError:
                 continue
-            if b"serve(_SRC, b[n:])" in cmd and state != "Z":
+            if b"serve(_SRC, b[n:])" in cmd and state != "Z" and in_host:
                 out.add(int(p))
     return out
 
@@ -169,20 +172,20 @@ def test_the_agent_exits_after_a_link_cut_instead_of_living_on(rig, rig_host, tm
     host = rig_host
     name = f"sec-agent-{os.getpid()}"
     run_dir = launch_in_ct(host, name, WRITER)
-    before = _agents()
+    before = _agents(host)
     store = RunStore(tmp_path / "reg.sqlite")
     store.add_run(ct_record(rig, host, name, connect_timeout_s=2.0))
     w = Watch(store.runs(), store, gpu=False, probe_timeout_s=3.0, agent_idle_exit_s=3.0)
     try:
         w.tick()
         assert w.agent_hosts == [host.name]
-        mine = wait_for(lambda: _agents() - before, 10, "the agent on the host")
+        mine = wait_for(lambda: _agents(host) - before, 10, "the agent on the host")
         host.link_down()
         try:
             t0 = time.monotonic()
-            wait_for(lambda: not (_agents() & mine), 30, "the agent gone after the link cut")
+            wait_for(lambda: not (_agents(host) & mine), 30, "the agent gone after the link cut")
             assert time.monotonic() - t0 < 15
-            assert not (_agents() & mine)
+            assert not (_agents(host) & mine)
         finally:
             host.link_up()
     finally:

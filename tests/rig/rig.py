@@ -30,6 +30,31 @@ from tests.rig.stale import cleanup_stale_sessions
 
 _rig_seq = iter(string.ascii_lowercase)
 MAX_HOSTS = 16
+_open_rigs: list["Rig"] = []
+"""The rigs of this process (one per pytest session or xdist worker, plus any a test makes)."""
+
+
+def owned_by_this_session(pid: int) -> bool:
+    """Whether process `pid` runs on one of this process's rigs: in a fake host's network
+    namespace (an ssh session, a run of a kind = "ssh" target) or in a CT's cgroup. Every
+    rig's hosts and CTs share this machine's pid table, so a test that looks for its run's
+    processes in /proc must not count another session's (an xdist worker deploying a run of
+    the same name in the same second gets the same run id)."""
+    try:
+        net_inode = os.stat(f"/proc/{pid}/ns/net").st_ino
+        cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False
+    for rig in list(_open_rigs):
+        for host in list(rig.hosts):
+            if f"/{host.containers.cgroup_prefix}/" in cgroup:
+                return True
+            try:
+                if os.stat(f"/run/netns/{host.netns}").st_ino == net_inode:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def _check_prerequisites() -> None:
@@ -69,6 +94,7 @@ class Rig:
         self.fabric = Fabric(self.tag)
         """The CT network between hosts (created when a host first joins: add_fabric_container)."""
         self._save_state()
+        _open_rigs.append(self)
 
     @classmethod
     def create(cls, hosts: int = 2) -> "Rig":
@@ -229,5 +255,7 @@ class Rig:
             errors.append(f"mounts remain under {self.dir}; left it in place")
         os.close(self._lock_fd)
         self.hosts = []
+        if self in _open_rigs:
+            _open_rigs.remove(self)
         if errors:
             raise RuntimeError("rig teardown: " + "; ".join(errors))

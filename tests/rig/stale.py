@@ -5,6 +5,11 @@ carry the owner's pid (netns `dfctl-rig<pid><seq>h<N>` and the fabric's `dfctl-r
 veth `drg<pid><seq>h<N>`, cgroup `dfctl-rig<pid><seq>h<N>`), so leftovers without a session directory are matched by pid:
 stale when no process with that pid exists.
 
+Sessions start side by side (pytest-xdist workers, other checkouts): each clean-up takes
+a shared flock on /tmp/dfctl-rig-slots/cleanup.lock, and `cleanups_held_off()` (a test that
+makes leftovers and looks at them before removing them) takes it exclusively; a session
+starting meanwhile skips its clean-up (the next start does it).
+
 Run by hand: `.venv/bin/python -m tests.rig.stale`.
 """
 
@@ -18,12 +23,15 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from tests.rig.network import list_links, list_netns, netns_pids, nsenter_argv, run_ip
+from tests.rig.network import SLOTS_DIR, list_links, list_netns, netns_pids, nsenter_argv, run_ip
 
 SESSION_GLOB = "dfctl-rig-*"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+CLEANUP_LOCK = SLOTS_DIR / "cleanup.lock"
 _NAME_PID = re.compile(r"^(?:dfctl-rig|drg)(\d+)[a-z]?(?:h\d+|fab)$")
 """A host's netns/veth/cgroup (`…h<N>`) or the session's fabric netns (`dfctl-rig<pid><seq>fab`)."""
 
@@ -152,8 +160,37 @@ def _clean_session_dir(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _open_cleanup_lock() -> int:
+    SLOTS_DIR.mkdir(mode=0o755, exist_ok=True)
+    return os.open(CLEANUP_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+@contextmanager
+def cleanups_held_off() -> Iterator[None]:
+    """No session removes leftovers while this is held (it waits for running clean-ups)."""
+    fd = _open_cleanup_lock()
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def cleanup_stale_sessions() -> list[str]:
-    """Clean every dead session's leftovers; return a line per thing removed."""
+    """Clean every dead session's leftovers; return a line per thing removed (nothing while
+    cleanups_held_off() is held elsewhere)."""
+    fd = _open_cleanup_lock()
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return []
+        return _cleanup_stale_sessions()
+    finally:
+        os.close(fd)
+
+
+def _cleanup_stale_sessions() -> list[str]:
     removed: list[str] = []
     for path in _session_dirs():
         fd = _claim_if_stale(path)

@@ -300,9 +300,12 @@ def test_logs_of_an_attached_run(tmp_path, capsys):
         _end(proc)
 
 
-def test_untrusted_command_lines_print_as_text_and_one_process_attaches_once(tmp_path, capsys):
+def test_untrusted_command_lines_print_as_text_and_one_process_attaches_once(tmp_path, capsys, monkeypatch):
     """A command line holding an escape sequence and rich markup is shown as text (the
     terminal gets no control character, rich no markup); a second attach is refused."""
+    # A piped scan is 200 columns unless COLUMNS says otherwise; the checkout's and pytest's
+    # paths (a CI clone's, an xdist worker's) can be long enough to wrap the row at 200.
+    monkeypatch.setenv("COLUMNS", "600")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     weird = "\x1b[2J[bold red]x.py"            # the script's own name, as a CT user may choose it

@@ -119,7 +119,13 @@ def scan(
                       shown(log), shown(" ".join(p.argv)[:160]))
     import os
 
-    Console(width=max(120, os.get_terminal_size(1).columns if sys.stdout.isatty() else 200)).print(table)
+    # a terminal's own width; piped, COLUMNS if set (a wide table for a file), else 200
+    env_columns = os.environ.get("COLUMNS", "").strip()
+    if sys.stdout.isatty():
+        columns = os.get_terminal_size(1).columns
+    else:
+        columns = int(env_columns) if env_columns.isdigit() else 200
+    Console(width=max(120, columns)).print(table)
     if report.gpu_error:
         typer.echo(f"GPUs: {report.gpu_error}", err=True)
 

@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 MIN_HEALTHY_SCALE = 1.0
 """A scale at or below 1 no longer scales anything up: fp16 gradients overflow even
 unscaled. DeepSpeed's and fairseq's default floors are 1 and 1e-4."""
+FLOOR_SCALE = 1e-4
+"""A scale at or below this is past every scaler's floor (fairseq's min_loss_scale 1e-4):
+collapsed even when the excerpt shown never held a healthy scale (a paste of the tail of a
+cascade: `reducing loss scale to 6.4e-204`)."""
 
 _SKIP = re.compile(r"OVERFLOW! Rank \d+ Skipping step|Gradient overflow\.\s+Skipping step|overflow detected, "
                    r"setting loss scale|Grad overflow on iteration|Overflow detected\. Skipping step"
@@ -68,7 +72,8 @@ class LossScaleTrajectory:
             return
         self.highest = value if self.highest is None else max(self.highest, value)
         self.last = value
-        if (self.collapse_line is None and value <= MIN_HEALTHY_SCALE and self.highest > MIN_HEALTHY_SCALE):
+        if self.collapse_line is None and ((value <= MIN_HEALTHY_SCALE and self.highest > MIN_HEALTHY_SCALE)
+                                           or (value <= FLOOR_SCALE and self.skips >= 2)):
             self.collapse_line = line_no
             self.evidence.append(line)
 

@@ -64,8 +64,17 @@ class Line:
     raw: str        # the line as it came (evidence shows this)
 
 
+_HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
+"""DeepSpeed's multi-node launcher (pdsh) puts the host first: `worker-5: [rank22]: ...`."""
+
+
 def peel(line: str) -> tuple[str, str]:
     """(key, body): launcher prefixes kept as the key, other decoration dropped."""
+    if line and line[0] not in _PREFIX_START and ": [" in line[:64]:
+        m = _HOST_PREFIX.match(line)
+        if m:
+            key, body = peel(line[m.end():])
+            return m.group(0).strip() + key, body
     if not line or line[0] not in _PREFIX_START:
         return "", line
     key = ""
@@ -113,7 +122,9 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     # Padded screens (every line space-filled to the width) are not wraps. A cut at a word
     # boundary leaves one trailing space (the separator); padding leaves a run of them.
     padded = sum(1 for s in lines if len(s) == width and s.endswith("  "))
-    return None if padded * 2 > full else width
+    # ... nor is a box drawn to the width (rich's traceback panel: every line ends in `│`)
+    boxed = sum(1 for s in lines if len(s) == width and s.endswith(("│", "║", "╮", "╯")))
+    return None if (padded + boxed) * 2 > full else width
 
 
 class LazyRepair(Sequence[Line]):

@@ -195,6 +195,28 @@ RULES: tuple[TextRule, ...] = (
       "accelerator out of memory (XLA RESOURCE_EXHAUSTED)", H.HINT_ACCEL_OOM, ("resource_exhausted",)),
     R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory"), OOM, CRIT,
       "accelerator out of memory", H.HINT_ACCEL_OOM, ("out of memory",)),
+    # -- the OOM family of other stacks (OOM_FAMILY below cites where each wording is printed)
+    R("paddle-oom", _rx(r"Out of memory error on (?P<dev>GPU|XPU|NPU|MLU|CUSTOM_DEVICE|\w+) (?P<n>\d+)\."
+                        r"(?: Cannot allocate (?P<size>[\d.]+ ?[KMGT]?i?B))?"), OOM, CRIT,
+      lambda m, line: (f"Paddle ResourceExhaustedError: out of memory on {m.group('dev')} {m.group('n')}"
+                       + (f" (cannot allocate {m.group('size')})" if m.group("size") else "")),
+      H.HINT_ACCEL_OOM, ("out of memory",)),
+    R("tf-oom", _rx(r"OOM when allocating tensor (?:with|of) shape ?\[?(?P<shape>[^\]]{0,60})\]?"), OOM, CRIT,
+      lambda m, line: ("TensorFlow ResourceExhaustedError: OOM when allocating tensor"
+                       + (f" of shape [{m.group('shape').strip()}]" if m.group("shape").strip() else "")),
+      H.HINT_ACCEL_OOM, ("oom when",)),
+    R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
+      OOM, CRIT, "TPU out of memory (XLA: ran out of HBM)", H.HINT_ACCEL_OOM, ("memory space",)),
+    R("hip-error-oom", _rx(r"hipErrorOutOfMemory|HIP error: out of memory"), OOM, CRIT,
+      "ROCm/HIP out of memory (hipErrorOutOfMemory)", H.HINT_CUDA_OOM, ("hiperroroutofmemory", "out of memory")),
+    R("resource-exhausted-error", _rx(r"ResourceExhaustedError\b.{0,200}?(?:\bOOM\b|[Oo]ut of memory|memory)"), OOM,
+      CRIT, "ResourceExhaustedError: out of memory", H.HINT_ACCEL_OOM, ("resourceexhausted",)),
+    R("tf-resource-exhausted", _rx(r"Resource exhausted: .{0,120}?(?:[Aa]llocat|\bOOM\b|[Oo]ut of memory|\bmemory\b)"),
+      OOM, CRIT, "accelerator out of memory (Resource exhausted: an allocation failed)", H.HINT_ACCEL_OOM,
+      ("resource exhausted",)),
+    R("ray-oom", _rx(r"(?:ray\.exceptions\.)?OutOfMemoryError: Task was killed due to the node running low on memory"),
+      OOM, CRIT, "Ray killed a task: the node ran low on host memory (ray OutOfMemoryError)", H.HINT_HOST_OOM,
+      ("low on memory",)),
     R("vllm-kv-oom", _rx(r"No available memory for the cache blocks|CUDA out of memory occurred when warming up"
                          r"|Insufficient memory for (?:the )?KV cache|not enough KV cache space"), OOM, CRIT,
       "inference engine out of GPU memory (KV cache / warm-up)", H.HINT_ACCEL_OOM,
@@ -247,6 +269,15 @@ RULES: tuple[TextRule, ...] = (
       "NCCL watchdog took the process down (abort: SIGABRT)",
       "the watchdog ended the run after a failed or timed-out collective (TORCH_NCCL_ASYNC_ERROR_HANDLING); "
       "find why that collective never completed: " + H.HINT_NCCL_TIMEOUT, ("process down",)),
+    R("nccl-watchdog-words", _rx(r"Watchdog caught collective operation timeout|collective operation timeout"
+                                 r"|\bran for (?P<ran>\d+) milliseconds before timing out"), HANG, CRIT,
+      "NCCL collective timed out (the watchdog's timeout)", H.HINT_NCCL_TIMEOUT,
+      ("watchdog", "operation timeout", "before timing out")),
+    R("store-timeout", _rx(r"DistStoreError\b.{0,300}?(?:[Tt]imeout|timed out)|got error: Socket Timeout"
+                           r"|(?:TCPStore|c10d store|rendezvous)\b.{0,200}?[Ss]ocket [Tt]imeout"
+                           r"|\bWait timeout after \d+ ?ms"), HANG, CRIT,
+      "the c10d store timed out (a rank never reached it)",
+      "a rank never joined the store: check every node's launcher log and MASTER_ADDR/PORT", ("timeout",)),
     R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
       "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
       H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),
@@ -313,6 +344,24 @@ RULES: tuple[TextRule, ...] = (
                               r"|Floating point exception|Terminated|Hangup)(?P<core>\s*\(core dumped\))?\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
                                                      "terminated", "hangup")),
+    R("glued-shell-death", _rx(r"(?:[\]|%)>.,;:!?0-9]|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
+                               r"|Illegal instruction|Floating point exception|Killed)(?P<core>\s*\(core dumped\))?"
+                               r"[`*_.]{0,3}\s*$"),
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+                                                     "killed")),
+    R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
+                              r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
+      lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
+      "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
+      ("death signal", "got signal")),
+    R("launcher-closing", _rx(r"Sending process (?P<pid>\d+) closing signal SIG(?:TERM|KILL)"), CRASH, CRIT,
+      "torchrun stopped the other workers (closing signal SIGTERM): a worker had failed", H.HINT_LAUNCHER,
+      ("closing signal",), secondary=True),
+    R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
+                      r"|The actor died unexpectedly before finishing this task"), CRASH, CRIT,
+      lambda m, line: f"Ray: {m.group('what') or 'ActorDiedError'} (a task or actor died)",
+      "the Ray task's or actor's own error (above, or in its worker log) says why it died",
+      ("actordied", "raytaskerror", "rayactorerror", "workercrashed", "actorunavailable", "actor died")),
     R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
     R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,

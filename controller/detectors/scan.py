@@ -64,6 +64,24 @@ STARTUP_NONFINITE_NORM_RECORDS = 20
 torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
 NaN/Inf and it is still healthy; past this many it is not a search."""
 
+ZERO_LOSS_NAN_NORM_RECORDS = 2
+"""Records whose loss reads exactly 0 while the gradient norm is NaN/Inf: the fp16 scaler's
+start-up search overflows the gradients of a finite loss; a loss of 0.0 beside a NaN norm
+is masked-out or broken data, at any point of a run -- so the start-up allowance ends."""
+FINAL_NONFINITE_NORM_RECORDS = 2
+"""Once finite norms were seen, the records in a row that read NaN/Inf where the text ends
+(the last thing the run printed) -- judged only on final text (final_findings)."""
+CUT_OFF_TRAILING_LINES = 1
+"""Lines of other text a traceback cut off at the end may have after its last frame."""
+OOM_EXCEPTIONS = ("OutOfMemoryError", "ResourceExhaustedError", "MemoryError")
+"""Exception names that mean memory ran out (torch.cuda / torch / ray, TF and Paddle, Python)."""
+TABLE_LOOKBACK_LINES = 40
+_TABLE_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
+_HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: [A-Za-z][\w@./()%-]*)*$")
+_YOLO_LOSS_COLUMNS = frozenset(("box", "obj", "cls", "total", "dfl", "seg", "kobj", "pose", "mask", "rpn"))
+"""Loss columns of YOLO's epoch tables (header `Epoch gpu_mem box obj cls total ...`),
+whose names do not say loss: read as losses only under a header that starts with Epoch."""
+
 _HANDLED = re.compile(
     r"\b(?:retry(?:ing)?|will retry|retried|re-?trying|attempt(?:ing)? to recover|recover(?:ed|ing)|"
     r"continuing|skipping (?:this )?(?:batch|sample|step|example)|ignor(?:ed|ing) (?:this|the) (?:error|exception)|"
@@ -72,6 +90,14 @@ _RECOMPILE_FUNC = re.compile(r"function: '([^']+)' \(([^)]+)\)")
 _LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "ProcessRaisedException", "ProcessExitedException")
 """A launcher's own exception only says a child failed: secondary to the child's error."""
 _COMPILE_WORDS = ("flex_attention", "torch._dynamo", "recompile", "torch.compile", "inductor")
+
+
+@dataclass(frozen=True)
+class _CutOff:
+    line: int                  # log line of the traceback's first line
+    name: str                  # the exception an IPython header named, else ""
+    where: str                 # ' at file.py:12 in f' of its last frame
+    evidence: tuple[str, ...]
 
 
 @dataclass
@@ -93,6 +119,10 @@ class ScanState:
     library's echo of it -- is that finding, in this batch or a later one."""
     consumed: set[int] = field(default_factory=set)  # log lines a structure reader used (no rule reads them)
     last_collective: str = ""  # the last NCCL collective the watchdog reported timed out
+    open_at_end: _CutOff | None = None
+    """A traceback still being printed where the text read so far ends (no exception line
+    yet): a crash only once the text is known to be final (final_findings)."""
+    final_reported: bool = False
 
 
 @dataclass
@@ -236,8 +266,10 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
     restarted = _recovered_restarts(b, texts, candidates)
     _line_rules(b, st, candidates, restarted)
+    if lines:
+        st.open_at_end = None  # (an empty batch says nothing new about where the text ends)
     if structure - {"usage:"}:
-        _traceback_findings(b, restarted)
+        _traceback_findings(b, restarted, record_open=bool(lines) and not context_after)
     if "usage:" in structure:
         _usage_findings(b)
     _loss_scale_finding(b, st)
@@ -264,6 +296,8 @@ LINE_WORDS = (
     "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
     "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
     "terminate", "hangup", "defaultcpuallocator", "finite", "process down",
+    "oom when", "resource exhausted", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
+    "signal", "actor", "raytaskerror", "workercrashed",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -271,7 +305,7 @@ after one pass -- fewer, shorter words than the rules' own triggers, because thi
 runs on every line (tests/test_detectors_readers.py checks the covering)."""
 
 
-STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", "usage:")
+STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:")
 """Words that wake the traceback and usage readers (they read whole batches)."""
 
 
@@ -377,7 +411,7 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
-        non_finite = maybe_non_finite(low) and _metric_record(b, st, i, line)
+        non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
         if not non_finite and "norm" in low and (st.nonfinite_norms or not st.finite_norm_seen) and finite_norm(line):
             st.finite_norm_seen = True
             st.nonfinite_norms = st.zero_loss_norms = 0
@@ -411,6 +445,10 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if f.key in b.found:  # (not when the batch's finding cap refused it)
             st.rule_keys[base] = f.key
             b.made[f.key] = made
+        if hit.kind == "oom" and "SIGKILL" in hit.summary:
+            # no memory reason was printed, only the kill: the run died (crash), host OOM likely
+            death = Hit("crash", "critical", "the process died by SIGKILL (the OOM killer, or kill -9)", H.HINT_HOST_OOM)
+            b.found.setdefault((death.kind, death.summary), b.make(death, i, evidence))
 
 
 _OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
@@ -444,6 +482,11 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
     """Judge a line's NaN/Inf metric values; True when it held one."""
     values = non_finite_values(line)
     if not values:
+        if "loss" in line.lower() and _SPLIT_LOSS.search(line):
+            m = _SPLIT_LOSS.search(line)
+            b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({m.group('part')} loss = {m.group('v').lower()})",  # type: ignore[union-attr]
+                             H.HINT_NAN), i, [b.rep[i].raw]), i)
+            return True
         return False
     loss = next((v for v in values if v.is_loss), None)
     if loss is not None:
@@ -456,7 +499,8 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
                                               and zero_loss(b.rep[i - 1].text[-MATCH_CHARS:]))
     if len(st.norm_evidence) < EVIDENCE_LINES:
         st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
-    need = NONFINITE_NORM_RECORDS if st.finite_norm_seen else STARTUP_NONFINITE_NORM_RECORDS
+    need = (NONFINITE_NORM_RECORDS if st.finite_norm_seen or st.zero_loss_norms >= ZERO_LOSS_NAN_NORM_RECORDS
+            else STARTUP_NONFINITE_NORM_RECORDS)
     if st.nonfinite_norms >= need and not st.norm_reported:
         st.norm_reported = True
         v = values[0]
@@ -468,6 +512,78 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
         f = b.make(Hit("nan", "critical", what, H.HINT_NAN), i, [e for _, e in st.norm_evidence])
         b.add(replace(f, line=st.norm_evidence[0][0]), i)
     return True
+
+
+_SPLIT_LOSS = re.compile(r"(?:^|[\s|,(\[])(?P<part>train|training|dev|val|valid|validation|eval|test)\s*[:=]\s*"
+                         r"(?P<v>[-+]?(?:nan|inf))(?![a-z])", re.I)
+"""A loss line that names its parts: `Loss(time/mini-batch) - Epoch 1: train = nan(1581s) | dev = nan`
+(only on a line that says loss)."""
+
+
+def _table_record(b: _Batch, i: int, line: str) -> bool:
+    """A row of a fixed-width table (a header line of column names above, then rows of
+    values: YOLO's epoch table, a notebook's `Step  Training Loss  Validation Loss`) whose
+    loss column reads NaN/Inf. True when it held one."""
+    row = line.replace("|", " ").split()
+    if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
+        return False
+    for j in range(i - 1, max(-1, i - 1 - TABLE_LOOKBACK_LINES), -1):
+        head = b.rep[j].text.strip().strip("|")
+        if not head or head[0].isdigit():
+            continue
+        cols = [c for c in _TABLE_SPLIT.split(head) if c]
+        if len(cols) < 3 and " " in head.strip():
+            cols = head.split()
+        if len(cols) < 3 or not all(_HEADER_CELL.match(c) for c in cols):
+            continue
+        if len(row) < len(cols):
+            return False  # a header, but this line is no row of it
+        yolo = cols[0].lower() == "epoch"
+        for name, value in zip(cols, row):
+            low = name.lower()
+            v = value.lower().strip(":,")
+            if v not in ("nan", "inf", "-inf", "+inf") or _IGNORED_COLUMN.match(low):
+                continue
+            if "loss" in low or (yolo and low in _YOLO_LOSS_COLUMNS):
+                hit = Hit("nan", "critical", f"loss is NaN/Inf ({name} = {v}, a table's column)", H.HINT_NAN)
+                b.add(b.make(hit, i, [b.rep[j].raw, b.rep[i].raw]), i)
+                return True
+        return False
+    return False
+
+
+_IGNORED_COLUMN = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]")
+
+
+def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None) -> list[Finding]:
+    """What only text known to be final shows (check-log at end of file; the watch once the
+    process ended and its log was read to the end): a traceback cut off in its frames, and
+    a run of NaN/Inf gradient norms that is the last thing the run printed. A live read
+    cannot judge either -- the traceback may be being written right now, the next record
+    may be finite -- so scan_lines never does. Reported once per state."""
+    if st.final_reported:
+        return []
+    st.final_reported = True
+    out: list[Finding] = []
+    t = _now(now_s)
+    cut = st.open_at_end
+    if cut is not None:
+        kind = "oom" if cut.name and cut.name.rsplit(".", 1)[-1] in OOM_EXCEPTIONS else "crash"
+        what = f"{cut.name}: " if cut.name else ""
+        hint = H.HINT_CUDA_OOM if kind == "oom" else H.HINT_CRASH
+        out.append(Finding(kind=kind, severity="critical",  # type: ignore[arg-type]
+                           summary=f"{what}traceback cut off, last frame{cut.where or ' unknown'} (the output "
+                                   "stopped inside the traceback: the process was dying)",
+                           evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,
+                           run_id=run_id))
+    if (st.finite_norm_seen and not st.norm_reported and st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
+            and st.norm_evidence):
+        st.norm_reported = True
+        out.append(Finding(kind="nan", severity="critical",
+                           summary=f"gradient norm is NaN/Inf in the last {st.nonfinite_norms} records (where the "
+                                   "log ends)", evidence=bounded([e for _, e in st.norm_evidence]), hint=H.HINT_NAN,
+                           first_seen_s=t, line=st.norm_evidence[0][0], run_id=run_id))
+    return out
 
 
 def _recompile_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:
@@ -503,9 +619,13 @@ def _child_failed_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tu
     return hit, evidence
 
 
-def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
+def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = False) -> None:
     rep = b.rep
-    for tb in read_tracebacks(rep):
+    opened: list[Traceback] = []
+    done = read_tracebacks(rep, opened)
+    if record_open:
+        _record_cut_off(b, opened)
+    for tb in done:
         i = tb.exc
         if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
@@ -518,11 +638,21 @@ def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
             if f is None:
                 continue
             if made is not None and made.i == i:
-                summary = _compose(_named(made.base[1], rep, tb), made.detail) if f.kind == "crash" else f.summary
+                if f.kind == "crash":
+                    summary = _compose(_named(made.base[1], rep, tb), made.detail)
+                elif f.kind == "oom" and tb.short_name not in f.summary:
+                    summary = f"{tb.short_name}: {f.summary}"  # the exception, as the user will search for it
+                else:
+                    summary = f.summary
                 b.replace_finding(key, replace(f, summary=summary,
                                                evidence=bounded(made.before + _tb_evidence(rep, tb) + made.after)))
             elif len(f.evidence) == 1:
                 b.found[key] = replace(f, evidence=bounded(_tb_evidence(rep, tb)))
+            continue
+        if tb.inner and tb.inner.rsplit(".", 1)[-1] in OOM_EXCEPTIONS[:2]:
+            hit = Hit("oom", "critical", f"{tb.short_name}({tb.inner}){_loc(rep, tb)}: {tb.message[:120]}",
+                      H.HINT_ACCEL_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
             continue
         if tb.short_name == "MemoryError":
             hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
@@ -544,6 +674,23 @@ def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
         else:
             hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+def _record_cut_off(b: _Batch, opened: list[Traceback]) -> None:
+    """Remember a traceback whose frames run to the end of the text read (its last frame
+    or code line among the batch's own lines, at most CUT_OFF_TRAILING_LINES after it)."""
+    rep, st = b.rep, b.st
+    last_text = len(rep) - 1
+    while last_text >= 0 and not rep[last_text].text.strip():
+        last_text -= 1
+    for tb in opened:
+        if not tb.frames or not b.reported(tb.last) or last_text - tb.last > CUT_OFF_TRAILING_LINES:
+            continue
+        where = frame_location(rep[tb.frames[-1]].text)
+        ev = [rep[tb.start].raw] + ([rep[tb.frames[-1]].raw] if tb.frames[-1] != tb.start else [])
+        if tb.last != tb.frames[-1]:
+            ev.append(rep[tb.last].raw)
+        st.open_at_end = _CutOff(b.line_no0 + rep[tb.start].src, tb.ipython_name or "", where, tuple(ev))
 
 
 def _named(summary: str, rep: Sequence[Line], tb: Traceback) -> str:

@@ -270,7 +270,7 @@ RULES: tuple[TextRule, ...] = (
       "the watchdog ended the run after a failed or timed-out collective (TORCH_NCCL_ASYNC_ERROR_HANDLING); "
       "find why that collective never completed: " + H.HINT_NCCL_TIMEOUT, ("process down",)),
     R("nccl-watchdog-words", _rx(r"Watchdog caught collective operation timeout|collective operation timeout"
-                                 r"|\bran for (?P<ran>\d+) milliseconds before timing out"), HANG, CRIT,
+                                 r"|\d+ milliseconds before timing out"), HANG, CRIT,
       "NCCL collective timed out (the watchdog's timeout)", H.HINT_NCCL_TIMEOUT,
       ("watchdog", "operation timeout", "before timing out")),
     R("store-timeout", _rx(r"DistStoreError\b.{0,300}?(?:[Tt]imeout|timed out)|got error: Socket Timeout"
@@ -344,7 +344,7 @@ RULES: tuple[TextRule, ...] = (
                               r"|Floating point exception|Terminated|Hangup)(?P<core>\s*\(core dumped\))?\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
                                                      "terminated", "hangup")),
-    R("glued-shell-death", _rx(r"(?:[\]|%)>.,;:!?0-9]|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
+    R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
                                r"|Illegal instruction|Floating point exception|Killed)(?P<core>\s*\(core dumped\))?"
                                r"[`*_.]{0,3}\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
@@ -354,9 +354,6 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
       "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
       ("death signal", "got signal")),
-    R("launcher-closing", _rx(r"Sending process (?P<pid>\d+) closing signal SIG(?:TERM|KILL)"), CRASH, CRIT,
-      "torchrun stopped the other workers (closing signal SIGTERM): a worker had failed", H.HINT_LAUNCHER,
-      ("closing signal",), secondary=True),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
                       r"|The actor died unexpectedly before finishing this task"), CRASH, CRIT,
       lambda m, line: f"Ray: {m.group('what') or 'ActorDiedError'} (a task or actor died)",

@@ -297,7 +297,7 @@ LINE_WORDS = (
     "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
     "terminate", "hangup", "defaultcpuallocator", "finite", "process down",
     "oom when", "resource exhausted", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
-    "signal", "actor", "raytaskerror", "workercrashed",
+    "death signal", "got signal", "actor", "raytaskerror", "workercrashed",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -445,10 +445,6 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if f.key in b.found:  # (not when the batch's finding cap refused it)
             st.rule_keys[base] = f.key
             b.made[f.key] = made
-        if hit.kind == "oom" and "SIGKILL" in hit.summary:
-            # no memory reason was printed, only the kill: the run died (crash), host OOM likely
-            death = Hit("crash", "critical", "the process died by SIGKILL (the OOM killer, or kill -9)", H.HINT_HOST_OOM)
-            b.found.setdefault((death.kind, death.summary), b.make(death, i, evidence))
 
 
 _OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
@@ -555,17 +551,25 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
 _IGNORED_COLUMN = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]")
 
 
-def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None) -> list[Finding]:
+def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None,
+                   found: Sequence[Finding] = ()) -> list[Finding]:
     """What only text known to be final shows (check-log at end of file; the watch once the
-    process ended and its log was read to the end): a traceback cut off in its frames, and
-    a run of NaN/Inf gradient norms that is the last thing the run printed. A live read
-    cannot judge either -- the traceback may be being written right now, the next record
-    may be finite -- so scan_lines never does. Reported once per state."""
+    process ended and its log was read to the end): a traceback cut off in its frames, a
+    run of NaN/Inf gradient norms that is the last thing the run printed, and -- given the
+    log's findings `found` -- that a run whose only end is a SIGKILL (no memory reason
+    printed: host OOM is the likely cause, not a fact) died: a crash beside that OOM
+    finding. A live read cannot judge these -- the traceback may be being written right
+    now, the next record may be finite -- so scan_lines never does. Reported once per state."""
     if st.final_reported:
         return []
     st.final_reported = True
     out: list[Finding] = []
     t = _now(now_s)
+    killed = [f for f in found if f.kind == "oom" and "SIGKILL" in f.summary and not f.summary.startswith("DataLoader")]
+    if killed and not any(f.kind == "crash" and f.severity == "critical" for f in found):
+        k = killed[0]
+        out.append(Finding(kind="crash", severity="critical", summary="the run died by SIGKILL (" + k.summary + ")",
+                           evidence=k.evidence, hint=k.hint, first_seen_s=t, line=k.line, run_id=run_id))
     cut = st.open_at_end
     if cut is not None:
         kind = "oom" if cut.name and cut.name.rsplit(".", 1)[-1] in OOM_EXCEPTIONS else "crash"
@@ -638,12 +642,7 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
             if f is None:
                 continue
             if made is not None and made.i == i:
-                if f.kind == "crash":
-                    summary = _compose(_named(made.base[1], rep, tb), made.detail)
-                elif f.kind == "oom" and tb.short_name not in f.summary:
-                    summary = f"{tb.short_name}: {f.summary}"  # the exception, as the user will search for it
-                else:
-                    summary = f.summary
+                summary = _compose(_named(made.base[1], rep, tb), made.detail) if f.kind == "crash" else f.summary
                 b.replace_finding(key, replace(f, summary=summary,
                                                evidence=bounded(made.before + _tb_evidence(rep, tb) + made.after)))
             elif len(f.evidence) == 1:

@@ -96,7 +96,7 @@ class TextScanner:
         """Scan what is left -- the text is now final: a traceback cut off at its end is a
         crash (scan.final_findings) -- then the secondary findings, if nothing primary was seen."""
         new = self._scan(self._pending, [])
-        for f in final_findings(self._state, self.now_s, self.run_id):
+        for f in final_findings(self._state, self.now_s, self.run_id, list(self.findings.values())):
             if f.key not in self.findings:
                 self.findings[f.key] = f
                 new.append(f)

@@ -50,9 +50,12 @@ _OLD_IPY_FRAME = re.compile(r"^(?P<file>(?:[A-Za-z]:)?[/\\~.]?\S*?\.py|<ipython-
 _RICH_FRAME = re.compile(r"^(?P<file>[^\s:│][^\s:]*?\.py):(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
 """rich's traceback (Lightning, typer, accelerate's pretty errors): boxed in `│ ... │`, frames
 `/p/x.py:267 in apply` (the box may wrap a long path: the frame is the piece with `:N in`)."""
+_RICH_TAIL = re.compile(r"^:(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
+"""... or cut just before `:539 in fit`, the path on the line above."""
 _RICH_BOX = "│╭╰"
 _IPY_CODE = re.compile(r"^\s*(?:-*>\s*|❱\s*)?\d+\s")
-_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?:\((?P<inner>[A-Za-z_][\w.]*)\))?(?::\s?(?P<msg>.*))?$")
+_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*?(?:Error|Exception)(?=\()|[A-Za-z_][\w.]*)"
+                       r"(?:\((?P<inner>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))\))?(?::\s?(?P<msg>.*))?$")
 _THREAD = re.compile(r"^Exception in thread (?P<name>.+?):?\s*$")
 _COLAB_FRAMES = re.compile(r"^\s*\d+ frames?\s*$|^\s*\[\.\.\. skipping")
 MAX_GAP_HEADED = 20
@@ -141,7 +144,7 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
         if fm is None and (tb is not None and tb.ipython_name):
             fm = _IPY_FRAME.match(text)
         if fm is None and rich:
-            fm = _RICH_FRAME.match(text)
+            fm = _RICH_FRAME.match(text) or _RICH_TAIL.match(text)
             old_ipy = fm is not None
         if fm is None and (".py in " in text or "> in " in text):
             fm = _OLD_IPY_FRAME.match(text)
@@ -195,7 +198,10 @@ def frame_location(text: str) -> str:
     m = _FRAME.match(text) or _IPY_FRAME.match(text) or _RICH_FRAME.match(text.strip(" │"))
     if not m:
         old = _OLD_IPY_FRAME.match(text)
-        return f" at {os.path.basename(old.group('file'))} in {old.group('func')}" if old else ""
+        if old:
+            return f" at {os.path.basename(old.group('file'))} in {old.group('func')}"
+        tail = _RICH_TAIL.match(text.strip(" │"))
+        return f" at line {tail.group('line')}" + (f" in {tail.group('func')}" if tail.group("func") else "") if tail else ""
     if m.group("file"):
         func = m.groupdict().get("func")
         return f" at {os.path.basename(m.group('file'))}:{m.group('line')}" + (f" in {func}" if func else "")

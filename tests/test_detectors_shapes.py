@@ -196,7 +196,9 @@ def test_nan_norms_beside_a_zero_loss_end_the_start_up_allowance():
     broken = ["{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.00012, 'epoch': 0.0}"] * 3
     assert _kinds(_final(broken)) == ["nan"]
     search = ["{'loss': 2.3412, 'grad_norm': nan, 'learning_rate': 0.00012, 'epoch': 0.0}"] * 3
-    assert _kinds(_final(search)) == []
+    recovered = search + ["{'loss': 2.3398, 'grad_norm': 4.0228, 'learning_rate': 0.00012, 'epoch': 0.01}"]
+    assert _kinds(_final(recovered)) == []  # the fp16 start-up search: finite norms follow
+    assert _kinds(_final(search)) == ["nan"]  # ... a paste that ends in NaN norms shows no recovery
 
 
 def test_nan_norms_the_log_ends_with_are_judged_on_final_text_only():

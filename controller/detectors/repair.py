@@ -26,7 +26,7 @@ from controller.logparse import clean_text
 _KEY_PREFIX = re.compile(
     r"\[(?:rank|default)?\d+\]:\s?"                         # torchrun / elastic --tee
     r"|\[\d+,\d+\]<std(?:out|err)>:\s?"                     # mpirun --tag-output
-    r"|\((?:[\w.-]+,?\s)?pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray workers
+    r"|\((?:[\w.-]+,?\s)?(?:[\w.]+=[\w.:-]+,?\s)*pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray / vLLM workers
     r"|\d{1,4}: (?=\S)"                                      # srun --label
 )
 _NOISE_PREFIX = re.compile(
@@ -37,6 +37,7 @@ _NOISE_PREFIX = re.compile(
     r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"                           # a bare time of day
     r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )\s*"  # log level
     r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
+    r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
 )
 _PREFIX_START = frozenset("[(>0123456789IWEFDNC")
 """A line that starts with none of these has no prefix to peel (the common fast path)."""

@@ -80,17 +80,22 @@ _OOM_OLD = re.compile(
 _GPU_INDEX = re.compile(r"\bGPU (\d+)\b")
 
 
+_OOM_EXCEPTION = re.compile(r"\b((?:torch\.)?(?:cuda\.)?OutOfMemoryError):")
+
+
 def _torch_oom(m: re.Match, line: str) -> str:
+    exc = _OOM_EXCEPTION.search(line)
+    named = f" ({exc.group(1)})" if exc else ""  # the exception, as the user will search for it
     for rx in (_OOM_NEW, _OOM_OLD):
         d = rx.search(line)
         if d:
             acc, tried, gpu = d.group(1), _gib(d.group(2), d.group(3)), d.group(4)
             total, free = _gib(d.group(5), d.group(6)), _gib(d.group(7), d.group(8))
             return (f"{acc} OOM on GPU {gpu}: tried to allocate {_fmt_gib(tried)}, {_fmt_gib(free)} free of "
-                    f"{_fmt_gib(total)}")
+                    f"{_fmt_gib(total)}{named}")
     g = _GPU_INDEX.search(line)
     acc = "HIP" if "HIP out of memory" in line else "CUDA"
-    return f"{acc} OOM on GPU {g.group(1)}" if g else f"{acc} OOM"
+    return (f"{acc} OOM on GPU {g.group(1)}" if g else f"{acc} OOM") + named
 
 
 def _cuda_error_oom(m: re.Match, line: str) -> str:
@@ -105,6 +110,15 @@ def _shell_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
     pid = m.group("pid")
     who = f"process {pid}" + (f" ({cmd[:80]})" if cmd else "")
     return d.kind, d.severity, f"{who} killed by {d.what} (the shell printed '{m.group('what')}')", d.hint
+
+
+def _zsh_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    """zsh: `zsh: segmentation fault  python x.py`, a job's `[1]    5606 killed     python x.py`."""
+    word = {"abort": "aborted", "illegal hardware instruction": "illegal instruction"}.get(m.group("what"), m.group("what"))
+    d = death_by_signal(SIGNAL_BY_WORD[word])
+    who = f"process {m.group('pid')}" if m.group("pid") else "process"
+    return (d.kind, d.severity, f"{who} ({m.group('cmd').strip()[:80]}) killed by {d.what} (zsh printed "
+            f"'{m.group('what')}')", d.hint)
 
 
 def _bare_shell_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
@@ -205,6 +219,21 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: ("TensorFlow ResourceExhaustedError: OOM when allocating tensor"
                        + (f" of shape [{m.group('shape').strip()}]" if m.group("shape").strip() else "")),
       H.HINT_ACCEL_OOM, ("oom when",)),
+    R("paddle-enforce-oom", _rx(r"enforce allocating <= available failed, (?P<want>\d+) > (?P<have>\d+)"), OOM, CRIT,
+      lambda m, line: (f"Paddle out of GPU memory (EnforceNotMet: allocating {int(m.group('want')) / 2**30:.2f} GiB > "
+                       f"{int(m.group('have')) / 2**30:.2f} GiB available)"), H.HINT_ACCEL_OOM, ("enforce allocating",)),
+    R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
+      "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
+      ("ran out of memory",)),
+    R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|cudaMalloc\S{0,40}.{0,40}?(?:returned )?out of memory"), OOM, CRIT,
+      "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)", H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
+    R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
+      "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),
+    R("bad-alloc", _rx(r"instance of 'std::bad_alloc'|\bstd::bad_alloc\b"), OOM, CRIT,
+      "host RAM allocation failed (C++ std::bad_alloc)", H.HINT_HOST_OOM, ("bad_alloc",)),
+    R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
+      "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
+      ("oom-kill", "oom_kill")),
     R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
       OOM, CRIT, "TPU out of memory (XLA: ran out of HBM)", H.HINT_ACCEL_OOM, ("memory space",)),
     R("hip-error-oom", _rx(r"hipErrorOutOfMemory|HIP error: out of memory"), OOM, CRIT,
@@ -269,15 +298,41 @@ RULES: tuple[TextRule, ...] = (
       "NCCL watchdog took the process down (abort: SIGABRT)",
       "the watchdog ended the run after a failed or timed-out collective (TORCH_NCCL_ASYNC_ERROR_HANDLING); "
       "find why that collective never completed: " + H.HINT_NCCL_TIMEOUT, ("process down",)),
-    R("nccl-watchdog-words", _rx(r"Watchdog caught collective operation timeout|collective operation timeout"
+    R("nccl-watchdog-words", _rx(r"Watchdog caught(?: col|$)|collective operation timeout"
                                  r"|\d+ milliseconds before timing out"), HANG, CRIT,
       "NCCL collective timed out (the watchdog's timeout)", H.HINT_NCCL_TIMEOUT,
       ("watchdog", "operation timeout", "before timing out")),
+    R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
+                             r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
+      "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
+      ("timed out", "deadline_exceeded", "timeout")),
+    R("dist-exception-timeout", _rx(r"^(?:[\w.]+\.)?(?:DistBackendError|DistError|DistStoreError|DistNetworkError|RuntimeError"
+                                    r"|TimeoutError)\b:.{0,300}?(?:NCCL|[Gg]loo|store|[Rr]endezvous|barrier|collective"
+                                    r"|process group|c10d|ALLREDUCE|BROADCAST|ALLGATHER).{0,300}?(?:timed? ?out|[Tt]imeout)"),
+      HANG, CRIT, "a distributed operation timed out (its exception says so)", H.HINT_NCCL_TIMEOUT,
+      ("timeout", "timed out")),
+    R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds|^Stalled ranks:"
+                           r"|\bGetTimeoutError\b|RPC call to \w+ timed out"
+                           r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"
+                           r"|^Thread 0x[0-9A-Fa-f]+ \((?:idle|active|active\+gil|gil)\): \""), HANG, CRIT,
+      "the ranks stopped making progress (a stall/timeout report)", H.HINT_NCCL_TIMEOUT,
+      ("waiting for remainder", "stalled ranks", "dump debug info", "gettimeouterror", "timed out", "thread 0x")),
+    R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
+      "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
+      ("dump debug info",), secondary=True),
+    R("nccl-work-timeout", _rx(r"Timeout at NCCL work: (?P<seq>\d+)"), HANG, CRIT,
+      "NCCL collective timed out (Timeout at NCCL work {seq})", H.HINT_NCCL_TIMEOUT, ("timeout",)),
+    R("nccl-watchdog-died", _rx(r"Process group watchdog thread terminated with exception|Exception raised from "
+                                r"(?:ncclCommWatchdog|checkTimeout|watchdogHandler)\b"), CRASH, CRIT,
+      "NCCL watchdog thread died with an exception: the process is taken down (abort)",
+      "the watchdog ended the run after a failed or timed-out collective: " + H.HINT_NCCL_TIMEOUT, ("watchdog",
+                                                                                                   "checktimeout")),
     R("store-timeout", _rx(r"DistStoreError\b.{0,300}?(?:[Tt]imeout|timed out)|got error: Socket Timeout"
                            r"|(?:TCPStore|c10d store|rendezvous)\b.{0,200}?[Ss]ocket [Tt]imeout"
-                           r"|\bWait timeout after \d+ ?ms"), HANG, CRIT,
+                           r"|\b[Ww]ait timeout after \d+ ?ms|(?:RuntimeError|DistStoreError): Wait timeout\b"
+                           r"|[Tt]he (?:client|server) socket has timed out after \d+"), HANG, CRIT,
       "the c10d store timed out (a rank never reached it)",
-      "a rank never joined the store: check every node's launcher log and MASTER_ADDR/PORT", ("timeout",)),
+      "a rank never joined the store: check every node's launcher log and MASTER_ADDR/PORT", ("timeout", "timed out")),
     R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
       "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
       H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),
@@ -304,8 +359,14 @@ RULES: tuple[TextRule, ...] = (
       "the trainer counted NaN iterations", H.HINT_NAN, ("nan",)),
     R("nan-words", _rx(r"\b(?:nan|inf) loss (?:detected|encountered|at)\b|non-finite loss|loss is not finite"
                        r"|\bloss (?:is|became) (?:nan|inf)\b|loss returned in `training_step` is (?:nan|inf)"
-                       r"|detected (?:a )?(?:nan|inf) (?:in|loss)", re.I), NAN, CRIT, "loss is NaN/Inf", H.HINT_NAN,
-      ("nan", "inf loss", "is inf", "became inf", "finite", "inf in")),
+                       r"|detected (?:a )?(?:nan|inf) (?:in|loss)|(?:Error|Exception):.{0,40}\b(?:nan|inf) loss\b"
+                       r"|Moving average ignored a value of (?:nan|inf)|\bloss became infinite\b"
+                       r"|Tensor had (?:NaN|Inf) values|NaN or Inf found in input tensor|found NaN in local grad norm"
+                       r"|contain Inf/NaN\. Training has diverged", re.I), NAN, CRIT, "loss is NaN/Inf", H.HINT_NAN,
+      ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf")),
+    R("grad-scale-small", _rx(r"grad_scale is too small|Grad scale is small|Invalid loss, terminating training"), NAN, CRIT,
+      "loss is NaN/Inf (the trainer stopped on it: grad scale collapsed / invalid loss)", H.HINT_NAN,
+      ("grad_scale is too small", "grad scale is small", "invalid loss")),
     # -- fatal errors ---------------------------------------------------------------------
     R("dataloader-death", _rx(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>[\d, ]+)\) (?:exited unexpectedly|is killed "
                               r"by signal: (?P<why>Bus error|Segmentation fault|Aborted))"), CRASH, CRIT,
@@ -355,10 +416,35 @@ RULES: tuple[TextRule, ...] = (
       "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
       ("death signal", "got signal")),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
-                      r"|The actor died unexpectedly before finishing this task"), CRASH, CRIT,
+                      r"|The actor died unexpectedly before finishing this task|because the actor is already dead"),
+      CRASH, CRIT,
       lambda m, line: f"Ray: {m.group('what') or 'ActorDiedError'} (a task or actor died)",
       "the Ray task's or actor's own error (above, or in its worker log) says why it died",
-      ("actordied", "raytaskerror", "rayactorerror", "workercrashed", "actorunavailable", "actor died")),
+      ("actordied", "raytaskerror", "rayactorerror", "workercrashed", "actorunavailable", "actor died",
+                                        "actor is already dead")),
+    R("paddle-fatal", _rx(r"FatalError: `(?P<what>[^`]+)` is detected by the operating system"), CRASH, CRIT,
+      lambda m, line: (f"Paddle FatalError: {m.group('what')} (the OS signal killed the process)"
+                       + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,
+      ("is detected by the operating system",)),
+    R("zsh-death", _rx(r"(?:^|(?<=[\]|%}]))(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?(?P<pid>\d+) )(?P<what>segmentation fault|killed|abort|bus error"
+                       r"|illegal hardware instruction|floating point exception)(?: \(core dumped\))?\s+(?P<cmd>\S.*)$"),
+      CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating")),
+    R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
+      "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, (".cc:", ".cpp:", ".h:")),
+    R("loguru-caught", _rx(r"An error has been caught in function '(?P<fn>[^']+)'"), CRASH, CRIT,
+      "loguru caught an error in function '{fn}' (its traceback follows)", H.HINT_CRASH, ("error has been caught",)),
+    R("glibc-abort", _rx(r"double free or corruption|free\(\): invalid (?:pointer|size)|corrupted size vs\. prev_size"
+                         r"|malloc\(\): (?:memory corruption|corrupted)|munmap_chunk\(\): invalid pointer"), CRASH, CRIT,
+      "glibc aborted the process (heap corruption: double free / invalid pointer)", H.HINT_ABORT,
+      ("double free", "free():", "corrupted size", "malloc():", "munmap_chunk")),
+    R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
+      "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("process finished",)),
+    R("slurm-exit", _rx(r"srun: error: \S+: tasks? [\d,-]+: (?P<what>Exited with exit code [1-9]\d*|Segmentation fault"
+                        r"|Killed|Aborted|Bus error|Terminated)"), CRASH, CRIT, "srun: a task ended: {what}",
+      H.HINT_LAUNCHER, ("srun: error",)),
+    R("slurm-cancelled", _rx(r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT \S+(?P<why> DUE TO [A-Z ]+)?"), CRASH, WARN,
+      lambda m, line: "Slurm cancelled the job" + (m.group("why") or "").lower().replace(" due to", " due to"),
+      "Slurm stopped it (time limit, preemption or scancel): resume from the last checkpoint", ("cancelled at",)),
     R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
     R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,
@@ -377,6 +463,9 @@ RULES: tuple[TextRule, ...] = (
     R("flex-eager", _rx(r"flex_attention called without torch\.compile|materializes the full scores? matrix"),
       RECOMPILE, WARN, "flex_attention runs unfused (eager): it materializes the full score matrix", H.HINT_FLEX,
       ("flex_attention", "score matrix", "scores matrix")),
+    R("dynamo-cache-limited", _rx(r"Set torch\._dynamo\.config\.cache_size_limit to (?P<n>\d+) to avoid being cache limited"),
+      RECOMPILE, WARN, "torch.compile recompiled a function up to its cache size limit ({n}): that code may run eager",
+      H.HINT_RECOMPILE, ("cache limited",)),
     R("recompiling", _rx(r"Recompiling function (\S+) in (\S+)"), RECOMPILE, INFO, _recompiling, H.HINT_RECOMPILE,
       ("recompil",)),
 )

@@ -40,7 +40,7 @@ from controller.detectors.metrics import finite_norm, maybe_non_finite, non_fini
 from controller.detectors.nccl_reports import read_report
 from controller.detectors.repair import Line, repaired
 from controller.detectors.rules import Hit, classify, recoverable, triggered
-from controller.detectors.tracebacks import Traceback, failing_expression, frame_location, read_tracebacks, user_frame
+from controller.detectors.tracebacks import TB_START, Traceback, failing_expression, frame_location, read_tracebacks, user_frame
 from controller.detectors.usage_errors import usage_errors
 from controller.logparse import LineParser
 from controller.records import Finding
@@ -69,8 +69,11 @@ ZERO_LOSS_NAN_NORM_RECORDS = 2
 start-up search overflows the gradients of a finite loss; a loss of 0.0 beside a NaN norm
 is masked-out or broken data, at any point of a run -- so the start-up allowance ends."""
 FINAL_NONFINITE_NORM_RECORDS = 2
-"""Once finite norms were seen, the records in a row that read NaN/Inf where the text ends
-(the last thing the run printed) -- judged only on final text (final_findings)."""
+"""Records in a row that read NaN/Inf where the text ends (the last thing the run printed;
+one is enough beside a loss of exactly 0): no finite norm came after them, so a reader
+sees a run still not training -- judged only on final text (final_findings). The fp16
+start-up search is told from it by what follows: finite norms, which end the run of NaN
+ones (a healthy log shows its recovery)."""
 CUT_OFF_TRAILING_LINES = 1
 """Lines of other text a traceback cut off at the end may have after its last frame."""
 OOM_EXCEPTIONS = ("OutOfMemoryError", "ResourceExhaustedError", "MemoryError")
@@ -123,6 +126,9 @@ class ScanState:
     """A traceback still being printed where the text read so far ends (no exception line
     yet): a crash only once the text is known to be final (final_findings)."""
     final_reported: bool = False
+    last_line: str = ""        # the last non-blank line read (repaired), and its number
+    last_line_no: int = 0
+    last_line_explained: bool = False  # a reader made a finding of it
 
 
 @dataclass
@@ -157,6 +163,7 @@ class _Batch:
         self.found: dict[tuple[str, str], Finding] = {}
         self.secondary: list[Finding] = []
         self.hit_at: dict[int, tuple[str, str]] = {}
+        self.secondary_at: set[int] = set()
         # a rule finding made at line index i: its rule summary and detail, and the evidence
         # its readers added before/after the line (kept when a traceback gives it frames)
         self.made: dict[tuple[str, str], _Made] = {}
@@ -172,6 +179,7 @@ class _Batch:
     def add(self, f: Finding, i: int, secondary: bool = False) -> None:
         if secondary:
             self.secondary.append(f)
+            self.secondary_at.add(i)
             return
         if f.key not in self.found and len(self.found) < MAX_FINDINGS_PER_SCAN:
             self.found[f.key] = f
@@ -272,6 +280,8 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         _traceback_findings(b, restarted, record_open=bool(lines) and not context_after)
     if "usage:" in structure:
         _usage_findings(b)
+    if lines:
+        _note_last_line(b, st)
     _loss_scale_finding(b, st)
     found = b.found
     if any(f.kind in ("oom", "crash", "hang") and f.severity == "critical" for f in found.values()):
@@ -296,8 +306,13 @@ LINE_WORDS = (
     "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
     "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
     "terminate", "hangup", "defaultcpuallocator", "finite", "process down",
-    "oom when", "resource exhausted", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
-    "death signal", "got signal", "actor", "raytaskerror", "workercrashed",
+    "oom when", "resource exhausted", "enforce allocating", "ran out of memory", "out_of_memory",
+    "unable to allocate", "bad_alloc", "oom-kill", "oom_kill", "deadline_exceeded", "double free", "free():",
+    "corrupted size", "malloc():", "munmap_chunk", "process finished", "srun: error", "cancelled at",
+    "waiting for remainder", "stalled ranks", "dump debug info", "gettimeouterror", "thread 0x",
+    "grad_scale is too small", "grad scale is small", "invalid loss", "cache limited", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
+    "death signal", "got signal", "actor", "raytaskerror", "workercrashed", "checktimeout",
+    "is detected by the operating system", "abort", ".cc:", ".cpp:", ".h:", "error has been caught",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -523,6 +538,14 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
     row = line.replace("|", " ").split()
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
+    if len(row) == 2 and row[0].isdigit() and i > 0:
+        # a bare `step value` series (a script's own print): NaN after finite values of its kind
+        prev = b.rep[i - 1].text.split()
+        if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]):
+            hit = Hit("nan", "critical", f"a printed step/value series turned NaN/Inf (step {row[0]}: {row[1]})",
+                      H.HINT_NAN)
+            b.add(b.make(hit, i, [b.rep[i - 1].raw, b.rep[i].raw]), i)
+            return True
     for j in range(i - 1, max(-1, i - 1 - TABLE_LOOKBACK_LINES), -1):
         head = b.rep[j].text.strip().strip("|")
         if not head or head[0].isdigit():
@@ -545,10 +568,25 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
                 b.add(b.make(hit, i, [b.rep[j].raw, b.rep[i].raw]), i)
                 return True
         return False
+    if _YOLO_ROW.match(line):
+        # a YOLO epoch row without its header in view: the values after the GPU memory are losses
+        hit = Hit("nan", "critical", "loss is NaN/Inf (a YOLO epoch row's loss column)", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
     return False
 
 
+_YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
+"""`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
+YOLO from v3 to v11 prints them so)."""
+_FINITE = re.compile(r"^[-+]?\d+\.\d+(?:[eE][-+]?\d+)?$")
 _IGNORED_COLUMN = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]")
+
+
+_LAST_EXCEPTION = re.compile(r"^(?:(?:[a-z_]\w*\.)*(?P<name>[A-Z]?\w*(?:Error|Exception))(?:\([\w.]+\))?(?::\s+\S|$)"
+                             r"|(?:[a-z_]\w*\.)+[A-Z]\w*:\s+\S)")
+"""An exception line (`RuntimeError: ...`, `FloatingPointError: ...`) that is the last line of
+final text: the program ended on it, traceback or not (a paste of the last line)."""
 
 
 def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None,
@@ -565,11 +603,19 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
     st.final_reported = True
     out: list[Finding] = []
     t = _now(now_s)
-    killed = [f for f in found if f.kind == "oom" and "SIGKILL" in f.summary and not f.summary.startswith("DataLoader")]
+    killed = [f for f in found if f.kind == "oom" and "SIGKILL" in f.summary]
     if killed and not any(f.kind == "crash" and f.severity == "critical" for f in found):
         k = killed[0]
         out.append(Finding(kind="crash", severity="critical", summary="the run died by SIGKILL (" + k.summary + ")",
                            evidence=k.evidence, hint=k.hint, first_seen_s=t, line=k.line, run_id=run_id))
+    last = st.last_line
+    em = _LAST_EXCEPTION.match(last) or (len(last) >= 4 and TB_START.startswith(last.rstrip(":")))
+    if em and st.open_at_end is None and not st.last_line_explained:
+        memory = isinstance(em, re.Match) and (em.group("name") or "").endswith(OOM_EXCEPTIONS)
+        out.append(Finding(kind="oom" if memory else "crash", severity="critical",
+                           summary=f"{last[:160]} (the last line of the log)", evidence=(last,),
+                           hint=H.HINT_HOST_OOM if memory else H.HINT_CRASH, first_seen_s=t, line=st.last_line_no,
+                           run_id=run_id))
     cut = st.open_at_end
     if cut is not None:
         kind = "oom" if cut.name and cut.name.rsplit(".", 1)[-1] in OOM_EXCEPTIONS else "crash"
@@ -580,8 +626,8 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                                    "stopped inside the traceback: the process was dying)",
                            evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,
                            run_id=run_id))
-    if (st.finite_norm_seen and not st.norm_reported and st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
-            and st.norm_evidence):
+    if (not st.norm_reported and st.norm_evidence and (st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
+                                                       or (st.zero_loss_norms and st.nonfinite_norms))):
         st.norm_reported = True
         out.append(Finding(kind="nan", severity="critical",
                            summary=f"gradient norm is NaN/Inf in the last {st.nonfinite_norms} records (where the "
@@ -633,16 +679,23 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         i = tb.exc
         if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
-        if i in b.hit_at:
-            # The exception line itself is an OOM/crash/... rule's line: give that finding the
+        if i in b.hit_at and _explains(b, i):
+            # The exception line itself is an OOM/crash rule's line: give that finding the
             # frames; a crash's summary also names the exception and where it was raised.
+            # (A hang's or NaN's wording in an exception -- `RuntimeError: Wait timeout`,
+            # `ValueError: nan loss` -- says why; the exception ending the program is a crash.)
             key = b.hit_at[i]
             f = b.found.get(key)
             made = b.made.get(key)
             if f is None:
                 continue
             if made is not None and made.i == i:
-                summary = _compose(_named(made.base[1], rep, tb), made.detail) if f.kind == "crash" else f.summary
+                if f.kind == "crash":
+                    summary = _compose(_named(made.base[1], rep, tb), made.detail)
+                elif f.kind == "oom" and tb.short_name not in f.summary and tb.name.endswith(("Error", "Exception")):
+                    summary = f"{f.summary} ({tb.name})"  # the exception, as the user will search for it
+                else:
+                    summary = f.summary
                 b.replace_finding(key, replace(f, summary=summary,
                                                evidence=bounded(made.before + _tb_evidence(rep, tb) + made.after)))
             elif len(f.evidence) == 1:
@@ -663,7 +716,12 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         if len(text) > 160:
             text = text[:157] + "..."
         loc = _loc(rep, tb)
-        if tb.short_name == "KeyboardInterrupt":
+        if i in b.hit_at:
+            # a hang's or NaN's wording ended the program: the crash names the exception only
+            # (its frames vary with how much of the traceback a batch saw; the rule's finding
+            # already holds them)
+            hit = Hit("crash", "critical", f"{text} (the exception ended the program)", H.HINT_CRASH)
+        elif tb.short_name == "KeyboardInterrupt":
             hit = Hit("crash", "warning", f"stopped by KeyboardInterrupt{loc}", "someone pressed Ctrl-C or sent SIGINT")
         elif tb.thread:
             hit = Hit("crash", "warning", f"thread {tb.thread} died: {text}{loc}",
@@ -675,17 +733,40 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
 
 
+def _note_last_line(b: _Batch, st: ScanState) -> None:
+    for i in range(b.end - 1, b.base - 1, -1):
+        if b.raw[i].strip():
+            for j in range(len(b.rep) - 1, -1, -1):  # the repaired line that holds it
+                if b.rep[j].src <= i:
+                    st.last_line, st.last_line_no = b.rep[j].text.strip(), b.line_no0 + b.rep[j].src
+                    st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at
+                    return
+    return
+
+
+def _explains(b: _Batch, i: int) -> bool:
+    """Line i's rule finding says the program died (an OOM or a crash), not only why."""
+    f = b.found.get(b.hit_at[i])
+    return f is None or f.kind in ("oom", "crash")
+
+
 def _record_cut_off(b: _Batch, opened: list[Traceback]) -> None:
     """Remember a traceback whose frames run to the end of the text read (its last frame
-    or code line among the batch's own lines, at most CUT_OFF_TRAILING_LINES after it)."""
+    or code line among the batch's own lines, at most CUT_OFF_TRAILING_LINES non-blank
+    lines after it)."""
     rep, st = b.rep, b.st
-    last_text = len(rep) - 1
-    while last_text >= 0 and not rep[last_text].text.strip():
-        last_text -= 1
     for tb in opened:
-        if not tb.frames or not b.reported(tb.last) or last_text - tb.last > CUT_OFF_TRAILING_LINES:
+        if not tb.frames or not b.reported(tb.last):
             continue
-        where = frame_location(rep[tb.frames[-1]].text)
+        trailing = 0
+        for j in range(len(rep) - 1, tb.last, -1):  # non-blank lines after its last frame/code line
+            if rep[j].text.strip():
+                trailing += 1
+                if trailing > CUT_OFF_TRAILING_LINES:
+                    break
+        if trailing > CUT_OFF_TRAILING_LINES:
+            continue
+        where = frame_location(rep[tb.frames[-1]].text) or f" {rep[tb.frames[-1]].text.strip()[:100]}"
         ev = [rep[tb.start].raw] + ([rep[tb.frames[-1]].raw] if tb.frames[-1] != tb.start else [])
         if tb.last != tb.frames[-1]:
             ev.append(rep[tb.last].raw)

@@ -50,10 +50,14 @@ _OLD_IPY_FRAME = re.compile(r"^(?P<file>(?:[A-Za-z]:)?[/\\~.]?\S*?\.py|<ipython-
 _RICH_FRAME = re.compile(r"^(?P<file>[^\s:│][^\s:]*?\.py):(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
 """rich's traceback (Lightning, typer, accelerate's pretty errors): boxed in `│ ... │`, frames
 `/p/x.py:267 in apply` (the box may wrap a long path: the frame is the piece with `:N in`)."""
+_CPP_FRAME = re.compile(r"^\d+\s{2,}\S+::\S")
+"""Paddle's `C++ Traceback (most recent call last):` frames: `8   paddle::framework::Run(...)`."""
+_PARTIAL_FRAME = re.compile(r'^\s*File "')
+"""A frame line the paste or the output cut (`  File "train.py", l`): the traceback's last line."""
 _RICH_TAIL = re.compile(r"^:(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
 """... or cut just before `:539 in fit`, the path on the line above."""
 _RICH_BOX = "│╭╰"
-_IPY_CODE = re.compile(r"^\s*(?:-*>\s*|❱\s*)?\d+\s")
+_IPY_CODE = re.compile(r"^\s*(?:-*>\s*|❱\s*)?\d+(?:\s|$)")
 _EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*?(?:Error|Exception)(?=\()|[A-Za-z_][\w.]*)"
                        r"(?:\((?P<inner>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))\))?(?::\s?(?P<msg>.*))?$")
 _THREAD = re.compile(r"^Exception in thread (?P<name>.+?):?\s*$")
@@ -146,6 +150,8 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
         if fm is None and rich:
             fm = _RICH_FRAME.match(text) or _RICH_TAIL.match(text)
             old_ipy = fm is not None
+        if fm is None and tb is not None and tb.headed and _CPP_FRAME.match(text):
+            fm = _CPP_FRAME.match(text)
         if fm is None and (".py in " in text or "> in " in text):
             fm = _OLD_IPY_FRAME.match(text)
             old_ipy = fm is not None
@@ -159,6 +165,11 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
             tb.last = i
             continue
         if tb is None:
+            continue
+        if _PARTIAL_FRAME.match(text):
+            tb.frames.append(i)
+            tb.gap = 0
+            tb.last = i
             continue
         if _is_code(text) or _COLAB_FRAMES.match(text) or (tb.ipython_name is not None and _IPY_CODE.match(text)):
             if text.strip():

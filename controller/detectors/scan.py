@@ -40,7 +40,14 @@ from controller.detectors.metrics import finite_norm, maybe_non_finite, non_fini
 from controller.detectors.nccl_reports import read_report
 from controller.detectors.repair import Line, repaired
 from controller.detectors.rules import Hit, classify, recoverable, triggered
-from controller.detectors.tracebacks import TB_START, Traceback, failing_expression, frame_location, read_tracebacks, user_frame
+from controller.detectors.tracebacks import (
+    TB_START,
+    Traceback,
+    failing_expression,
+    frame_location,
+    read_tracebacks,
+    user_frame,
+)
 from controller.detectors.usage_errors import usage_errors
 from controller.logparse import LineParser
 from controller.records import Finding

@@ -71,16 +71,17 @@ _HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
 
 def peel(line: str) -> tuple[str, str]:
     """(key, body): launcher prefixes kept as the key, other decoration dropped."""
-    if line and line[0] not in _PREFIX_START and ": [" in line[:64]:
-        m = _HOST_PREFIX.match(line)
-        if m:
-            key, body = peel(line[m.end():])
-            return m.group(0).strip() + key, body
-    if not line or line[0] not in _PREFIX_START:
+    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64]):
         return "", line
     key = ""
     body = line
     for _ in range(MAX_LAYERS):
+        if body and body[0] not in _PREFIX_START and ": [" in body[:64]:
+            h = _HOST_PREFIX.match(body)
+            if h:
+                key += h.group(0).strip()
+                body = body[h.end():]
+                continue
         if not body or body[0] not in _PREFIX_START:
             break
         m = _KEY_PREFIX.match(body)

@@ -416,12 +416,19 @@ RULES: tuple[TextRule, ...] = (
       "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
       ("death signal", "got signal")),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
-                      r"|The actor died unexpectedly before finishing this task|because the actor is already dead"),
+                      r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
+                      r"|A worker died or was killed while executing"),
       CRASH, CRIT,
       lambda m, line: f"Ray: {m.group('what') or 'ActorDiedError'} (a task or actor died)",
       "the Ray task's or actor's own error (above, or in its worker log) says why it died",
       ("actordied", "raytaskerror", "rayactorerror", "workercrashed", "actorunavailable", "actor died",
-                                        "actor is already dead")),
+                                        "actor is already dead", "died or was killed")),
+    R("c10-error-frames", _rx(r"^frame #0: c10::Error::Error\("), CRASH, CRIT,
+      "a C++ exception (c10::Error) was raised: its frames are printed, its message is above them", H.HINT_CRASH,
+      ("c10::error",), secondary=True),
+    R("elastic-error-file", _rx(r"\"py_callstack\": \"Traceback \(most recent call last\)"), CRASH, CRIT,
+      "a worker raised: its traceback is in torchelastic's error file (the JSON's py_callstack)", H.HINT_LAUNCHER,
+      ("py_callstack",)),
     R("paddle-fatal", _rx(r"FatalError: `(?P<what>[^`]+)` is detected by the operating system"), CRASH, CRIT,
       lambda m, line: (f"Paddle FatalError: {m.group('what')} (the OS signal killed the process)"
                        + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,

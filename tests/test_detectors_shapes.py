@@ -134,6 +134,16 @@ def test_old_ipython_frames_and_rich_panels_are_tracebacks_too():
     ("0457 milliseconds before timing out.", "hang", "NCCL collective timed out"),
     ("Evaluating: 100%|██████████| 50/50 [00:31<00:00]torch.distributed.DistStoreError: Socket Timeout",
      "hang", "store"),
+    ("\t [[{{node categorical_crossentropy/softmax_cross_entropy_with_logits}}]] [Op:__inference_train_function_8123]",
+     "crash", "TensorFlow"),
+    ("[2026-12-01 10:00:00,123] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 41234", "crash", "launcher"),
+    ("Rank 3: found NaN in local grad norm in backward pass before data-parallel communication collective",
+     "nan", "NaN"),
+    ("OSError: [Errno 12] Cannot allocate memory", "oom", "ENOMEM"),
+    ("W tensorflow/core/common_runtime/bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out of memory trying to "
+     "allocate 2.19GiB (rounded to 2353528832)requested by op Conv2D", "oom", "TensorFlow"),
+    ("*** SIGSEGV (@0x0) received by PID 8165 (TID 0x7f508c855700) from PID 0 ***", "crash", "SIGSEGV"),
+    ("[rank0]: Ranks 1 failed to pass monitoredBarrier in 1800000 ms", "hang", "ranks"),
 ])
 def test_shapes_of_failure(line, kind, words):
     found = _final(["step=1 loss=2.0", line])
@@ -150,6 +160,11 @@ def test_shapes_of_failure(line, kind, words):
     "NCCL_TIMEOUT=1800 timeout=1800 ddp_timeout=7200 socket_timeout=30",
     "[I ProcessGroupNCCL.cpp:1024] [Rank 0] ProcessGroupNCCL initialized with timeout 1800000 ms",
     "dist init: store timeout 300 s, signal handlers installed (SIGTERM -> checkpoint)",
+    "W bfc_allocator.cc:290] Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.77GiB with "
+    "freed_by_count=0. The caller indicates that this is not a failure, but may mean that there could be "
+    "performance gains if more memory were available.",
+    "INFO: free memory 12.3 GiB, allocated 4.1 GiB, cache 2.0 GiB (no error)",
+    "Epoch 3: val_error=0.021, dead_neurons=0, corrupt_samples_skipped=0, deadline=none",
 ])
 def test_tempting_healthy_lines_stay_quiet(line):
     assert _kinds(_final(["step=1 loss=2.0", line, "step=2 loss=1.9"])) == []

@@ -370,8 +370,9 @@ RULES: tuple[TextRule, ...] = (
                        r"|detected (?:a )?(?:nan|inf) (?:in|loss)|(?:Error|Exception):.{0,40}\b(?:nan|inf) loss\b"
                        r"|Moving average ignored a value of (?:nan|inf)|\bloss became infinite\b"
                        r"|Tensor had (?:NaN|Inf) values|NaN or Inf found in input tensor|found NaN in local grad norm"
-                       r"|contain Inf/NaN\. Training has diverged", re.I), NAN, CRIT, "loss is NaN/Inf", H.HINT_NAN,
-      ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf")),
+                       r"|contain Inf/NaN\. Training has diverged|\bfound (?:NaN|Inf) in local\b", re.I), NAN, CRIT,
+      "loss is NaN/Inf", H.HINT_NAN,
+      ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf", "had inf")),
     R("grad-scale-small", _rx(r"grad_scale is too small|Grad scale is small|Invalid loss, terminating training"), NAN, CRIT,
       "loss is NaN/Inf (the trainer stopped on it: grad scale collapsed / invalid loss)", H.HINT_NAN,
       ("grad_scale is too small", "grad scale is small", "invalid loss")),
@@ -454,6 +455,13 @@ RULES: tuple[TextRule, ...] = (
       CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating")),
     R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
       "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, ("check fail",)),
+    R("tf-op-error", _rx(r"\[Op:__inference_\w+\]|^Function call stack:|Graph execution error:"
+                         r"|The stack trace below excludes JAX-internal frames"), CRASH, CRIT,
+      "TensorFlow/JAX raised an error in a compiled function (its node and call stack are printed)", H.HINT_CRASH,
+      ("op:__inference", "call stack:", "graph execution error", "jax-internal")),
+    R("launcher-killing", _rx(r"Killing subprocess (?P<pid>\d+)"), CRASH, CRIT,
+      "the launcher killed its other workers (subprocess {pid}): a worker had failed", H.HINT_LAUNCHER,
+      ("killing subprocess",), secondary=True),
     R("loguru-caught", _rx(r"An error has been caught in function '(?P<fn>[^']+)'"), CRASH, CRIT,
       "loguru caught an error in function '{fn}' (its traceback follows)", H.HINT_CRASH, ("error has been caught",)),
     R("glibc-abort", _rx(r"double free or corruption|free\(\): invalid (?:pointer|size)|corrupted size vs\. prev_size"

@@ -74,6 +74,10 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="the hipError_t enumerator's name, printed by torch's HIP build and hipGetErrorName; line not counted"),
     Source("cuda-driver-oom", "CUDA driver (TF, JAX, CuPy)", "CUDA_ERROR_OUT_OF_MEMORY",
            note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs"),
+    Source("tf-device-alloc-failed", "TensorFlow (CUDA, ROCm stream executors)",
+           "failed to allocate 7.35G (7889485824 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY / hipError_t(1002)",
+           note="source not read (tensorflow/stream_executor/{cuda,rocm}/*_driver.cc, which the pasted logs name); "
+                "seen in pasted ROCm/tensorflow-upstream#82"),
     Source("tf-bfc-oom", "TensorFlow", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB",
            "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc",
            note="BFCAllocator's warning; its retry-able variant adds 'The caller indicates that this is not a "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from controller.detectors import hints as H
 from controller.detectors.exit_codes import SIGNAL_BY_WORD, death_by_code, death_by_signal
 
-Summary = Callable[[re.Match, str], "tuple[str, str, str, str] | str"]
+Summary = Callable[[re.Match, str], "tuple[str, str, str, str] | str | None"]
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,9 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
                              r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
       "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)", H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
+    R("tf-device-alloc-failed", _rx(r"failed to allocate (?P<size>[\d.]+\s?[KMGT]i?B?) \(\d+ bytes\) from device"), OOM, CRIT,
+      "TensorFlow could not allocate {size} on the device (CUDA/ROCm out of memory)", H.HINT_ACCEL_OOM,
+      ("from device",)),
     R("tf-bfc-oom", _rx(r"Allocator \((?P<alloc>\w+)\) ran out of memory trying to allocate (?P<size>[\d.]+ ?\w+)"
                         r"(?!.*caller indicates that this is not a failure)"), OOM, CRIT,
       "TensorFlow out of GPU memory (allocator {alloc} could not allocate {size})", H.HINT_ACCEL_OOM,
@@ -322,6 +325,17 @@ RULES: tuple[TextRule, ...] = (
     R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
       "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
       ("dump debug info",), secondary=True),
+    R("barrier-overfull", _rx(r"Waiting in store based barrier to initialize process group .*?world_size=(?P<world>\d+), "
+                              r"worker_count=(?P<workers>\d+)"), HANG, CRIT,
+      lambda m, line: (f"the store-based barrier can never complete: {m.group('workers')} workers joined a world of "
+                       f"{m.group('world')} (two jobs share MASTER_PORT, or the world size is wrong)"
+                       if int(m.group("workers")) > int(m.group("world")) else None),
+      "a second job or a wrong --nproc_per_node/--nnodes joined this rendezvous: give each job its own MASTER_PORT",
+      ("barrier",)),
+    R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
+      HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
+    R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
+      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("exception in device",)),
     R("nccl-work-timeout", _rx(r"Timeout at NCCL work: (?P<seq>\d+)"), HANG, CRIT,
       "NCCL collective timed out (Timeout at NCCL work {seq})", H.HINT_NCCL_TIMEOUT, ("timeout",)),
     R("nccl-watchdog-died", _rx(r"Process group watchdog thread terminated with exception|Exception raised from "
@@ -530,6 +544,8 @@ def classify(line: str, low: str | None = None) -> Hit | None:
         kind, severity, hint = rule.kind, rule.severity, rule.hint
         if callable(rule.summary):
             out = rule.summary(m, line)
+            if out is None:
+                continue  # the wording matched, its numbers say no failure
             if isinstance(out, tuple):
                 kind, severity, summary, hint = out
             else:

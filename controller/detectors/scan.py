@@ -71,6 +71,9 @@ STARTUP_NONFINITE_NORM_RECORDS = 20
 torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
 NaN/Inf and it is still healthy; past this many it is not a search."""
 
+_EXC_IN_LINE = re.compile(r"(?:^|[\s:])(?:[a-z_]\w*\.)*([A-Za-z]\w*(?:Error|Exception)):\s+(\S.*)$")
+"""`FloatingPointError: Loss became infinite or NaN at iteration=166!` -- an exception named in
+the line a NaN/hang rule read (also behind another word: `Runtime Error: floatingPointError: ...`)."""
 ZERO_LOSS_NAN_NORM_RECORDS = 2
 """Records whose loss reads exactly 0 while the gradient norm is NaN/Inf: the fp16 scaler's
 start-up search overflows the gradients of a finite loss; a loss of 0.0 beside a NaN norm
@@ -313,8 +316,8 @@ LINE_WORDS = (
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "bad_alloc", "dead", "free", "corrupt", "munmap", "cancelled", "remainder", "dump debug", "invalid loss",
-    "py_callstack", "received by pid", "signal", "monitoredbarrier", "check fail", "core dumped", "op:__inference", "call stack:",
-    "jax-internal",
+    "py_callstack", "received by pid", "signal", "barrier", "check fail", "core dumped", "op:__inference", "call stack:",
+    "jax-internal", "output for", "exception in device", "from device",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -454,6 +457,12 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             continue
         if hit.rule == "nccl-watchdog":
             st.last_collective = _collective(line)
+        if hit.kind in ("nan", "hang") and hit.severity == "critical":
+            em = _EXC_IN_LINE.search(line)
+            if em is not None:
+                # the wording is an exception's message: that exception ended the program
+                crash = Hit("crash", "critical", _ended(em.group(1), em.group(2)), H.HINT_CRASH)
+                b.found.setdefault((crash.kind, crash.summary), b.make(crash, i, [ln.raw]))
         base = (hit.kind, hit.summary)
         made = _rule_detail(b, st, i, line_no, hit, base)  # also when seen: its readers use up their lines
         seen = st.rule_keys.get(base)
@@ -498,6 +507,11 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
     """Judge a line's NaN/Inf metric values; True when it held one."""
     values = non_finite_values(line)
     if not values:
+        pairs = _NAN_PAIR.findall(line)
+        if len(pairs) >= NAN_PAIRS_IN_RECORD and _ITERATION.search(line):
+            b.add(b.make(Hit("nan", "critical", f"every value of a training record reads NaN/Inf ({', '.join(pairs[:4])} "
+                             "...)", H.HINT_NAN), i, [b.rep[i].raw]), i)
+            return True
         m = _SPLIT_LOSS.search(line) if "loss" in line.lower() else None
         if m is not None:
             b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({m.group('part')} loss = {m.group('v').lower()})",
@@ -530,6 +544,13 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
     return True
 
 
+_NAN_PAIR = re.compile(r"(?<![\w.])([A-Za-z][\w/]{0,24}):\s*[-+]?(?:nan|inf)\b", re.I)
+_ITERATION = re.compile(r"\b(?:iters?|iteration|step|epoch)\b", re.I)
+NAN_PAIRS_IN_RECORD = 4
+"""A training record (`(epoch: 1, iters: 500, ...) D_A: nan G_A: nan cycle_A: nan idt_A: nan`)
+whose losses carry their own names (a GAN's D_A/G_A): four or more `name: nan` pairs on
+a line that counts iterations. An evaluation's `precision: nan recall: nan` is fewer, or
+names no iteration."""
 _SPLIT_LOSS = re.compile(r"(?:^|[\s|,(\[])(?P<part>train|training|dev|val|valid|validation|eval|test)\s*[:=]\s*"
                          r"(?P<v>[-+]?(?:nan|inf))(?![a-z])", re.I)
 """A loss line that names its parts: `Loss(time/mini-batch) - Epoch 1: train = nan(1581s) | dev = nan`
@@ -629,6 +650,12 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                            summary=f"{last[:160]} (the last line of the log)", evidence=(last,),
                            hint=H.HINT_HOST_OOM if memory else H.HINT_CRASH, first_seen_s=t, line=st.last_line_no,
                            run_id=run_id))
+    ka = st.kernel_asserts.current
+    if ka is not None and not any(f.kind == "crash" for f in found) and not any(f.kind == "crash" for f in out):
+        # a kernel's assertion printed and the text ends before the device-side assert it raises
+        out.append(Finding(kind="crash", severity="critical", summary=f"CUDA kernel assertion failed: {ka.detail()}",
+                           evidence=bounded(ka.evidence()), hint=H.HINT_CUDA_FATAL, first_seen_s=t,
+                           line=ka.first_line_no, run_id=run_id))
     cut = st.open_at_end
     if cut is not None:
         kind = "oom" if cut.name and cut.name.rsplit(".", 1)[-1] in OOM_EXCEPTIONS else "crash"
@@ -719,6 +746,11 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
                       H.HINT_ACCEL_OOM)
             b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
             continue
+        if tb.short_name == "OutOfMemoryError" or tb.short_name == "ResourceExhaustedError":
+            hit = Hit("oom", "critical", f"{tb.short_name}{_loc(rep, tb)}: {tb.message[:120] or 'out of memory'}",
+                      H.HINT_CUDA_OOM if tb.short_name == "OutOfMemoryError" else H.HINT_ACCEL_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
+            continue
         if tb.short_name == "MemoryError":
             hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
             b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
@@ -733,7 +765,7 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
             # a hang's or NaN's wording ended the program: the crash names the exception only
             # (its frames vary with how much of the traceback a batch saw; the rule's finding
             # already holds them)
-            hit = Hit("crash", "critical", f"{text} (the exception ended the program)", H.HINT_CRASH)
+            hit = Hit("crash", "critical", _ended(tb.short_name, tb.message), H.HINT_CRASH)
         elif tb.short_name == "KeyboardInterrupt":
             hit = Hit("crash", "warning", f"stopped by KeyboardInterrupt{loc}", "someone pressed Ctrl-C or sent SIGINT")
         elif tb.thread:
@@ -797,6 +829,14 @@ def _record_cut_off(b: _Batch, opened: list[Traceback]) -> None:
         if tb.seen_exception:
             where += f"; an exception line among its frames: {tb.seen_exception[:120]}"
         st.open_at_end = _CutOff(b.line_no0 + rep[tb.start].src, name, where, tuple(ev))
+
+
+def _ended(name: str, message: str) -> str:
+    """The crash of an exception whose message a NaN/hang rule read: one spelling whether
+    the exception line came with its traceback or alone (the same finding either way)."""
+    message = message.strip()
+    return f"{name}: {message[:150]} (the exception ended the program)" if message else \
+        f"{name} (the exception ended the program)"
 
 
 def _named(summary: str, rep: Sequence[Line], tb: Traceback) -> str:

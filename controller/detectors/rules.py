@@ -335,7 +335,7 @@ RULES: tuple[TextRule, ...] = (
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
-      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("exception in device",)),
+      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("check fail", "error")),
     R("nccl-work-timeout", _rx(r"Timeout at NCCL work: (?P<seq>\d+)"), HANG, CRIT,
       "NCCL collective timed out (Timeout at NCCL work {seq})", H.HINT_NCCL_TIMEOUT, ("timeout",)),
     R("nccl-watchdog-died", _rx(r"Process group watchdog thread terminated with exception|Exception raised from "
@@ -469,10 +469,9 @@ RULES: tuple[TextRule, ...] = (
       CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating")),
     R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
       "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, ("check fail",)),
-    R("tf-op-error", _rx(r"\[Op:__inference_\w+\]|^Function call stack:|Graph execution error:"
-                         r"|The stack trace below excludes JAX-internal frames"), CRASH, CRIT,
+    R("tf-op-error", _rx(r"\[Op:__inference_\w+\]|Graph execution error:"), CRASH, CRIT,
       "TensorFlow/JAX raised an error in a compiled function (its node and call stack are printed)", H.HINT_CRASH,
-      ("op:__inference", "call stack:", "graph execution error", "jax-internal")),
+      ("op:__inference", "graph execution error")),
     R("launcher-killing", _rx(r"Killing subprocess (?P<pid>\d+)"), CRASH, CRIT,
       "the launcher killed its other workers (subprocess {pid}): a worker had failed", H.HINT_LAUNCHER,
       ("killing subprocess",), secondary=True),

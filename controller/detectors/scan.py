@@ -315,9 +315,8 @@ LINE_WORDS = (
     "exhausted", "cache", "warming up", "dataloader", "encountered in worker", "illegal", "assert", "xid",
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
-    "bad_alloc", "dead", "free", "corrupt", "munmap", "cancelled", "remainder", "dump debug", "invalid loss",
-    "py_callstack", "received by pid", "signal", "barrier", "check fail", "core dumped", "op:__inference",
-    "output for", "from device",
+    "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
+    "from device", "remainder", "dump debug",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped

@@ -31,7 +31,8 @@ def test_seed_shaped_log_json(capsys):
     by_kind = {f["kind"]: f for f in doc["findings"]}
     assert set(by_kind) == {"oom", "crash", "regression", "recompile"}
     oom = by_kind["oom"]
-    assert oom["summary"] == "CUDA OOM on GPU 5: tried to allocate 2.10 GiB, 0.31 GiB free of 139.8 GiB"
+    assert oom["summary"] == ("CUDA OOM on GPU 5: tried to allocate 2.10 GiB, 0.31 GiB free of 139.8 GiB "
+                              "(torch.OutOfMemoryError)")
     assert oom["severity"] == "critical" and oom["line"] == 78
     assert oom["evidence"][-1].startswith("torch.OutOfMemoryError") and oom["hint"]
     assert set(oom) == {"kind", "severity", "line", "evidence", "hint", "summary"}

@@ -23,10 +23,20 @@ OOM_NEW = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.10 G
            "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
 
 
+ENDED = "(the exception ended the program)"
+
+
 def one(lines: list[str] | str) -> Finding:
+    """The one finding of a wording; an exception whose message is a NaN or hang wording
+    is that finding and, beside it, the crash the exception was (scan.py `_ended`)."""
     if isinstance(lines, str):
         lines = [lines]
     found = scan_lines(lines, now_s=100.0)
+    if len(found) == 2 and any(f.kind == "crash" and f.summary.endswith(ENDED) for f in found):
+        (crash,) = [f for f in found if f.summary.endswith(ENDED)]
+        assert crash.summary.split(":")[0] in lines[-1]
+        found = [f for f in found if f is not crash]
+        assert found[0].kind in ("nan", "hang"), found
     assert len(found) == 1, [f.summary for f in found]
     return found[0]
 

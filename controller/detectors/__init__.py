@@ -24,13 +24,13 @@ rules are measured on is tests/corpus/ (bench/detectors.py).
 
 from controller.detectors.evidence import EVIDENCE_LINE_CHARS, EVIDENCE_LINES, FAILURE_KINDS
 from controller.detectors.regression import REGRESSION_WINDOW_SAMPLES, detect_regression, verdict_exit_code
-from controller.detectors.scan import MATCH_CHARS, MAX_FINDINGS_PER_SCAN, ScanState, scan_lines
+from controller.detectors.scan import MATCH_CHARS, MAX_FINDINGS_PER_SCAN, ScanState, final_findings, scan_lines
 from controller.detectors.state import IDLE_UTIL_PCT, evaluate, last_error_line
 from controller.detectors.stream import TextScanner
 from controller.throughput import throughput_summary
 
 __all__ = [
-    "scan_lines", "evaluate", "throughput_summary", "verdict_exit_code", "detect_regression", "IDLE_UTIL_PCT",
+    "scan_lines", "final_findings", "evaluate", "throughput_summary", "verdict_exit_code", "detect_regression", "IDLE_UTIL_PCT",
     "TextScanner", "ScanState", "EVIDENCE_LINE_CHARS", "EVIDENCE_LINES", "FAILURE_KINDS", "MATCH_CHARS",
     "MAX_FINDINGS_PER_SCAN", "REGRESSION_WINDOW_SAMPLES", "last_error_line",
 ]

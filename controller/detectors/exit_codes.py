@@ -39,7 +39,7 @@ _SIGNALS = {
 
 SIGNAL_BY_WORD = {
     "segmentation fault": 11, "aborted": 6, "bus error": 7, "illegal instruction": 4,
-    "floating point exception": 8, "killed": 9, "terminated": 15, "hangup": 1,
+    "floating point exception": 8, "killed": 9, "terminated": 15, "hangup": 1, "trace/breakpoint trap": 5, "quit": 3,
 }
 """What a shell prints for a child killed by a signal (bash's strsignal texts)."""
 

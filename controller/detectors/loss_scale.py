@@ -24,13 +24,25 @@ from dataclasses import dataclass, field
 MIN_HEALTHY_SCALE = 1.0
 """A scale at or below 1 no longer scales anything up: fp16 gradients overflow even
 unscaled. DeepSpeed's and fairseq's default floors are 1 and 1e-4."""
+BELOW_ONE_SKIPS = 8
+"""Skipped steps in a row at a scale of 1 or less: overflowing even unscaled, step after
+step, is the cascade whatever the excerpt shows above it (a paste that begins at 0.25 and
+halves on). A few in a row and then updates again is fairseq still searching (it trains on
+at 0.004): eight in a row is 2**-8 below where it started, with no update between."""
+SKIP_ROW_GAP_LINES = 2
+"""Skip lines at most this far apart are in a row (a rank's copy or a warning between them)."""
+FLOOR_SCALE = 1e-4
+"""A scale at or below this is past every scaler's floor (fairseq's min_loss_scale 1e-4):
+collapsed even when the excerpt shown never held a healthy scale (a paste of the tail of a
+cascade: `reducing loss scale to 6.4e-204`)."""
 
 _SKIP = re.compile(r"OVERFLOW! Rank \d+ Skipping step|Gradient overflow\.\s+Skipping step|overflow detected, "
                    r"setting loss scale|Grad overflow on iteration|Overflow detected\. Skipping step"
-                   r"|found inf/nan grads|skipped the step", re.I)
+                   r"|found inf/nan grads|skipped the step|loss scale overflow! Skipping step", re.I)
 _NEW_SCALE = re.compile(
     r"(?:reducing (?:loss scale )?to|setting loss scale to:?|loss[ _]scale\s*[:=]?\s*[\d.eE+-]+\s*(?:->|→))"
     r"\s*(?P<v>[\d.]+(?:[eE][-+]?\d+)?)", re.I)
+_ATTEMPTED = re.compile(r"Attempted loss scale:\s*(?P<v>[\d.]+(?:[eE][-+]?\d+)?)")
 _SCALE_VALUE = re.compile(r"\bloss[ _]scal(?:e|er)['\"]?\s*[:=]?\s*['\"]?(?P<v>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\b",
                           re.I)
 
@@ -40,6 +52,8 @@ class LossScaleTrajectory:
     """Accumulates scale readings in line order (bounded: a few numbers, not the lines)."""
 
     skips: int = 0
+    skips_below_one: int = 0   # skipped steps in a row whose new scale is at or below MIN_HEALTHY_SCALE
+    last_skip_line: int | None = None
     highest: float | None = None
     last: float | None = None
     first_skip_line: int | None = None
@@ -52,23 +66,37 @@ class LossScaleTrajectory:
             return
         if _SKIP.search(line):
             self.skips += 1
+            prev_skip, self.last_skip_line = self.last_skip_line, line_no
             if self.first_skip_line is None:
                 self.first_skip_line = line_no
                 self.evidence.append(line)
             m = _NEW_SCALE.search(line)
             if m:
-                self._reading(float(m.group("v")), line, line_no)
+                value = float(m.group("v"))
+                a = _ATTEMPTED.search(line)
+                if value <= MIN_HEALTHY_SCALE:
+                    # in a row: skipped steps with training progress between them are a low
+                    # scale that still trains (fairseq goes on at 0.0039), not a cascade
+                    near = prev_skip is not None and line_no - prev_skip <= SKIP_ROW_GAP_LINES
+                    self.skips_below_one = self.skips_below_one + 1 if near or not self.skips_below_one else 1
+                    if a is not None and float(a.group("v")) <= value:
+                        self.skips_below_one = BELOW_ONE_SKIPS  # "reducing" to what it already was: its floor
+                self._reading(value, line, line_no)
             return
         m = _SCALE_VALUE.search(line)
         if m:
-            self._reading(float(m.group("v")), line, line_no)
+            # a printed scale of 0.000 (fairseq's epoch summary) is below its floor; an integer 0
+            # is DeepSpeed's config for "dynamic", not a reading of the scale
+            self._reading(float(m.group("v")), line, line_no, printed="." in m.group("v"))
 
-    def _reading(self, value: float, line: str, line_no: int) -> None:
+    def _reading(self, value: float, line: str, line_no: int, printed: bool = False) -> None:
         if value != value:  # NaN scale: not a reading
             return
         self.highest = value if self.highest is None else max(self.highest, value)
         self.last = value
-        if (self.collapse_line is None and value <= MIN_HEALTHY_SCALE and self.highest > MIN_HEALTHY_SCALE):
+        if self.collapse_line is None and ((value <= MIN_HEALTHY_SCALE and self.highest > MIN_HEALTHY_SCALE)
+                                           or (value <= FLOOR_SCALE and (self.skips >= 2 or printed))
+                                           or self.skips_below_one >= BELOW_ONE_SKIPS):
             self.collapse_line = line_no
             self.evidence.append(line)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 _RECORD = re.compile(
     r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|grad[ _]?norm|gradient[ _]norm"
-    r"|total[ _]norm))(?P<sfx>_\w+)?['\"]?\s*(?:[:=]\s*|\s+|\s*\|\s*)\[?['\"]?(?:tensor\()?"
+    r"|total[ _]norm))(?P<sfx>_\w+)?['\"\]]?\s*(?:[:=]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
     r"(?P<val>[-+]?(?:nan|inf(?:inity)?))(?:\.0*)?(?![\w.])",
     re.I)
 _IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]", re.I)
@@ -56,9 +56,17 @@ def maybe_non_finite(low: str) -> bool:
     return "nan" in low or ("inf" in low and _INF_WORD.search(low) is not None)
 
 
+_RUNNING_AVG = re.compile(r"(?<![\w.])(?P<key>(?:[A-Za-z]+[ _])?loss)['\"]?\s*[:=]?\s*[-+]?\d[\d.]*(?:[eE][-+]?\d+)?\s*"
+                          r"\((?P<val>[-+]?(?:nan|inf))\)", re.I)
+"""timm/fairseq-style `Loss: 2.3412 (nan)`: the value, then its running average in parentheses."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
+    for m in _RUNNING_AVG.finditer(line):
+        if not _IGNORED_KEY.match(m.group("key")):
+            out.append(NonFinite(key=m.group("key") + " (average)", value=m.group("val").lower(), is_loss=True))
     for m in _RECORD.finditer(line):
         key = m.group("key")
         if _IGNORED_KEY.match(key) or (m.group("sfx") or "").lower() in ("_scale", "_count", "_filter", "_steps"):

@@ -26,7 +26,7 @@ from controller.logparse import clean_text
 _KEY_PREFIX = re.compile(
     r"\[(?:rank|default)?\d+\]:\s?"                         # torchrun / elastic --tee
     r"|\[\d+,\d+\]<std(?:out|err)>:\s?"                     # mpirun --tag-output
-    r"|\((?:[\w.-]+,?\s)?pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray workers
+    r"|\((?:[\w.-]+,?\s)?(?:[\w.]+=[\w.:-]+,?\s)*pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray / vLLM workers
     r"|\d{1,4}: (?=\S)"                                      # srun --label
 )
 _NOISE_PREFIX = re.compile(
@@ -37,6 +37,7 @@ _NOISE_PREFIX = re.compile(
     r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"                           # a bare time of day
     r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )\s*"  # log level
     r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
+    r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
 )
 _PREFIX_START = frozenset("[(>0123456789IWEFDNC")
 """A line that starts with none of these has no prefix to peel (the common fast path)."""
@@ -64,13 +65,23 @@ class Line:
     raw: str        # the line as it came (evidence shows this)
 
 
+_HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
+"""DeepSpeed's multi-node launcher (pdsh) puts the host first: `worker-5: [rank22]: ...`."""
+
+
 def peel(line: str) -> tuple[str, str]:
     """(key, body): launcher prefixes kept as the key, other decoration dropped."""
-    if not line or line[0] not in _PREFIX_START:
+    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64]):
         return "", line
     key = ""
     body = line
     for _ in range(MAX_LAYERS):
+        if body and body[0] not in _PREFIX_START and ": [" in body[:64]:
+            h = _HOST_PREFIX.match(body)
+            if h:
+                key += h.group(0).strip()
+                body = body[h.end():]
+                continue
         if not body or body[0] not in _PREFIX_START:
             break
         m = _KEY_PREFIX.match(body)
@@ -113,7 +124,9 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     # Padded screens (every line space-filled to the width) are not wraps. A cut at a word
     # boundary leaves one trailing space (the separator); padding leaves a run of them.
     padded = sum(1 for s in lines if len(s) == width and s.endswith("  "))
-    return None if padded * 2 > full else width
+    # ... nor is a box drawn to the width (rich's traceback panel: every line ends in `│`)
+    boxed = sum(1 for s in lines if len(s) == width and s.endswith(("│", "║", "╮", "╯")))
+    return None if (padded + boxed) * 2 > full else width
 
 
 class LazyRepair(Sequence[Line]):

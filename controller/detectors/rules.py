@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from controller.detectors import hints as H
 from controller.detectors.exit_codes import SIGNAL_BY_WORD, death_by_code, death_by_signal
 
-Summary = Callable[[re.Match, str], "tuple[str, str, str, str] | str"]
+Summary = Callable[[re.Match, str], "tuple[str, str, str, str] | str | None"]
 
 
 @dataclass(frozen=True)
@@ -80,17 +80,22 @@ _OOM_OLD = re.compile(
 _GPU_INDEX = re.compile(r"\bGPU (\d+)\b")
 
 
+_OOM_EXCEPTION = re.compile(r"\b((?:torch\.)?(?:cuda\.)?OutOfMemoryError):")
+
+
 def _torch_oom(m: re.Match, line: str) -> str:
+    exc = _OOM_EXCEPTION.search(line)
+    named = f" ({exc.group(1)})" if exc else ""  # the exception, as the user will search for it
     for rx in (_OOM_NEW, _OOM_OLD):
         d = rx.search(line)
         if d:
             acc, tried, gpu = d.group(1), _gib(d.group(2), d.group(3)), d.group(4)
             total, free = _gib(d.group(5), d.group(6)), _gib(d.group(7), d.group(8))
             return (f"{acc} OOM on GPU {gpu}: tried to allocate {_fmt_gib(tried)}, {_fmt_gib(free)} free of "
-                    f"{_fmt_gib(total)}")
+                    f"{_fmt_gib(total)}{named}")
     g = _GPU_INDEX.search(line)
     acc = "HIP" if "HIP out of memory" in line else "CUDA"
-    return f"{acc} OOM on GPU {g.group(1)}" if g else f"{acc} OOM"
+    return (f"{acc} OOM on GPU {g.group(1)}" if g else f"{acc} OOM") + named
 
 
 def _cuda_error_oom(m: re.Match, line: str) -> str:
@@ -105,6 +110,15 @@ def _shell_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
     pid = m.group("pid")
     who = f"process {pid}" + (f" ({cmd[:80]})" if cmd else "")
     return d.kind, d.severity, f"{who} killed by {d.what} (the shell printed '{m.group('what')}')", d.hint
+
+
+def _zsh_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    """zsh: `zsh: segmentation fault  python x.py`, a job's `[1]    5606 killed     python x.py`."""
+    word = {"abort": "aborted", "illegal hardware instruction": "illegal instruction"}.get(m.group("what"), m.group("what"))
+    d = death_by_signal(SIGNAL_BY_WORD[word])
+    who = f"process {m.group('pid')}" if m.group("pid") else "process"
+    return (d.kind, d.severity, f"{who} ({m.group('cmd').strip()[:80]}) killed by {d.what} (zsh printed "
+            f"'{m.group('what')}')", d.hint)
 
 
 def _bare_shell_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
@@ -183,7 +197,7 @@ RULES: tuple[TextRule, ...] = (
       _torch_oom, H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
     R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory", re.I), OOM, CRIT,
       "CUDA OOM (cuda runtime error (2): out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
-    R("cuda-error-oom", _rx(r"CUDA error: out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
+    R("cuda-error-oom", _rx(r"CUDA [Ee]rror: out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
       "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
@@ -195,6 +209,53 @@ RULES: tuple[TextRule, ...] = (
       "accelerator out of memory (XLA RESOURCE_EXHAUSTED)", H.HINT_ACCEL_OOM, ("resource_exhausted",)),
     R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory"), OOM, CRIT,
       "accelerator out of memory", H.HINT_ACCEL_OOM, ("out of memory",)),
+    # -- the OOM family of other stacks (OOM_FAMILY below cites where each wording is printed)
+    R("paddle-oom", _rx(r"Out of memory error on (?P<dev>GPU|XPU|NPU|MLU|CUSTOM_DEVICE|\w+) (?P<n>\d+)\."
+                        r"(?: Cannot allocate (?P<size>[\d.]+ ?[KMGT]?i?B))?"), OOM, CRIT,
+      lambda m, line: (f"Paddle ResourceExhaustedError: out of memory on {m.group('dev')} {m.group('n')}"
+                       + (f" (cannot allocate {m.group('size')})" if m.group("size") else "")),
+      H.HINT_ACCEL_OOM, ("out of memory",)),
+    R("tf-oom", _rx(r"OOM when allocating tensor (?:with|of) shape ?\[?(?P<shape>[^\]]{0,60})\]?"), OOM, CRIT,
+      lambda m, line: ("TensorFlow ResourceExhaustedError: OOM when allocating tensor"
+                       + (f" of shape [{m.group('shape').strip()}]" if m.group("shape").strip() else "")),
+      H.HINT_ACCEL_OOM, ("oom when",)),
+    R("paddle-enforce-oom", _rx(r"enforce allocating <= available failed, (?P<want>\d+) > (?P<have>\d+)"), OOM, CRIT,
+      lambda m, line: (f"Paddle out of GPU memory (EnforceNotMet: allocating {int(m.group('want')) / 2**30:.2f} GiB > "
+                       f"{int(m.group('have')) / 2**30:.2f} GiB available)"), H.HINT_ACCEL_OOM, ("enforce allocating",)),
+    R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
+      "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
+      ("ran out of memory",)),
+    R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
+                             r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
+      "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)", H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
+    R("tf-device-alloc-failed", _rx(r"failed to allocate (?P<size>[\d.]+\s?[KMGT]i?B?) \(\d+ bytes\) from device"), OOM, CRIT,
+      "TensorFlow could not allocate {size} on the device (CUDA/ROCm out of memory)", H.HINT_ACCEL_OOM,
+      ("from device",)),
+    R("tf-bfc-oom", _rx(r"Allocator \((?P<alloc>\w+)\) ran out of memory trying to allocate (?P<size>[\d.]+ ?\w+)"
+                        r"(?!.*caller indicates that this is not a failure)"), OOM, CRIT,
+      "TensorFlow out of GPU memory (allocator {alloc} could not allocate {size})", H.HINT_ACCEL_OOM,
+      ("ran out of memory",)),
+    R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"), OOM, CRIT,
+      "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
+    R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
+      "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),
+    R("bad-alloc", _rx(r"instance of 'std::bad_alloc'|\bstd::bad_alloc\b"), OOM, CRIT,
+      "host RAM allocation failed (C++ std::bad_alloc)", H.HINT_HOST_OOM, ("terminate called",)),
+    R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
+      "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
+      ("oom-kill", "oom_kill")),
+    R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
+      OOM, CRIT, "TPU out of memory (XLA: ran out of HBM)", H.HINT_ACCEL_OOM, ("memory space",)),
+    R("hip-error-oom", _rx(r"hipErrorOutOfMemory|HIP error: out of memory"), OOM, CRIT,
+      "ROCm/HIP out of memory (hipErrorOutOfMemory)", H.HINT_CUDA_OOM, ("hiperroroutofmemory", "out of memory")),
+    R("resource-exhausted-error", _rx(r"ResourceExhaustedError\b.{0,200}?(?:\bOOM\b|[Oo]ut of memory|memory)"), OOM,
+      CRIT, "ResourceExhaustedError: out of memory", H.HINT_ACCEL_OOM, ("resourceexhausted",)),
+    R("tf-resource-exhausted", _rx(r"Resource exhausted: .{0,120}?(?:[Aa]llocat|\bOOM\b|[Oo]ut of memory|\bmemory\b)"),
+      OOM, CRIT, "accelerator out of memory (Resource exhausted: an allocation failed)", H.HINT_ACCEL_OOM,
+      ("resource exhausted",)),
+    R("ray-oom", _rx(r"(?:ray\.exceptions\.)?OutOfMemoryError: Task was killed due to the node running low on memory"),
+      OOM, CRIT, "Ray killed a task: the node ran low on host memory (ray OutOfMemoryError)", H.HINT_HOST_OOM,
+      ("low on memory",)),
     R("vllm-kv-oom", _rx(r"No available memory for the cache blocks|CUDA out of memory occurred when warming up"
                          r"|Insufficient memory for (?:the )?KV cache|not enough KV cache space"), OOM, CRIT,
       "inference engine out of GPU memory (KV cache / warm-up)", H.HINT_ACCEL_OOM,
@@ -247,6 +308,46 @@ RULES: tuple[TextRule, ...] = (
       "NCCL watchdog took the process down (abort: SIGABRT)",
       "the watchdog ended the run after a failed or timed-out collective (TORCH_NCCL_ASYNC_ERROR_HANDLING); "
       "find why that collective never completed: " + H.HINT_NCCL_TIMEOUT, ("process down",)),
+    R("nccl-watchdog-words", _rx(r"Watchdog caught(?: col|$)|collective operation timeout"
+                                 r"|\d+ milliseconds before timing out"), HANG, CRIT,
+      "NCCL collective timed out (the watchdog's timeout)", H.HINT_NCCL_TIMEOUT,
+      ("watchdog", "operation timeout", "before timing out")),
+    R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
+                             r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
+      "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
+      ("timed out", "deadline_exceeded", "timeout")),
+    R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds|failed to pass monitoredBarrier"
+                           r"|\bGetTimeoutError\b|RPC call to \w+ timed out"
+                           r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"), HANG, CRIT,
+      "the ranks stopped making progress (a stall/timeout report)", H.HINT_NCCL_TIMEOUT,
+      ("waiting for remainder", "gettimeouterror", "timed out", "monitoredbarrier")),
+    R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
+      "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
+      ("dump debug info",), secondary=True),
+    R("barrier-overfull", _rx(r"Waiting in store based barrier to initialize process group .*?world_size=(?P<world>\d+), "
+                              r"worker_count=(?P<workers>\d+)"), HANG, CRIT,
+      lambda m, line: (f"the store-based barrier can never complete: {m.group('workers')} workers joined a world of "
+                       f"{m.group('world')} (two jobs share MASTER_PORT, or the world size is wrong)"
+                       if int(m.group("workers")) > int(m.group("world")) else None),
+      "a second job or a wrong --nproc_per_node/--nnodes joined this rendezvous: give each job its own MASTER_PORT",
+      ("barrier",)),
+    R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
+      HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
+    R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
+      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("check fail", "error")),
+    R("nccl-work-timeout", _rx(r"Timeout at NCCL work: (?P<seq>\d+)"), HANG, CRIT,
+      "NCCL collective timed out (Timeout at NCCL work {seq})", H.HINT_NCCL_TIMEOUT, ("timeout",)),
+    R("nccl-watchdog-died", _rx(r"Process group watchdog thread terminated with exception|Exception raised from "
+                                r"(?:ncclCommWatchdog|checkTimeout|watchdogHandler)\b"), CRASH, CRIT,
+      "NCCL watchdog thread died with an exception: the process is taken down (abort)",
+      "the watchdog ended the run after a failed or timed-out collective: " + H.HINT_NCCL_TIMEOUT, ("watchdog",
+                                                                                                   "checktimeout")),
+    R("store-timeout", _rx(r"DistStoreError\b.{0,300}?(?:[Tt]imeout|timed out)|got error: Socket Timeout"
+                           r"|(?:TCPStore|c10d store|rendezvous)\b.{0,200}?[Ss]ocket [Tt]imeout"
+                           r"|\b[Ww]ait timeout after \d+ ?ms|(?:RuntimeError|DistStoreError): Wait timeout\b"
+                           r"|[Tt]he (?:client|server) socket has timed out after \d+"), HANG, CRIT,
+      "the c10d store timed out (a rank never reached it)",
+      "a rank never joined the store: check every node's launcher log and MASTER_ADDR/PORT", ("timeout", "timed out")),
     R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
       "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
       H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),
@@ -260,6 +361,12 @@ RULES: tuple[TextRule, ...] = (
       "a rank never started: check every node's launcher log, MASTER_ADDR/PORT and firewalls", ("timed out",)),
     R("rdzv-error", _rx(r"RendezvousTimeoutError"), HANG, CRIT, "rendezvous timed out (RendezvousTimeoutError)",
       "a rank never started: check every node's launcher log and MASTER_ADDR/PORT", ("rendezvous",)),
+    R("dist-exception-timeout", _rx(r"^(?:[\w.]+\.)?(?:(?:RuntimeError|TimeoutError)\b:.{0,300}?(?:NCCL|[Gg]loo|store"
+                                    r"|[Rr]endezvous|barrier|collective|process group|c10d|ALLREDUCE|BROADCAST|ALLGATHER)"
+                                    r"|(?:DistBackendError|DistError|DistStoreError|DistNetworkError)\b:)"
+                                    r".{0,300}?(?:[Tt]imed? ?out|[Tt]imeout)"),
+      HANG, CRIT, "a distributed operation timed out (its exception says so)", H.HINT_NCCL_TIMEOUT,
+      ("timeout", "timed out")),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,
@@ -273,8 +380,15 @@ RULES: tuple[TextRule, ...] = (
       "the trainer counted NaN iterations", H.HINT_NAN, ("nan",)),
     R("nan-words", _rx(r"\b(?:nan|inf) loss (?:detected|encountered|at)\b|non-finite loss|loss is not finite"
                        r"|\bloss (?:is|became) (?:nan|inf)\b|loss returned in `training_step` is (?:nan|inf)"
-                       r"|detected (?:a )?(?:nan|inf) (?:in|loss)", re.I), NAN, CRIT, "loss is NaN/Inf", H.HINT_NAN,
-      ("nan", "inf loss", "is inf", "became inf", "finite", "inf in")),
+                       r"|detected (?:a )?(?:nan|inf) (?:in|loss)|(?:Error|Exception):.{0,40}\b(?:nan|inf) loss\b"
+                       r"|Moving average ignored a value of (?:nan|inf)|\bloss became infinite\b"
+                       r"|Tensor had (?:NaN|Inf) values|NaN or Inf found in input tensor|found NaN in local grad norm"
+                       r"|contain Inf/NaN\. Training has diverged|\bfound (?:NaN|Inf) in local\b", re.I), NAN, CRIT,
+      "loss is NaN/Inf", H.HINT_NAN,
+      ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf", "had inf")),
+    R("grad-scale-small", _rx(r"grad_scale is too small|Grad scale is small|Invalid loss, terminating training"), NAN, CRIT,
+      "loss is NaN/Inf (the trainer stopped on it: grad scale collapsed / invalid loss)", H.HINT_NAN,
+      ("grad_scale is too small", "grad scale is small", "terminating training")),
     # -- fatal errors ---------------------------------------------------------------------
     R("dataloader-death", _rx(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>[\d, ]+)\) (?:exited unexpectedly|is killed "
                               r"by signal: (?P<why>Bus error|Segmentation fault|Aborted))"), CRASH, CRIT,
@@ -306,17 +420,80 @@ RULES: tuple[TextRule, ...] = (
     R("fatal-python", _rx(r"Fatal Python error: (?P<what>\w[^:]*)"), CRASH, CRIT,
       lambda m, line: f"Fatal Python error: {m.group('what').strip()}",
       "a C extension crashed the interpreter: the lines after it show each thread's stack", ("fatal",)),
+    R("signal-handler", _rx(r"\*\*\* (?P<sig>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TERM|KILL)) \(@0x[0-9a-fA-F]+\) received by PID"
+                            r"|terminated by signal (?P<sig2>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP))\b"
+                            r"|Windows fatal exception: (?P<win>access violation|stack overflow)"), CRASH, CRIT,
+      lambda m, line: (f"process killed by {m.group('sig') or m.group('sig2')} (its signal handler's report)"
+                       if m.group("sig") or m.group("sig2") else f"Windows fatal exception: {m.group('win')}"),
+      H.HINT_SEGV, ("received by pid", "terminated by signal", "windows fatal exception")),
     R("segv-words", _rx(r"received (?:signal )?SIGSEGV|SIGSEGV received|Signal 11 \(SIGSEGV\)|caught SIGSEGV"
                         r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
       ("sigsegv", "exitcode")),
     R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
-                              r"|Floating point exception|Terminated|Hangup)(?P<core>\s*\(core dumped\))?\s*$"),
+                              r"|Floating point exception|Terminated|Hangup)"
+                              r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
                                                      "terminated", "hangup")),
+    R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
+                               r"|Illegal instruction|Floating point exception|Killed)"
+                               r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?"
+                               r"[`*_.]{0,3}\s*$"),
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+                                                     "killed")),
+    R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
+                              r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
+      lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
+      "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
+      ("death signal", "got signal")),
+    R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
+                      r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
+                      r"|A worker died or was killed while executing"),
+      CRASH, CRIT,
+      lambda m, line: f"Ray: {m.group('what') or 'ActorDiedError'} (a task or actor died)",
+      "the Ray task's or actor's own error (above, or in its worker log) says why it died",
+      ("actordied", "raytaskerror", "rayactorerror", "workercrashederror", "actorunavailableerror", "actor died",
+       "actor is already dead", "died or was killed")),
+    R("c10-error-frames", _rx(r"^frame #0: c10::Error::Error\("), CRASH, CRIT,
+      "a C++ exception (c10::Error) was raised: its frames are printed, its message is above them", H.HINT_CRASH,
+      ("c10::error",), secondary=True),
+    R("elastic-error-file", _rx(r"\"py_callstack\": \"Traceback \(most recent call last\)"), CRASH, CRIT,
+      "a worker raised: its traceback is in torchelastic's error file (the JSON's py_callstack)", H.HINT_LAUNCHER,
+      ("py_callstack",)),
+    R("paddle-fatal", _rx(r"FatalError: `(?P<what>[^`]+)` is detected by the operating system"), CRASH, CRIT,
+      lambda m, line: (f"Paddle FatalError: {m.group('what')} (the OS signal killed the process)"
+                       + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,
+      ("fatalerror",)),
+    R("zsh-death", _rx(r"(?:^|(?<=[\]|%}]))(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?(?P<pid>\d+) )(?P<what>segmentation fault|killed|abort|bus error"
+                       r"|illegal hardware instruction|floating point exception)(?: \(core dumped\))?\s+(?P<cmd>\S.*)$"),
+      CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating")),
+    R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
+      "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, ("check fail",)),
+    R("tf-op-error", _rx(r"Graph execution error:"), CRASH, CRIT,
+      "TensorFlow/JAX raised an error in a compiled function (its node and call stack are printed)", H.HINT_CRASH,
+      ("graph execution error",)),
+    R("launcher-killing", _rx(r"Killing subprocess (?P<pid>\d+)"), CRASH, CRIT,
+      "the launcher killed its other workers (subprocess {pid}): a worker had failed", H.HINT_LAUNCHER,
+      ("killing subprocess",), secondary=True),
+    R("loguru-caught", _rx(r"An error has been caught in function '(?P<fn>[^']+)'"), CRASH, CRIT,
+      "loguru caught an error in function '{fn}' (its traceback follows)", H.HINT_CRASH, ("error has been caught",)),
+    R("glibc-abort", _rx(r"double free or corruption|free\(\): invalid (?:pointer|size)"), CRASH, CRIT,
+      "glibc aborted the process (heap corruption: double free / invalid pointer)", H.HINT_ABORT,
+      ("double free", "free():")),
+    R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
+      "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("exit code",)),
+    R("slurm-exit", _rx(r"srun: error: \S+: tasks? [\d,-]+: (?P<what>Exited with exit code [1-9]\d*|Segmentation fault"
+                        r"|Killed|Aborted|Bus error|Terminated)"), CRASH, CRIT, "srun: a task ended: {what}",
+      H.HINT_LAUNCHER, ("srun: error",)),
     R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
     R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,
       "C++ exception terminated the process: {what}", H.HINT_ABORT, ("terminate called",), secondary=True),
+    R("terminate-other", _rx(r"terminate called (?:without an active exception|recursively)"), CRASH, CRIT,
+      "std::terminate ended the process (a C++ thread or exception misuse)", H.HINT_ABORT, ("terminate called",),
+      secondary=True),
+    R("cuda-lib-error", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_(?P<st>(?!SUCCESS\b|ALLOC_FAILED\b)"
+                            r"[A-Z_]+)\b"), CRASH, CRIT, "CUDA library error: {lib}_STATUS_{st}", H.HINT_CUDA_FATAL,
+      ("error",), secondary=True),
     R("child-failed", _rx(r"ChildFailedError"), CRASH, CRIT, "torchrun: a worker failed (ChildFailedError)",
       "the first failing rank's own error is above the ChildFailedError block", ("childfailed",), secondary=True),
     R("subprocess-status", _rx(r"returned non-zero exit status (?P<code>\d+)"), CRASH, CRIT,
@@ -331,6 +508,9 @@ RULES: tuple[TextRule, ...] = (
     R("flex-eager", _rx(r"flex_attention called without torch\.compile|materializes the full scores? matrix"),
       RECOMPILE, WARN, "flex_attention runs unfused (eager): it materializes the full score matrix", H.HINT_FLEX,
       ("flex_attention", "score matrix", "scores matrix")),
+    R("dynamo-cache-limited", _rx(r"Set torch\._dynamo\.config\.cache_size_limit to (?P<n>\d+) to avoid being cache limited"),
+      RECOMPILE, WARN, "torch.compile recompiled a function up to its cache size limit ({n}): that code may run eager",
+      H.HINT_RECOMPILE, ("cache limited",)),
     R("recompiling", _rx(r"Recompiling function (\S+) in (\S+)"), RECOMPILE, INFO, _recompiling, H.HINT_RECOMPILE,
       ("recompil",)),
 )
@@ -358,6 +538,8 @@ def classify(line: str, low: str | None = None) -> Hit | None:
         kind, severity, hint = rule.kind, rule.severity, rule.hint
         if callable(rule.summary):
             out = rule.summary(m, line)
+            if out is None:
+                continue  # the wording matched, its numbers say no failure
             if isinstance(out, tuple):
                 kind, severity, summary, hint = out
             else:

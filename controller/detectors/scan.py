@@ -40,7 +40,14 @@ from controller.detectors.metrics import finite_norm, maybe_non_finite, non_fini
 from controller.detectors.nccl_reports import read_report
 from controller.detectors.repair import Line, repaired
 from controller.detectors.rules import Hit, classify, recoverable, triggered
-from controller.detectors.tracebacks import Traceback, failing_expression, frame_location, read_tracebacks, user_frame
+from controller.detectors.tracebacks import (
+    TB_START,
+    Traceback,
+    failing_expression,
+    frame_location,
+    read_tracebacks,
+    user_frame,
+)
 from controller.detectors.usage_errors import usage_errors
 from controller.logparse import LineParser
 from controller.records import Finding
@@ -64,6 +71,30 @@ STARTUP_NONFINITE_NORM_RECORDS = 20
 torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
 NaN/Inf and it is still healthy; past this many it is not a search."""
 
+_EXC_IN_LINE = re.compile(r"(?:^|[\s:])(?:[a-z_]\w*\.)*([A-Za-z]\w*(?:Error|Exception)):\s+(\S.*)$")
+"""`FloatingPointError: Loss became infinite or NaN at iteration=166!` -- an exception named in
+the line a NaN/hang rule read (also behind another word: `Runtime Error: floatingPointError: ...`)."""
+ZERO_LOSS_NAN_NORM_RECORDS = 2
+"""Records whose loss reads exactly 0 while the gradient norm is NaN/Inf: the fp16 scaler's
+start-up search overflows the gradients of a finite loss; a loss of 0.0 beside a NaN norm
+is masked-out or broken data, at any point of a run -- so the start-up allowance ends."""
+FINAL_NONFINITE_NORM_RECORDS = 2
+"""Records in a row that read NaN/Inf where the text ends (the last thing the run printed;
+one is enough beside a loss of exactly 0): no finite norm came after them, so a reader
+sees a run still not training -- judged only on final text (final_findings). The fp16
+start-up search is told from it by what follows: finite norms, which end the run of NaN
+ones (a healthy log shows its recovery)."""
+CUT_OFF_TRAILING_LINES = 1
+"""Lines of other text a traceback cut off at the end may have after its last frame."""
+OOM_EXCEPTIONS = ("OutOfMemoryError", "ResourceExhaustedError", "MemoryError")
+"""Exception names that mean memory ran out (torch.cuda / torch / ray, TF and Paddle, Python)."""
+TABLE_LOOKBACK_LINES = 40
+_TABLE_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
+_HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: [A-Za-z][\w@./()%-]*)*$")
+_YOLO_LOSS_COLUMNS = frozenset(("box", "obj", "cls", "total", "dfl", "seg", "kobj", "pose", "mask", "rpn"))
+"""Loss columns of YOLO's epoch tables (header `Epoch gpu_mem box obj cls total ...`),
+whose names do not say loss: read as losses only under a header that starts with Epoch."""
+
 _HANDLED = re.compile(
     r"\b(?:retry(?:ing)?|will retry|retried|re-?trying|attempt(?:ing)? to recover|recover(?:ed|ing)|"
     r"continuing|skipping (?:this )?(?:batch|sample|step|example)|ignor(?:ed|ing) (?:this|the) (?:error|exception)|"
@@ -72,6 +103,14 @@ _RECOMPILE_FUNC = re.compile(r"function: '([^']+)' \(([^)]+)\)")
 _LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "ProcessRaisedException", "ProcessExitedException")
 """A launcher's own exception only says a child failed: secondary to the child's error."""
 _COMPILE_WORDS = ("flex_attention", "torch._dynamo", "recompile", "torch.compile", "inductor")
+
+
+@dataclass(frozen=True)
+class _CutOff:
+    line: int                  # log line of the traceback's first line
+    name: str                  # the exception an IPython header named, else ""
+    where: str                 # ' at file.py:12 in f' of its last frame
+    evidence: tuple[str, ...]
 
 
 @dataclass
@@ -93,6 +132,13 @@ class ScanState:
     library's echo of it -- is that finding, in this batch or a later one."""
     consumed: set[int] = field(default_factory=set)  # log lines a structure reader used (no rule reads them)
     last_collective: str = ""  # the last NCCL collective the watchdog reported timed out
+    open_at_end: _CutOff | None = None
+    """A traceback still being printed where the text read so far ends (no exception line
+    yet): a crash only once the text is known to be final (final_findings)."""
+    final_reported: bool = False
+    last_line: str = ""        # the last non-blank line read (repaired), and its number
+    last_line_no: int = 0
+    last_line_explained: bool = False  # a reader made a finding of it
 
 
 @dataclass
@@ -127,6 +173,7 @@ class _Batch:
         self.found: dict[tuple[str, str], Finding] = {}
         self.secondary: list[Finding] = []
         self.hit_at: dict[int, tuple[str, str]] = {}
+        self.secondary_at: set[int] = set()
         # a rule finding made at line index i: its rule summary and detail, and the evidence
         # its readers added before/after the line (kept when a traceback gives it frames)
         self.made: dict[tuple[str, str], _Made] = {}
@@ -142,6 +189,7 @@ class _Batch:
     def add(self, f: Finding, i: int, secondary: bool = False) -> None:
         if secondary:
             self.secondary.append(f)
+            self.secondary_at.add(i)
             return
         if f.key not in self.found and len(self.found) < MAX_FINDINGS_PER_SCAN:
             self.found[f.key] = f
@@ -236,10 +284,14 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
     restarted = _recovered_restarts(b, texts, candidates)
     _line_rules(b, st, candidates, restarted)
+    if lines:
+        st.open_at_end = None  # (an empty batch says nothing new about where the text ends)
     if structure - {"usage:"}:
-        _traceback_findings(b, restarted)
+        _traceback_findings(b, restarted, record_open=bool(lines) and not context_after)
     if "usage:" in structure:
         _usage_findings(b)
+    if lines:
+        _note_last_line(b, st)
     _loss_scale_finding(b, st)
     found = b.found
     if any(f.kind in ("oom", "crash", "hang") and f.severity == "critical" for f in found.values()):
@@ -258,20 +310,24 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
 
 
 LINE_WORDS = (
-    "out of memory", "kill", "nan", "inf", "scal", "overflow", "skipped", "exit", "segmentation", "sigsegv",
-    "aborted", "fatal", "timed out", "watchdog", "nccl", "cuda error", "cudaerror", "alloc_failed",
-    "resource_exhausted", "kv cache", "cache blocks", "warming up", "dataloader", "encountered in worker",
-    "illegal", "assert", "xid", "ecc error", "bus error", "off the bus", "floating", "heartbeat", "rendezvous",
-    "recompil", "hit config", "flex_attention", "matrix", "childfailed", "died with", "return code",
-    "terminate", "hangup", "defaultcpuallocator", "finite", "process down",
+    "memory", "kill", "nan", "inf", "scal", "overflow", "skipped", "exit", "segmentation", "sigsegv",
+    "abort", "fatal", "timed out", "timeout", "timing out", "watchdog", "nccl", "error", "alloc_failed",
+    "exhausted", "cache", "warming up", "dataloader", "encountered in worker", "illegal", "assert", "xid",
+    "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
+    "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
+    "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
+    "from device", "remainder", "dump debug",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
 after one pass -- fewer, shorter words than the rules' own triggers, because this test
-runs on every line (tests/test_detectors_readers.py checks the covering)."""
+runs on every line (tests/test_detectors_readers.py checks the covering). Its cost is one
+substring search per word per chunk, whatever the word's length (measured: ~1 ms per word
+per 8,192 healthy lines), so words are few and shared: "memory" stands for every "... out
+of memory", "error" for every "... error" wording, "allocat" for the allocators'."""
 
 
-STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", "usage:")
+STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:")
 """Words that wake the traceback and usage readers (they read whole batches)."""
 
 
@@ -377,7 +433,7 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
-        non_finite = maybe_non_finite(low) and _metric_record(b, st, i, line)
+        non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
         if not non_finite and "norm" in low and (st.nonfinite_norms or not st.finite_norm_seen) and finite_norm(line):
             st.finite_norm_seen = True
             st.nonfinite_norms = st.zero_loss_norms = 0
@@ -400,6 +456,12 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             continue
         if hit.rule == "nccl-watchdog":
             st.last_collective = _collective(line)
+        if hit.kind in ("nan", "hang") and hit.severity == "critical":
+            em = _EXC_IN_LINE.search(line)
+            if em is not None:
+                # the wording is an exception's message: that exception ended the program
+                crash = Hit("crash", "critical", _ended(em.group(1), em.group(2)), H.HINT_CRASH)
+                b.found.setdefault((crash.kind, crash.summary), b.make(crash, i, [ln.raw]))
         base = (hit.kind, hit.summary)
         made = _rule_detail(b, st, i, line_no, hit, base)  # also when seen: its readers use up their lines
         seen = st.rule_keys.get(base)
@@ -444,6 +506,16 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
     """Judge a line's NaN/Inf metric values; True when it held one."""
     values = non_finite_values(line)
     if not values:
+        pairs = _NAN_PAIR.findall(line)
+        if len(pairs) >= NAN_PAIRS_IN_RECORD and _ITERATION.search(line):
+            b.add(b.make(Hit("nan", "critical", f"every value of a training record reads NaN/Inf ({', '.join(pairs[:4])} "
+                             "...)", H.HINT_NAN), i, [b.rep[i].raw]), i)
+            return True
+        m = _SPLIT_LOSS.search(line) if "loss" in line.lower() else None
+        if m is not None:
+            b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({m.group('part')} loss = {m.group('v').lower()})",
+                             H.HINT_NAN), i, [b.rep[i].raw]), i)
+            return True
         return False
     loss = next((v for v in values if v.is_loss), None)
     if loss is not None:
@@ -456,7 +528,8 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
                                               and zero_loss(b.rep[i - 1].text[-MATCH_CHARS:]))
     if len(st.norm_evidence) < EVIDENCE_LINES:
         st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
-    need = NONFINITE_NORM_RECORDS if st.finite_norm_seen else STARTUP_NONFINITE_NORM_RECORDS
+    need = (NONFINITE_NORM_RECORDS if st.finite_norm_seen or st.zero_loss_norms >= ZERO_LOSS_NAN_NORM_RECORDS
+            else STARTUP_NONFINITE_NORM_RECORDS)
     if st.nonfinite_norms >= need and not st.norm_reported:
         st.norm_reported = True
         v = values[0]
@@ -468,6 +541,138 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
         f = b.make(Hit("nan", "critical", what, H.HINT_NAN), i, [e for _, e in st.norm_evidence])
         b.add(replace(f, line=st.norm_evidence[0][0]), i)
     return True
+
+
+_NAN_PAIR = re.compile(r"(?<![\w.])([A-Za-z][\w/]{0,24}):\s*[-+]?(?:nan|inf)\b", re.I)
+_ITERATION = re.compile(r"\b(?:iters?|iteration|step|epoch)\b", re.I)
+NAN_PAIRS_IN_RECORD = 4
+"""A training record (`(epoch: 1, iters: 500, ...) D_A: nan G_A: nan cycle_A: nan idt_A: nan`)
+whose losses carry their own names (a GAN's D_A/G_A): four or more `name: nan` pairs on
+a line that counts iterations. An evaluation's `precision: nan recall: nan` is fewer, or
+names no iteration."""
+_SPLIT_LOSS = re.compile(r"(?:^|[\s|,(\[])(?P<part>train|training|dev|val|valid|validation|eval|test)\s*[:=]\s*"
+                         r"(?P<v>[-+]?(?:nan|inf))(?![a-z])", re.I)
+"""A loss line that names its parts: `Loss(time/mini-batch) - Epoch 1: train = nan(1581s) | dev = nan`
+(only on a line that says loss)."""
+
+
+def _table_record(b: _Batch, i: int, line: str) -> bool:
+    """A row of a fixed-width table (a header line of column names above, then rows of
+    values: YOLO's epoch table, a notebook's `Step  Training Loss  Validation Loss`) whose
+    loss column reads NaN/Inf. True when it held one."""
+    if _TENSOR_NAN.match(line) and any(_TENSOR_FINITE.match(b.rep[j].text)
+                                       for j in range(max(0, i - TABLE_LOOKBACK_LINES), i)):
+        # a loop that prints its loss tensor: finite, then NaN
+        hit = Hit("nan", "critical", f"a printed loss tensor turned NaN/Inf ({line.strip()[:40]})", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
+    row = line.replace("|", " ").split()
+    if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
+        return False
+    if len(row) == 2 and row[0].isdigit() and i > 0:
+        # a bare `step value` series (a script's own print): NaN after finite values of its kind
+        prev = b.rep[i - 1].text.split()
+        if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]):
+            hit = Hit("nan", "critical", f"a printed step/value series turned NaN/Inf (step {row[0]}: {row[1]})",
+                      H.HINT_NAN)
+            b.add(b.make(hit, i, [b.rep[i - 1].raw, b.rep[i].raw]), i)
+            return True
+    for j in range(i - 1, max(-1, i - 1 - TABLE_LOOKBACK_LINES), -1):
+        head = b.rep[j].text.strip().strip("|")
+        if not head or head[0].isdigit():
+            continue
+        cols = [c for c in _TABLE_SPLIT.split(head) if c]
+        if len(cols) < 3 and " " in head.strip():
+            cols = head.split()
+        if len(cols) < 3 or not all(_HEADER_CELL.match(c) for c in cols):
+            continue
+        if len(row) < len(cols):
+            return False  # a header, but this line is no row of it
+        yolo = cols[0].lower() == "epoch"
+        for name, value in zip(cols, row):
+            low = name.lower()
+            v = value.lower().strip(":,")
+            if v not in ("nan", "inf", "-inf", "+inf") or _IGNORED_COLUMN.match(low):
+                continue
+            if "loss" in low or (yolo and low in _YOLO_LOSS_COLUMNS):
+                hit = Hit("nan", "critical", f"loss is NaN/Inf ({name} = {v}, a table's column)", H.HINT_NAN)
+                b.add(b.make(hit, i, [b.rep[j].raw, b.rep[i].raw]), i)
+                return True
+        return False
+    if _YOLO_ROW.match(line):
+        # a YOLO epoch row without its header in view: the values after the GPU memory are losses
+        hit = Hit("nan", "critical", "loss is NaN/Inf (a YOLO epoch row's loss column)", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
+    return False
+
+
+_YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
+"""`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
+YOLO from v3 to v11 prints them so)."""
+_TENSOR_NAN = re.compile(r"^\s*tensor\(\[?[-+]?(?:nan|inf)\b")
+_TENSOR_FINITE = re.compile(r"^\s*tensor\(\[?[-+]?\d")
+_FINITE = re.compile(r"^[-+]?\d+\.\d+(?:[eE][-+]?\d+)?$")
+_IGNORED_COLUMN = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]")
+
+
+_LAST_EXCEPTION = re.compile(r"^(?:(?:[a-z_]\w*\.)*(?P<name>[A-Z]?\w*(?:Error|Exception))(?:\([\w.]+\))?(?::\s+\S|$)"
+                             r"|(?:[a-z_]\w*\.)+[A-Z]\w*:\s+\S)")
+"""An exception line (`RuntimeError: ...`, `FloatingPointError: ...`) that is the last line of
+final text: the program ended on it, traceback or not (a paste of the last line)."""
+
+
+def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None,
+                   found: Sequence[Finding] = ()) -> list[Finding]:
+    """What only text known to be final shows (check-log at end of file; the watch once the
+    process ended and its log was read to the end): a traceback cut off in its frames, a
+    run of NaN/Inf gradient norms that is the last thing the run printed, and -- given the
+    log's findings `found` -- that a run whose only end is a SIGKILL (no memory reason
+    printed: host OOM is the likely cause, not a fact) died: a crash beside that OOM
+    finding. A live read cannot judge these -- the traceback may be being written right
+    now, the next record may be finite -- so scan_lines never does. Reported once per state."""
+    if st.final_reported:
+        return []
+    st.final_reported = True
+    out: list[Finding] = []
+    t = _now(now_s)
+    killed = [f for f in found if f.kind == "oom" and "SIGKILL" in f.summary]
+    if killed and not any(f.kind == "crash" and f.severity == "critical" for f in found):
+        k = killed[0]
+        out.append(Finding(kind="crash", severity="critical", summary="the run died by SIGKILL (" + k.summary + ")",
+                           evidence=k.evidence, hint=k.hint, first_seen_s=t, line=k.line, run_id=run_id))
+    last = st.last_line
+    em = _LAST_EXCEPTION.match(last) or (len(last) >= 4 and TB_START.startswith(last.rstrip(":")))
+    if em and st.open_at_end is None and not st.last_line_explained:
+        memory = isinstance(em, re.Match) and (em.group("name") or "").endswith(OOM_EXCEPTIONS)
+        out.append(Finding(kind="oom" if memory else "crash", severity="critical",
+                           summary=f"{last[:160]} (the last line of the log)", evidence=(last,),
+                           hint=H.HINT_HOST_OOM if memory else H.HINT_CRASH, first_seen_s=t, line=st.last_line_no,
+                           run_id=run_id))
+    ka = st.kernel_asserts.current
+    if ka is not None and not any(f.kind == "crash" for f in found) and not any(f.kind == "crash" for f in out):
+        # a kernel's assertion printed and the text ends before the device-side assert it raises
+        out.append(Finding(kind="crash", severity="critical", summary=f"CUDA kernel assertion failed: {ka.detail()}",
+                           evidence=bounded(ka.evidence()), hint=H.HINT_CUDA_FATAL, first_seen_s=t,
+                           line=ka.first_line_no, run_id=run_id))
+    cut = st.open_at_end
+    if cut is not None:
+        kind = "oom" if cut.name and cut.name.rsplit(".", 1)[-1] in OOM_EXCEPTIONS else "crash"
+        what = f"{cut.name}: " if cut.name else ""
+        hint = H.HINT_CUDA_OOM if kind == "oom" else H.HINT_CRASH
+        out.append(Finding(kind=kind, severity="critical",
+                           summary=f"{what}traceback cut off, last frame{cut.where or ' unknown'} (the output "
+                                   "stopped inside the traceback: the process was dying)",
+                           evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,
+                           run_id=run_id))
+    if (not st.norm_reported and st.norm_evidence and (st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
+                                                       or (st.zero_loss_norms and st.nonfinite_norms))):
+        st.norm_reported = True
+        out.append(Finding(kind="nan", severity="critical",
+                           summary=f"gradient norm is NaN/Inf in the last {st.nonfinite_norms} records (where the "
+                                   "log ends)", evidence=bounded([e for _, e in st.norm_evidence]), hint=H.HINT_NAN,
+                           first_seen_s=t, line=st.norm_evidence[0][0], run_id=run_id))
+    return out
 
 
 def _recompile_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:
@@ -503,26 +708,47 @@ def _child_failed_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tu
     return hit, evidence
 
 
-def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
+def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = False) -> None:
     rep = b.rep
-    for tb in read_tracebacks(rep):
+    opened: list[Traceback] = []
+    done = read_tracebacks(rep, opened)
+    if record_open:
+        _record_cut_off(b, opened)
+    for tb in done:
         i = tb.exc
         if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
-        if i in b.hit_at:
-            # The exception line itself is an OOM/crash/... rule's line: give that finding the
+        if i in b.hit_at and _explains(b, i):
+            # The exception line itself is an OOM/crash rule's line: give that finding the
             # frames; a crash's summary also names the exception and where it was raised.
+            # (A hang's or NaN's wording in an exception -- `RuntimeError: Wait timeout`,
+            # `ValueError: nan loss` -- says why; the exception ending the program is a crash.)
             key = b.hit_at[i]
             f = b.found.get(key)
             made = b.made.get(key)
             if f is None:
                 continue
             if made is not None and made.i == i:
-                summary = _compose(_named(made.base[1], rep, tb), made.detail) if f.kind == "crash" else f.summary
+                if f.kind == "crash":
+                    summary = _compose(_named(made.base[1], rep, tb), made.detail)
+                elif f.kind == "oom" and tb.short_name not in f.summary and tb.name.endswith(("Error", "Exception")):
+                    summary = f"{f.summary} ({tb.name})"  # the exception, as the user will search for it
+                else:
+                    summary = f.summary
                 b.replace_finding(key, replace(f, summary=summary,
                                                evidence=bounded(made.before + _tb_evidence(rep, tb) + made.after)))
             elif len(f.evidence) == 1:
                 b.found[key] = replace(f, evidence=bounded(_tb_evidence(rep, tb)))
+            continue
+        if tb.inner and tb.inner.rsplit(".", 1)[-1] in OOM_EXCEPTIONS[:2]:
+            hit = Hit("oom", "critical", f"{tb.short_name}({tb.inner}){_loc(rep, tb)}: {tb.message[:120]}",
+                      H.HINT_ACCEL_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
+            continue
+        if tb.short_name == "OutOfMemoryError" or tb.short_name == "ResourceExhaustedError":
+            hit = Hit("oom", "critical", f"{tb.short_name}{_loc(rep, tb)}: {tb.message[:120] or 'out of memory'}",
+                      H.HINT_CUDA_OOM if tb.short_name == "OutOfMemoryError" else H.HINT_ACCEL_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
             continue
         if tb.short_name == "MemoryError":
             hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
@@ -534,7 +760,12 @@ def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
         if len(text) > 160:
             text = text[:157] + "..."
         loc = _loc(rep, tb)
-        if tb.short_name == "KeyboardInterrupt":
+        if i in b.hit_at:
+            # a hang's or NaN's wording ended the program: the crash names the exception only
+            # (its frames vary with how much of the traceback a batch saw; the rule's finding
+            # already holds them)
+            hit = Hit("crash", "critical", _ended(tb.short_name, tb.message), H.HINT_CRASH)
+        elif tb.short_name == "KeyboardInterrupt":
             hit = Hit("crash", "warning", f"stopped by KeyboardInterrupt{loc}", "someone pressed Ctrl-C or sent SIGINT")
         elif tb.thread:
             hit = Hit("crash", "warning", f"thread {tb.thread} died: {text}{loc}",
@@ -544,6 +775,67 @@ def _traceback_findings(b: _Batch, restarted: list[int]) -> None:
         else:
             hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+def _is_fence(text: str) -> bool:
+    """A markdown fence (```, ```text) a paste was wrapped in: no line of the log."""
+    t = text.strip().lstrip(">").strip()
+    return t.startswith("```") or t.startswith("~~~")
+
+
+def _note_last_line(b: _Batch, st: ScanState) -> None:
+    """The batch's last line of text (not blank once repaired, no markdown fence)."""
+    for j in range(len(b.rep) - 1, -1, -1):
+        ln = b.rep[j]
+        if ln.src >= b.end:
+            continue
+        if ln.src < b.base:
+            return
+        text = ln.text.strip()
+        if text and not _is_fence(text):
+            st.last_line, st.last_line_no = text, b.line_no0 + ln.src
+            st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at
+            return
+
+
+def _explains(b: _Batch, i: int) -> bool:
+    """Line i's rule finding says the program died (an OOM or a crash), not only why."""
+    f = b.found.get(b.hit_at[i])
+    return f is None or f.kind in ("oom", "crash")
+
+
+def _record_cut_off(b: _Batch, opened: list[Traceback]) -> None:
+    """Remember a traceback whose frames run to the end of the text read (its last frame
+    or code line among the batch's own lines, at most CUT_OFF_TRAILING_LINES non-blank
+    lines after it)."""
+    rep, st = b.rep, b.st
+    for tb in opened:
+        if not tb.frames or not b.reported(tb.last):
+            continue
+        trailing = 0
+        for j in range(len(rep) - 1, tb.last, -1):  # non-blank lines after its last frame/code line
+            if rep[j].text.strip() and not _is_fence(rep[j].text):
+                trailing += 1
+                if trailing > CUT_OFF_TRAILING_LINES:
+                    break
+        if trailing > CUT_OFF_TRAILING_LINES:
+            continue
+        where = frame_location(rep[tb.frames[-1]].text) or f" {rep[tb.frames[-1]].text.strip()[:100]}"
+        ev = [rep[tb.start].raw] + ([rep[tb.frames[-1]].raw] if tb.frames[-1] != tb.start else [])
+        if tb.last != tb.frames[-1]:
+            ev.append(rep[tb.last].raw)
+        name = tb.ipython_name or (tb.seen_exception.split(":", 1)[0] if tb.seen_exception else "")
+        if tb.seen_exception:
+            where += f"; an exception line among its frames: {tb.seen_exception[:120]}"
+        st.open_at_end = _CutOff(b.line_no0 + rep[tb.start].src, name, where, tuple(ev))
+
+
+def _ended(name: str, message: str) -> str:
+    """The crash of an exception whose message a NaN/hang rule read: one spelling whether
+    the exception line came with its traceback or alone (the same finding either way)."""
+    message = message.strip()
+    return f"{name}: {message[:150]} (the exception ended the program)" if message else \
+        f"{name} (the exception ended the program)"
 
 
 def _named(summary: str, rep: Sequence[Line], tb: Traceback) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from controller.detectors.scan import ScanState, scan_lines
+from controller.detectors.scan import ScanState, final_findings, scan_lines
 from controller.logparse import LineParser, merge_wandb
 from controller.records import Finding, ProgressSample, WandbInfo
 from controller.throughput_columns import ThroughputColumns
@@ -98,8 +98,15 @@ class TextScanner:
         return n
 
     def finish(self) -> list[Finding]:
-        """Scan what is left; then the secondary findings, if nothing primary was seen."""
+        """Scan what is left -- the text is now final: a traceback cut off at its end is a
+        crash (scan.final_findings) -- then the secondary findings, if nothing primary was seen."""
         new = self._scan(self._pending, [])
+        for f in final_findings(self._state, self.now_s, self.run_id, list(self.findings.values())):
+            if f.key not in self.findings:
+                self.findings[f.key] = f
+                new.append(f)
+                if f.kind in ("oom", "crash"):
+                    self._state.primary_seen = True
         if not self._state.primary_seen:
             for f in self._deferred:
                 if f.key not in self.findings:

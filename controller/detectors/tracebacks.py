@@ -12,7 +12,16 @@ Shapes it reads (lines already repaired, see repair.py):
   few lines of the last frame, or it is not a traceback at all.
 - IPython/Colab: `RuntimeError      Traceback (most recent call last)` on one line,
   `File /p.py:6` / `Cell In[3], line 5` frames, `----> 6 code` markers, `12 frames`.
+- Old IPython (< 8): `/p/x.py in fit(self, x)` / `<ipython-input-3-...> in <module>()` frames
+  with `--> 593` markers; they open a headerless traceback too (a notebook paste often
+  starts in the middle).
+- Ray's wrapped exceptions: `ray.exceptions.RayTaskError(OutOfMemoryError): ...`.
 - A header glued onto a progress bar (`38%|███▊ | 9/24 [...]Traceback (most recent ...`).
+
+A traceback still open when the text ends -- frames, and no exception line after them --
+is returned apart (`open_at_end`): a reader of a finished log (check-log) sees a crash
+being printed when the output stopped; a live reader cannot tell it from one being written
+right now, so only a caller that knows the text is final judges it (scan.py).
 """
 
 from __future__ import annotations
@@ -32,12 +41,28 @@ traceback nor the call stack is a crash (torchrun's agent prints one when the SI
 `dfctl stop` lands inside a log call)."""
 CALL_STACK = "Call stack:"
 TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
 _IPY_HEADER = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
-_IPY_FRAME = re.compile(r"^(?:File (?P<file>\S.*?):(?P<line>\d+)(?:, in (?P<func>\S+))?|Cell In\[\d+\], line "
-                        r"(?P<cline>\d+))\s*$")
-_IPY_CODE = re.compile(r"^\s*(?:-*>\s*)?\d+\s")
-_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_IPY_FRAME = re.compile(r"^(?:File \[?(?P<file>\S.*?):(?P<line>\d+)\]?(?:\([^)]*\))?(?:, in (?P<func>\S+))?"
+                        r"|Cell In\[\d+\], \[?line (?P<cline>\d+)\]?(?:\([^)]*\))?)\s*$")
+"""(VS Code's notebook output links them: `Cell In[4], [line 1](vscode-notebook-cell:...)`.)"""
+_OLD_IPY_FRAME = re.compile(r"^(?P<file>(?:[A-Za-z]:)?[/\\~.]?\S*?\.py|<ipython-input-[^>]+>|<string>) in "
+                            r"(?P<func><?[\w.]+>?)\(.*$")
+_RICH_FRAME = re.compile(r"^(?P<file>[^\s:│][^\s:]*?\.py):(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
+"""rich's traceback (Lightning, typer, accelerate's pretty errors): boxed in `│ ... │`, frames
+`/p/x.py:267 in apply` (the box may wrap a long path: the frame is the piece with `:N in`)."""
+_CPP_FRAME = re.compile(r"^\d+\s{2,}\S+::\S")
+"""Paddle's `C++ Traceback (most recent call last):` frames: `8   paddle::framework::Run(...)`."""
+_INDENTED_EXC = re.compile(r"^\s+(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
+"""Two threads' tracebacks printed into each other leave one's exception line indented."""
+_PARTIAL_FRAME = re.compile(r'^\s*File "')
+"""A frame line the paste or the output cut (`  File "train.py", l`): the traceback's last line."""
+_RICH_TAIL = re.compile(r"^:(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
+"""... or cut just before `:539 in fit`, the path on the line above."""
+_RICH_BOX = "│╭╰"
+_IPY_CODE = re.compile(r"^\s*(?:-*>\s*|❱\s*)?(?:\d+|\[\d+\]\([^)]*\))(?:\s|$)")
+_EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*?(?:Error|Exception)(?=\()|[A-Za-z_][\w.]*)"
+                       r"(?:\((?P<inner>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))\))?(?::\s?(?P<msg>.*))?$")
 _THREAD = re.compile(r"^Exception in thread (?P<name>.+?):?\s*$")
 _COLAB_FRAMES = re.compile(r"^\s*\d+ frames?\s*$|^\s*\[\.\.\. skipping")
 MAX_GAP_HEADED = 20
@@ -51,7 +76,7 @@ class Traceback:
     start: int                          # index (into the repaired lines) of the header or first frame
     frames: list[int] = field(default_factory=list)
     headed: bool = False
-    ipython_name: str | None = None
+    ipython_name: str | None = None     # the header's exception name ("" for old IPython frames)
     thread: str | None = None
     ignored: bool = False               # "Exception ignored in": Python printed it and went on
     exc: int | None = None              # index of the exception line
@@ -59,6 +84,9 @@ class Traceback:
     message: str = ""
     superseded: bool = False            # a chained exception follows: that one is reported
     gap: int = 0
+    inner: str = ""                     # Ray's RayTaskError(OutOfMemoryError): the wrapped exception
+    last: int = 0                       # index of its last frame or code line
+    seen_exception: str = ""            # an indented exception line among its lines (interleaved threads)
 
     @property
     def short_name(self) -> str:
@@ -69,8 +97,9 @@ def _is_code(text: str) -> bool:
     return not text.strip() or text.startswith((" ", "\t")) or text.lstrip().startswith(("^", "~", "|", "+"))
 
 
-def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
-    """Every completed traceback in `lines`, in order of its exception line."""
+def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None = None) -> list[Traceback]:
+    """Every completed traceback in `lines`, in order of its exception line; with
+    `open_at_end`, the tracebacks still open at the last line are appended to it."""
     done: list[Traceback] = []
     open_tb: dict[str, Traceback] = {}
     pending_thread: dict[str, str] = {}
@@ -80,9 +109,12 @@ def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
         text = ln.text
         key = ln.key
         tb = open_tb.get(key)
-        if tb is None and "Traceback" not in text and "File" not in text and "Exception" not in text \
+        rich = text[:1] in _RICH_BOX
+        if rich:
+            text = text.strip(" │")
+        if tb is None and not rich and "Traceback" not in text and "File" not in text and "Exception" not in text \
                 and "Cell In" not in text and not text.startswith(TB_CHAIN) and "Logging error" not in text \
-                and CALL_STACK not in text:
+                and CALL_STACK not in text and ".py in " not in text and "> in " not in text:
             continue
         if text.strip() == LOGGING_ERROR:
             pending_ignored[key] = True
@@ -105,6 +137,10 @@ def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
             continue
         if TB_START in text:
             ipy = _IPY_HEADER.match(text)
+            if rich:  # its code lines are numbered, as IPython's are
+                open_tb[key] = Traceback(start=i, headed=True, ipython_name="",
+                                         thread=pending_thread.pop(key, None))
+                continue
             keep = tb if tb is not None and not tb.frames else None
             open_tb[key] = Traceback(start=keep.start if keep is not None else i, headed=True,
                                      ipython_name=ipy.group("name") if ipy else None,
@@ -112,21 +148,43 @@ def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
                                      ignored=pending_ignored.pop(key, False))
             continue
         fm = _FRAME.match(text)
+        old_ipy = False
         if fm is None and (tb is not None and tb.ipython_name):
             fm = _IPY_FRAME.match(text)
+        if fm is None and rich:
+            fm = _RICH_FRAME.match(text) or _RICH_TAIL.match(text)
+            old_ipy = fm is not None
+        if fm is None and tb is not None and tb.headed and _CPP_FRAME.match(text):
+            fm = _CPP_FRAME.match(text)
+        if fm is None and (".py in " in text or "> in " in text):
+            fm = _OLD_IPY_FRAME.match(text)
+            old_ipy = fm is not None
         if fm is not None:
             if tb is None:
                 tb = open_tb[key] = Traceback(start=i, thread=pending_thread.pop(key, None))
+            if old_ipy and not tb.ipython_name:
+                tb.ipython_name = ""  # its code lines are numbered (`--> 593 ...`), as IPython's are
             tb.frames.append(i)
             tb.gap = 0
+            tb.last = i
             continue
         if tb is None:
             continue
-        if _is_code(text) or _COLAB_FRAMES.match(text) or (tb.ipython_name and _IPY_CODE.match(text)):
+        if _PARTIAL_FRAME.match(text):
+            tb.frames.append(i)
+            tb.gap = 0
+            tb.last = i
             continue
-        em = _EXC_LINE.match(text.strip())
+        if _is_code(text) or _COLAB_FRAMES.match(text) or (tb.ipython_name is not None and _IPY_CODE.match(text)):
+            if text.strip():
+                tb.last = i
+                if not rich and _INDENTED_EXC.match(text):
+                    tb.seen_exception = text.strip()
+            continue
+        em = None if rich else _EXC_LINE.match(text.strip())  # (inside rich's box: a wrapped frame's piece)
         if em and (tb.frames or tb.ipython_name):
             tb.exc, tb.name, tb.message = i, em.group("name"), (em.group("msg") or "").strip()
+            tb.inner = em.group("inner") or ""
             del open_tb[key]
             done.append(tb)
             last_done[key] = tb
@@ -134,6 +192,8 @@ def read_tracebacks(lines: Sequence[Line]) -> list[Traceback]:
         tb.gap += 1
         if tb.gap > (MAX_GAP_HEADED if tb.headed else MAX_GAP_HEADERLESS):
             del open_tb[key]
+    if open_at_end is not None:
+        open_at_end.extend(tb for tb in open_tb.values() if not tb.ignored)
     return done
 
 
@@ -152,9 +212,13 @@ def frame_location(text: str) -> str:
     """' at file.py:12 in func' for a frame line, or ''."""
     import os
 
-    m = _FRAME.match(text) or _IPY_FRAME.match(text)
+    m = _FRAME.match(text) or _IPY_FRAME.match(text) or _RICH_FRAME.match(text.strip(" │"))
     if not m:
-        return ""
+        old = _OLD_IPY_FRAME.match(text)
+        if old:
+            return f" at {os.path.basename(old.group('file'))} in {old.group('func')}"
+        tail = _RICH_TAIL.match(text.strip(" │"))
+        return f" at line {tail.group('line')}" + (f" in {tail.group('func')}" if tail.group("func") else "") if tail else ""
     if m.group("file"):
         func = m.groupdict().get("func")
         return f" at {os.path.basename(m.group('file'))}:{m.group('line')}" + (f" in {func}" if func else "")

@@ -276,12 +276,17 @@ class RunFollower:
             return []                   # delivered once
         self.log_end_read = self.log.read_offset
         lines, first = self.log.partial_lines()
-        if not lines:
-            return []
-        if not obs.new_lines:
-            obs.first_line_no = first
-        obs.new_lines = obs.new_lines + lines
-        return self.scan(lines, first, now, rotated_from=None)
+        found: list[Finding] = []
+        if lines:
+            if not obs.new_lines:
+                obs.first_line_no = first
+            obs.new_lines = obs.new_lines + lines
+            found = self.scan(lines, first, now, rotated_from=None)
+        # the text is final now: a traceback its last lines were still printing is a crash
+        # (while the process lived, it may have been being written); how the process
+        # itself ended is state.py's to say, so no SIGKILL reading here
+        return found + self.guarded("final_findings", lambda: detectors.final_findings(
+            self.scan_state, now, self.record.run_id))
 
     def follow_metrics(self, rd: RunReading, now: float) -> list[ProgressSample]:
         m = rd.metrics

@@ -2,8 +2,10 @@
 
 `entries()` yields every committed log (logs/, made by generate.py by running the real
 frameworks; cited/, lines only hardware or services we lack print, each beside its
-source; device/, made on a lent NVIDIA H200 by device/programs/make_device_logs.sh) with
-its label. `VARIANTS` are the ways people capture the same output --
+source; device/, made on a lent NVIDIA H200 by device/programs/make_device_logs.sh;
+pasted/, logs users pasted into public issues, verbatim, with their `owner/repo#N`) with
+its label and its `part`. A pasted log is held out by its repository (`pasted_heldout`,
+the rule of tests/corpus/README.md), computed here, never stored. `VARIANTS` are the ways people capture the same output --
 derived by a committed transform, not generated again:
 
 - wrapped:   hard-wrapped at 80 columns, as a terminal copy is (tokens cut in two);
@@ -41,15 +43,52 @@ class Entry:
     expect: tuple[str, ...]
     must: tuple[str, ...]
     heldout: bool
-    source: str = ""          # for cited fixtures: file and line of the wording
+    source: str = ""          # cited: file and line of the wording; pasted: owner/repo#N
+    part: str = "generated"   # "generated" | "cited" | "device" | "pasted"
 
     @property
     def healthy(self) -> bool:
         return not any(k in FAILURE_KINDS for k in self.expect)
 
 
+PARTS = ("generated", "cited", "device", "pasted")
+PASTED = HERE / "pasted"
+HELDOUT_BUCKETS = 3
+"""A pasted log is held out iff its repository's SHA-1 (as an integer) mod 10 is below this:
+the split is by repository, fixed before any rule was written for the pasted part."""
+
+
+def pasted_heldout(source: str) -> bool:
+    """The held-out rule of the pasted part: by the `owner/repo` of `owner/repo#N`."""
+    repo = source.split("#", 1)[0].strip().lower()
+    return int(hashlib.sha1(repo.encode()).hexdigest(), 16) % 10 < HELDOUT_BUCKETS
+
+
+def _as_tuple(v) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    if isinstance(v, str):  # a collector's "oom" for ["oom"]: the same label, one spelling
+        return (v,) if v else ()
+    return tuple(str(x) for x in v)
+
+
+def pasted_entries() -> Iterator[Entry]:
+    """The pasted part: every tests/corpus/pasted/index-*.json, its logs in pasted/logs/.
+    An entry whose log is missing or whose source names no repository is left out (a
+    collector's commit in progress), never guessed."""
+    for idx_path in sorted(PASTED.glob("index-*.json")):
+        for name, e in sorted(json.loads(idx_path.read_text()).items()):
+            path = PASTED / "logs" / f"{name}.log"
+            source = str(e.get("source") or "")
+            if not path.exists() or "/" not in source.split("#", 1)[0]:
+                continue
+            yield Entry(name, str(e.get("framework") or "unknown").lower(), path, _as_tuple(e.get("expect")),
+                        _as_tuple(e.get("must")), pasted_heldout(source), source, "pasted")
+
+
 def entries() -> Iterator[Entry]:
-    for idx_path in (HERE / "index.json", HERE / "cited" / "index.json", HERE / "device" / "index.json"):
+    for part, idx_path in (("generated", HERE / "index.json"), ("cited", HERE / "cited" / "index.json"),
+                           ("device", HERE / "device" / "index.json")):
         if not idx_path.exists():
             continue
         for name, e in json.loads(idx_path.read_text()).items():
@@ -57,7 +96,8 @@ def entries() -> Iterator[Entry]:
             if not path.exists():
                 continue
             yield Entry(name, e["framework"], path, tuple(e.get("expect", ())), tuple(e.get("must", ())),
-                        bool(e.get("heldout")), e.get("source", ""))
+                        bool(e.get("heldout")), e.get("source", ""), part)
+    yield from pasted_entries()
 
 
 # -- variants -------------------------------------------------------------------------
@@ -115,6 +155,14 @@ def quoted(text: str) -> str:
 VARIANTS: dict[str, Callable[[str], str]] = {
     "wrapped": wrapped, "prefixed": prefixed, "ansi": ansi, "cr": cr_joined, "quoted": quoted,
 }
+PASTED_VARIANTS = ("quoted", "prefixed")
+"""A pasted log is already captured text (wrapped, coloured, redrawn as its user's terminal
+made it): only the ways it is passed on again apply -- quoted into markdown once more, or
+collected through a launcher/logger that prefixes each line."""
+
+
+def variants_of(entry: Entry) -> tuple[str, ...]:
+    return PASTED_VARIANTS if entry.part == "pasted" else tuple(VARIANTS)
 
 
 # -- judging ----------------------------------------------------------------------------

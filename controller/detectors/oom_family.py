@@ -1,0 +1,114 @@
+"""Where each accelerator/host out-of-memory wording the rules read (rules.py, kind "oom")
+is printed: one row per rule, naming the framework source -- repository, file, line and
+the commit read -- or, where no source could be read, the reason and where the wording was
+seen instead (a pasted log of tests/corpus/pasted/, or the corpus's own runs).
+
+Facts only (which text a library prints); nothing of the sources is copied. The tests
+(tests/test_detectors_shapes.py) hold every OOM rule to a row here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Source:
+    rule: str
+    framework: str
+    wording: str
+    repo: str = ""
+    path: str = ""
+    line: int | None = None
+    commit: str = ""
+    note: str = ""
+
+
+OOM_FAMILY: tuple[Source, ...] = (
+    Source("torch-oom", "PyTorch (CUDA, ROCm)", "CUDA out of memory. Tried to allocate ...", "pytorch/pytorch",
+           "c10/cuda/CUDACachingAllocator.cpp", 1354, "001074d25084fdb87a799823e395a50f5ec044d3",
+           "the OutOfMemoryError message's first literal; a ROCm build hipifies it to 'HIP out of memory' "
+           "(tests/corpus/cited/index.json, rocm-hip-oom, names the hipify mapping)"),
+    Source("cuda-runtime-oom", "PyTorch < 1.0", "cuda runtime error (2) : out of memory",
+           note="source not read: THC's THCudaCheck of torch < 1.0 is gone from the repository; seen in the "
+                "generated corpus's wording tests"),
+    Source("cuda-error-oom", "PyTorch", "CUDA error: out of memory", note="the CUDA runtime's cudaGetErrorString "
+           "for cudaErrorMemoryAllocation, printed by C10_CUDA_CHECK (c10/cuda/CUDAException.cpp); NVIDIA's runtime "
+           "is closed source"),
+    Source("alloc-failed", "cuBLAS / cuDNN", "CUBLAS_STATUS_ALLOC_FAILED", note="the libraries' status enum names "
+           "(closed source), printed by torch's CUDABlas checks; generated corpus wording tests"),
+    Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h",
+           note="the CUDACHECK macro prints 'Cuda failure %s' with cudaGetErrorString; line not counted"),
+    Source("xla-oom", "XLA (JAX, TF, torch-xla)", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate",
+           note="tests/corpus/cited/index.json (xla-resource-exhausted) cites it: "
+                "xla/stream_executor/integrations/tf_allocator_adapter.cc:96 with its commit"),
+    Source("other-accel-oom", "PyTorch MPS / XPU / NPU", "MPS backend out of memory (MPS allocated: ...",
+           "pytorch/pytorch", "aten/src/ATen/mps/MPSAllocator.mm", None, "57ba412974d87ca62f0c7010e5953581587c40c6",
+           "MPSHeapAllocatorImpl::malloc's TORCH_CHECK; line not counted (the code index serves the file in pages)"),
+    Source("paddle-oom", "PaddlePaddle", "Out of memory error on GPU %d. Cannot allocate %s memory on GPU %d",
+           "PaddlePaddle/Paddle", "paddle/fluid/memory/allocation/cuda_allocator.cc", 79,
+           "8b4344e84ea0ad2b1ac0d3fbfd281a03558c821f",
+           "CUDAAllocator::AllocateImpl: PADDLE_THROW_BAD_ALLOC(platform::errors::ResourceExhausted(...)) at line 78, "
+           "the message's first literal at 79 -- why the summary says ResourceExhaustedError; the pasted logs print "
+           "the same file at :86 / :95 (other versions)"),
+    Source("paddle-enforce-oom", "PaddlePaddle (Fluid, 2018)", "enforce allocating <= available failed, N > M",
+           note="source not read (Fluid's paddle/fluid/platform/gpu_info.cc of 2018, which the pasted logs name at "
+                ":89 and :119); seen in pasted paddlepaddle/Paddle#8992, #9230, #12749"),
+    Source("tf-oom", "TensorFlow", "OOM when allocating tensor with shape[...] and type ... by allocator ...",
+           "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", None,
+           "c8e5f66965714c8eb3211ae8099c467872b5901a",
+           "OpKernelContext::allocate_tensor's errors::ResourceExhausted, at character 29832 of the file (lines not "
+           "counted: the code index serves it in pages)"),
+    Source("tf-eigen-oom", "TensorFlow 1.x", "EigenAllocator for GPU ran out of memory when allocating",
+           note="source not read (tensorflow/core/common_runtime/gpu/gpu_device.cc of TF 1.x, which the pasted log "
+                "names at :103); seen in pasted CharlesShang/FastMaskRCNN#129"),
+    Source("tf-resource-exhausted", "TensorFlow / torch-xla (older Status text)", "Resource exhausted: ...",
+           note="the human name of the ResourceExhausted code in TF's older Status::ToString; source not read; seen "
+                "in pasted pytorch/xla#2569"),
+    Source("resource-exhausted-error", "TensorFlow / Paddle", "ResourceExhaustedError: ... OOM / memory",
+           note="the Python exception class of both stacks (tensorflow/python/framework/errors_impl.py; Paddle's "
+                "enforce); source not read; seen in pasted logs of both"),
+    Source("tpu-hbm-oom", "XLA:TPU (JAX, torch-xla)", "Ran out of memory in memory space hbm",
+           note="printed by the closed-source XLA:TPU compiler: no public source to cite; seen in pasted JAX logs"),
+    Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h",
+           note="the hipError_t enumerator's name, printed by torch's HIP build and hipGetErrorName; line not counted"),
+    Source("cuda-driver-oom", "CUDA driver (TF, JAX, CuPy)", "CUDA_ERROR_OUT_OF_MEMORY",
+           note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs"),
+    Source("tf-device-alloc-failed", "TensorFlow (CUDA, ROCm stream executors)",
+           "failed to allocate 7.35G (7889485824 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY / hipError_t(1002)",
+           note="source not read (tensorflow/stream_executor/{cuda,rocm}/*_driver.cc, which the pasted logs name); "
+                "seen in pasted ROCm/tensorflow-upstream#82"),
+    Source("tf-bfc-oom", "TensorFlow", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB",
+           "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc",
+           note="BFCAllocator's warning; its retry-able variant adds 'The caller indicates that this is not a "
+                "failure' and is left quiet; line not counted"),
+    Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
+           note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
+    Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",
+           "numpy/core/_exceptions.py", note="_ArrayMemoryError.__str__; line not counted"),
+    Source("bad-alloc", "C++ runtime", "terminate called after throwing an instance of 'std::bad_alloc'",
+           note="libstdc++'s verbose terminate handler and the standard exception's name"),
+    Source("slurm-oom", "Slurm", "Detected N oom-kill event(s) in StepId=...", "SchedMD/slurm",
+           "src/plugins/task/cgroup/task_cgroup_memory.c", note="the cgroup plugin's error(); line not counted"),
+    Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
+           "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
+    Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "
+           "(vllm-kv-cache) cites it: vllm/worker/worker.py:498 with its commit"),
+    Source("cpu-alloc", "PyTorch (host)", "DefaultCPUAllocator: can't allocate memory", "pytorch/pytorch",
+           "c10/core/impl/alloc_cpu.cpp", note="alloc_cpu's TORCH_CHECK; line not counted; generated corpus runs"),
+    Source("dataloader-killed", "PyTorch DataLoader", "DataLoader worker (pid N) is killed by signal: Killed",
+           "pytorch/pytorch", "torch/utils/data/_utils/signal_handling.py",
+           note="the worker-death handler's message (strsignal text); generated corpus runs print it"),
+    Source("bare-killed", "bash", "Killed", note="bash's strsignal(SIGKILL) job report; generated corpus runs"),
+    Source("elastic-sigkill", "torch.distributed.elastic", "Signal 9 (SIGKILL) received by PID N",
+           "pytorch/pytorch", "torch/distributed/elastic/multiprocessing/api.py", note="generated corpus runs"),
+    Source("exitcode-9", "torchrun", "exitcode  : -9", "pytorch/pytorch",
+           "torch/distributed/elastic/multiprocessing/errors/__init__.py", note="ChildFailedError's report; "
+           "generated corpus runs"),
+    Source("dmesg-oom", "Linux kernel", "Out of memory: Killed process N (comm)", "torvalds/linux", "mm/oom_kill.c",
+           note="__oom_kill_process's pr_err; line not counted"),
+    Source("oom-kill", "Linux kernel", "oom-kill:constraint=...,task=...,pid=...", "torvalds/linux", "mm/oom_kill.c",
+           note="dump_oom_summary; line not counted"),
+    Source("oom-invoked", "Linux kernel", "X invoked oom-killer:", "torvalds/linux", "mm/oom_kill.c",
+           note="dump_header; line not counted"),
+)

@@ -1,0 +1,251 @@
+"""Readers of structure added for the world's logs (issue 22), as units: each shape with
+the wording a real program prints, and beside it a healthy line or log that must stay
+quiet. The pasted corpus (tests/corpus/pasted/) measures them on real pastes; these pin
+each shape down, including what a live read (the watch) must NOT conclude yet."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.detectors import ScanState, TextScanner, final_findings, scan_lines
+
+
+def _final(lines: list[str]) -> list:
+    """check-log's path: the whole text, then finish() (the text is final)."""
+    sc = TextScanner(now_s=0.0)
+    sc.feed(lines)
+    sc.finish()
+    return sc.all_findings()
+
+
+def _kinds(findings) -> list[str]:
+    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
+
+
+CUT_TB = ["step=40 loss=2.1032",
+          "Traceback (most recent call last):",
+          '  File "/work/train.py", line 88, in <module>',
+          "    main()",
+          '  File "/work/train.py", line 61, in step',
+          "    loss = model(batch).loss",
+          '  File "/usr/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1518, in _wrapped_call_impl',
+          "    return self._call_impl(*args, **kwa"]
+
+
+def test_a_traceback_cut_off_at_the_end_of_final_text_is_a_crash_naming_its_last_frame():
+    (f,) = [f for f in _final(CUT_TB) if f.kind == "crash"]
+    assert f.summary.startswith("traceback cut off, last frame at module.py:1518 in _wrapped_call_impl"), f.summary
+    assert f.line == 2 and f.evidence[0] == CUT_TB[1]
+
+
+def test_a_live_read_does_not_call_a_traceback_being_written_a_crash():
+    """The watch scans each tick's new lines: a traceback whose last line arrived so far is
+    still being printed. Only once the process ended (final_findings) is it judged."""
+    st = ScanState()
+    assert _kinds(scan_lines(CUT_TB, now_s=0.0, state=st)) == []
+    more = ["    return forward_call(*args, **kwargs)", "RuntimeError: CUDA error: unspecified launch failure"]
+    found = scan_lines(more, first_line_no=len(CUT_TB) + 1, now_s=0.0, state=st, context_before=CUT_TB)
+    assert [f.summary.split(" at ")[0] for f in found if f.kind == "crash"] == [
+        "RuntimeError: CUDA error: unspecified launch failure"]
+    assert final_findings(st, 0.0) == []  # it ended: nothing was cut off
+    st2 = ScanState()
+    scan_lines(CUT_TB, now_s=0.0, state=st2)
+    assert [f.kind for f in final_findings(st2, 0.0)] == ["crash"]
+    assert final_findings(st2, 0.0) == []  # once
+
+
+def test_a_stream_fed_in_pieces_judges_the_cut_off_only_at_finish():
+    sc = TextScanner(now_s=0.0, batch_lines=2, overlap_lines=1)
+    for line in CUT_TB:
+        assert _kinds(sc.feed([line])) == []
+    assert _kinds(sc.finish()) == ["crash"]
+
+
+@pytest.mark.parametrize("tail", [
+    ["/usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will "
+     "create 8 worker processes in total.", "  warnings.warn(_create_warning_msg("],
+    CUT_TB[1:-1] + ["RuntimeError: boom (caught, retrying)", "INFO: retrying step 40 (attempt 2/3)",
+                    "step=40 loss=2.1032"],
+    ["  File name: ckpt/step_40.pt", "saved."],
+])
+def test_text_that_ends_after_a_warning_or_a_finished_traceback_is_no_cut_off(tail):
+    assert not any("cut off" in f.summary for f in _final(["step=1 loss=2.0"] + tail))
+
+
+def test_an_ipython_header_names_the_exception_of_a_cut_off_traceback():
+    lines = ["OutOfMemoryError                          Traceback (most recent call last)",
+             "Cell In[7], line 3",
+             "      1 model = model.cuda()",
+             "----> 3 out = model(x.cuda())",
+             "File /opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py:1501, in Module._call_impl(self, *args)",
+             "   1499         return forward_call(*args, **kwargs)"]
+    (f,) = [f for f in _final(lines) if f.kind in ("oom", "crash")]
+    assert f.kind == "oom" and f.summary.startswith("OutOfMemoryError: traceback cut off"), f.summary
+
+
+def test_old_ipython_frames_and_rich_panels_are_tracebacks_too():
+    old = ["/usr/local/lib/python3.7/dist-packages/tensorflow/python/keras/engine/training_v1.py in fit(self, x, y)",
+           "    591         shuffle=shuffle,",
+           "--> 593         steps_name='steps_per_epoch')",
+           "    594 "]
+    (f,) = _final(old)
+    assert f.kind == "crash" and "training_v1.py in fit" in f.summary, f.summary
+    rich = ["╭───────────────────── Traceback (most recent call last) ──────────────────────╮",
+            "│ /work/train.py:41 in <module>                                                │",
+            "│                                                                              │",
+            "│   40 │   trainer = Trainer(devices=2)                                        │",
+            "│ ❱ 41 │   trainer.fit(model)                                                  │",
+            "│                                                                              │",
+            "│ /opt/conda/lib/python3.10/site-packages/lightning/pytorch/trainer/trainer.py │",
+            "│ :539 in fit                                                                  │"]
+    (f,) = _final(rich)
+    assert f.kind == "crash" and "cut off" in f.summary, f.summary
+    healthy = ["┏━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━┳━━━━━━━━┓",
+               "┃   ┃ Name  ┃ Type             ┃ Params ┃",
+               "┡━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━╇━━━━━━━━┩",
+               "│ 0 │ model │ GPT2LMHeadModel  │  124 M │",
+               "│ 1 │ loss  │ CrossEntropyLoss │      0 │",
+               "└───┴───────┴──────────────────┴────────┘",
+               "Epoch 0:  10%|█         | 10/100 [00:02<00:18, 4.9it/s, v_num=0, train_loss=3.21]"]
+    assert _kinds(_final(healthy)) == []
+
+
+@pytest.mark.parametrize(("line", "kind", "words"), [
+    ("Epoch 3:  20%|██        | 11/56 [00:02<00:08,  5.02it/s]Segmentation fault (core dumped)", "crash", "SIGSEGV"),
+    ("{'loss': 1.0931, 'learning_rate': 4.9e-05, 'epoch': 0.12}Killed", "oom", "SIGKILL"),
+    ("100%|██████████| 3/3 [00:01<00:00,  2.10it/s]Aborted (core dumped)", "crash", "SIGABRT"),
+    ("step 12 | loss 2.31 | Bus error (core dumped)", "crash", "SIGBUS"),
+    ("WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGTERM death signal, shutting down "
+     "workers", "crash", "SIGTERM"),
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4150 got signal: 15", "crash", "SIGTERM"),
+    ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", "crash", "Ray"),
+    ("Out of memory error on GPU 0. Cannot allocate 128.000000MB memory on GPU 0, 7.995605GB memory has been "
+     "allocated and available memory is only 0.000000B.", "oom", "ResourceExhaustedError"),
+    ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape"
+     "[64,512,56,56] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+     "oom", "TensorFlow"),
+    ("(1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. There are 142.58M free.; "
+     "(0x3x0_HBM1)", "oom", "Resource exhausted"),
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of "
+     "memory in memory space hbm. Used 17.51G of 15.48G hbm.", "oom", "XLA"),
+    ("RuntimeError: HIP error: hipErrorOutOfMemory", "oom", "hipErrorOutOfMemory"),
+    ("[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2048, "
+     "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 180", "hang", "NCCL collective timed out"),
+    ("0457 milliseconds before timing out.", "hang", "NCCL collective timed out"),
+    ("Evaluating: 100%|██████████| 50/50 [00:31<00:00]torch.distributed.DistStoreError: Socket Timeout",
+     "hang", "store"),
+    ("tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:", "crash", "TensorFlow"),
+    ("[2026-12-01 10:00:00,123] [INFO] [launch.py:316:sigkill_handler] Killing subprocess 41234", "crash", "launcher"),
+    ("Rank 3: found NaN in local grad norm in backward pass before data-parallel communication collective",
+     "nan", "NaN"),
+    ("OSError: [Errno 12] Cannot allocate memory", "oom", "ENOMEM"),
+    ("W tensorflow/core/common_runtime/bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out of memory trying to "
+     "allocate 2.19GiB (rounded to 2353528832)requested by op Conv2D", "oom", "TensorFlow"),
+    ("*** SIGSEGV (@0x0) received by PID 8165 (TID 0x7f508c855700) from PID 0 ***", "crash", "SIGSEGV"),
+    ("[rank0]: Ranks 1 failed to pass monitoredBarrier in 1800000 ms", "hang", "ranks"),
+])
+def test_shapes_of_failure(line, kind, words):
+    found = _final(["step=1 loss=2.0", line])
+    assert kind in _kinds(found), [(f.kind, f.summary) for f in found]
+    assert any(words in f.summary for f in found if f.kind == kind), [f.summary for f in found]
+
+
+@pytest.mark.parametrize("line", [
+    "fix: Segmentation fault when loading a corrupted checkpoint is now a clear error",
+    "INFO: Killed 3 stale dataloader workers from the previous run; starting",
+    "the job was Aborted by the user last week, resuming from step 400",
+    "config: report_tensor_allocations_upon_oom=True, FLAGS_fraction_of_gpu_memory_to_use=0.5",
+    "ray.init(ignore_reinit_error=True, num_gpus=8)  # actor pool size 4",
+    "NCCL_TIMEOUT=1800 timeout=1800 ddp_timeout=7200 socket_timeout=30",
+    "[I ProcessGroupNCCL.cpp:1024] [Rank 0] ProcessGroupNCCL initialized with timeout 1800000 ms",
+    "dist init: store timeout 300 s, signal handlers installed (SIGTERM -> checkpoint)",
+    "W bfc_allocator.cc:290] Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.77GiB with "
+    "freed_by_count=0. The caller indicates that this is not a failure, but may mean that there could be "
+    "performance gains if more memory were available.",
+    "INFO: free memory 12.3 GiB, allocated 4.1 GiB, cache 2.0 GiB (no error)",
+    "Epoch 3: val_error=0.021, dead_neurons=0, corrupt_samples_skipped=0, deadline=none",
+])
+def test_tempting_healthy_lines_stay_quiet(line):
+    assert _kinds(_final(["step=1 loss=2.0", line, "step=2 loss=1.9"])) == []
+
+
+YOLO_HEAD = "     Epoch   gpu_mem       box       obj       cls     total    labels  img_size"
+
+
+def test_a_table_column_reads_nan_under_its_header():
+    rows = [YOLO_HEAD,
+            "     41/299     65.1G       nan   0.01516         0       nan      1869       320: 100%|████| 729/729"]
+    (f,) = [f for f in _final(rows) if f.kind == "nan"]
+    assert "box = nan" in f.summary
+    nb = ["Step\tTraining Loss\tValidation Loss", "500\t2.310400\t2.198812", "1000\tnan\tnan"]
+    (f,) = [f for f in _final(nb) if f.kind == "nan"]
+    assert "Training Loss = nan" in f.summary
+
+
+def test_a_table_with_nan_outside_its_loss_columns_is_healthy():
+    rows = [YOLO_HEAD,
+            "     1/299     6.1G    0.0732   0.02516   0.01803    0.1164        45       640: 100%|████| 92/92",
+            "               Class      Images      Labels           P           R      mAP@.5  mAP@.5:.95",
+            "                 all         500           0         nan         nan         nan         nan"]
+    assert _kinds(_final(rows)) == []
+
+
+def test_a_loss_line_that_names_its_parts():
+    line = ("2020-02-15 00:00:31,027 [trainer.py:150 - INFO ] Loss(time/mini-batch) - Epoch  1: train = "
+            "nan(1581.14s/2500) | dev = nan(152.82s/625)")
+    assert _kinds(_final([line])) == ["nan"]
+    assert _kinds(_final([line.replace("nan(", "2.31(")])) == []
+
+
+def test_loss_scale_cascade_seen_only_at_its_tail_reached_the_floor():
+    tail = [f"Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to {v:g}"
+            for v in (2.55e-203, 1.27e-203, 6.37e-204)]
+    assert _kinds(_final(tail)) == ["nan"]
+    search = [f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** k}, reducing to "
+              f"{2 ** (k - 1)}" for k in range(32, 18, -1)] + [f"step={s} loss=2.{s:02d}" for s in range(1, 30)]
+    assert _kinds(_final(search)) == []
+
+
+def test_nan_norms_beside_a_zero_loss_end_the_start_up_allowance():
+    broken = ["{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.00012, 'epoch': 0.0}"] * 3
+    assert _kinds(_final(broken)) == ["nan"]
+    search = ["{'loss': 2.3412, 'grad_norm': nan, 'learning_rate': 0.00012, 'epoch': 0.0}"] * 3
+    recovered = search + ["{'loss': 2.3398, 'grad_norm': 4.0228, 'learning_rate': 0.00012, 'epoch': 0.01}"]
+    assert _kinds(_final(recovered)) == []  # the fp16 start-up search: finite norms follow
+    assert _kinds(_final(search)) == ["nan"]  # ... a paste that ends in NaN norms shows no recovery
+
+
+def test_nan_norms_the_log_ends_with_are_judged_on_final_text_only():
+    lines = [f"Epoch(train) [1][{s}/735]  lr: 1.98e-04  loss: 2.{s:03d}  grad_norm: 2.7647" for s in range(10, 60, 10)]
+    lines += ["Epoch(train) [1][240/735]  lr: 1.98e-04  loss: 2.5128  grad_norm: nan",
+              "Epoch(train) [1][250/735]  lr: 1.98e-04  loss: 2.4566  grad_norm: nan"]
+    st = ScanState()
+    assert _kinds(scan_lines(lines, now_s=0.0, state=st)) == []
+    assert [f.kind for f in final_findings(st, 0.0)] == ["nan"]
+    assert _kinds(_final(lines + ["Epoch(train) [1][260/735]  lr: 1.98e-04  loss: 2.41  grad_norm: 3.1"])) == []
+
+
+def test_a_bare_sigkill_in_final_text_is_also_the_run_dying():
+    found = _final(["step=3 loss=2.1", "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) "
+                    "local_rank: 4 (pid: 899509) of binary: /home/u/env/bin/python"])
+    assert _kinds(found) == ["crash", "oom"]
+    assert any(f.kind == "crash" and "SIGKILL" in f.summary for f in found)
+
+
+def test_every_oom_rule_says_where_its_wording_is_printed():
+    """The OOM family table (oom_family.py): a row per OOM rule; a row with a line names its
+    repository, file and the 40-hex commit read; one without says why in its note."""
+    import re
+
+    from controller.detectors.oom_family import OOM_FAMILY
+    from controller.detectors.rules import RULES
+
+    rows = {s.rule: s for s in OOM_FAMILY}
+    assert {r.name for r in RULES if r.kind == "oom"} <= set(rows), sorted(
+        {r.name for r in RULES if r.kind == "oom"} - set(rows))
+    for s in OOM_FAMILY:
+        assert s.wording and s.framework, s
+        if s.line is not None:
+            assert s.repo and s.path and re.fullmatch(r"[0-9a-f]{40}", s.commit), s
+        else:
+            assert len(s.note) > 20, s

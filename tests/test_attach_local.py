@@ -401,14 +401,14 @@ def test_stacks_of_a_run_dfctl_launched(tmp_path, capsys, monkeypatch):
 
 
 # -- a run behind a wrapper (issue 26 item 2), and who a pid is (issue 27 item 2) ----------
-# A hand-started loop printing the documented progress line (key=value: the tok/s figure
-# does not depend on how other formats are paired).
+# A hand-started loop printing the seeds' own free-form progress line (`step 65 loss 1.4292
+# tok/s 6020`: the number before `tok/s` is the loss, and must not be read as the rate).
 LOOP = r'''
 import time
 step = 0
 while True:
     step += 1
-    print("[progress] step=%d loss=1.0 tok_per_s=6020" % step)
+    print("step %d loss 1.4292 tok/s 6020" % step)
     time.sleep(0.005)
 '''
 
@@ -464,6 +464,7 @@ def test_attach_follows_a_nohup_wrapper_to_the_python_that_writes_the_log(tmp_pa
                     w.tick()
                     return next((s.tok_per_s for s in w.states[0].progress if s.tok_per_s), None)
                 assert wait_for(tok_per_s, what="a progress sample from the log") == 6020
+                assert {s.loss for s in w.states[0].progress if s.tok_per_s} == {1.4292}   # the loss stays the loss
                 assert w.states[0].state == "running"
             finally:
                 w.close()

@@ -287,11 +287,11 @@ def respawn_with_pid(host, vmid: int, pid: int) -> bool:
 
 
 def start_loop(host, vmid: int, run_dir: str, *, buffered: bool = True, wrapped: bool = False) -> int:
-    """A loop printing `[progress] ... tok_per_s=6020`, started by hand in the CT with nohup
+    """A loop printing the seeds' free-form `step N loss 1.4292 tok/s 6020`, started by hand in the CT with nohup
     (stdout train.log); `wrapped`: under `nohup sh -c '… > train.log 2>&1; echo done'` whose
     own output is wrapper.out. Returns the pid nohup started (the wrapper's, when wrapped)."""
     loop = ("import time\nstep = 0\nwhile True:\n    step += 1\n"
-            "    print('[progress] step=%d loss=1.0 tok_per_s=6020' % step)\n    time.sleep(0.005)\n")
+            "    print('step %d loss 1.4292 tok/s 6020' % step)\n    time.sleep(0.005)\n")
     env = "env -u PYTHONUNBUFFERED" if buffered else "env PYTHONUNBUFFERED=1"
     inner = f"{CT_PYTHON} loop.py > {run_dir}/train.log 2>&1"
     cmd = f"{env} nohup sh -c {shlex.quote(inner + '; echo done')} > {run_dir}/wrapper.out 2>&1" if wrapped else \

@@ -201,16 +201,6 @@ PROGRESS_FIELDS: dict[str, type] = {
 }
 PROGRESS_FIELDS["time_s"] = float
 
-# Aliases other trainers use for the contract's keys (key=value lines).
-_KEY_ALIASES = {
-    "tok_s": "tok_per_s", "tokens_per_s": "tok_per_s", "tokens_per_sec": "tok_per_s",
-    "tok_per_sec": "tok_per_s", "tps": "tok_per_s", "throughput": "tok_per_s",
-    "tokens_per_second": "tok_per_s",
-    "samples_per_sec": "samples_per_s", "samples_per_second": "samples_per_s",
-    "learning_rate": "lr", "iter": "step", "iteration": "step", "global_step": "step",
-    "step_time": "step_time_s", "iter_time_s": "step_time_s",
-}
-
 # A number as trainers print it (tqdm's rate); a K/M suffix only when no letter follows.
 _NUMTOK = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?:[KkMm](?![A-Za-z]))?|nan|NaN|inf|Inf"
 _KV_RE = re.compile(r"([A-Za-z_][\w.]*)=(\S+)")

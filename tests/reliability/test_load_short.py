@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.load import run_load
+from bench.load import LoadStats, run_load
 
 pytestmark = pytest.mark.rig
 
@@ -19,4 +19,7 @@ def test_16_runs_on_4_hosts_every_tick_complete_no_fd_growth(rig, tmp_path):
     assert s["runs"] == 16 and s["ticks"] >= 20, s
     assert s["incomplete_ticks"] == 0, stats.incomplete_why
     assert s["fd_growth"] == 0, (s, stats.fds)
+    # a leak of one fd every few ticks is growth; a dip and return is not
+    assert LoadStats.fd_growth([40] * 5 + [41, 42, 43, 44, 45, 46, 47, 48, 49, 50]) >= 5
+    assert LoadStats.fd_growth([47, 47, 44, 44, 47, 47, 47, 50, 47, 47, 47, 47, 47, 47, 47]) == 0
     assert s["log_kib_read"] > 0

@@ -1,7 +1,7 @@
 """`dfctl scan` benchmark on the test rig: a node with 8 CTs x 4 training processes.
 
 Side by side, in one run, on one fake host (real sshd, real LXC CTs, pct stand-in):
-  * `dfctl scan` of the 8 CTs: ONE round trip (controller/probe/scan_remote.py on the node,
+  * `dfctl scan` of the 8 CTs: ONE round trip (controller/remote/process_scan.py on the node,
     each CT read through /proc/<CT init>/root) -- cold (a new SSH connection, as a fresh
     `dfctl` process has) and warm (the connection reused)
   * the seeds' way: one `ssh … pct exec <vmid> -- ps …` per CT, each a new OpenSSH process
@@ -51,11 +51,11 @@ def _stack_dump_costs(target, scan_target) -> dict:
     the dump runs in the background."""
     import dataclasses
 
-    from controller.auto_stacks import AutoStacks, dump_record
     from controller.records import Finding
-    from controller.runstore import RunRecord
-    from controller.stacks import take_stacks
+    from controller.ship.stacks import take_stacks
+    from controller.store.runstore import RunRecord
     from controller.transport.factory import close_all, open_transport
+    from controller.watch.auto_stacks import AutoStacks, dump_record
 
     t = dataclasses.replace(target, vmid=VMIDS[0])
     proc = next(p for p in scan_target(t, (VMIDS[0],)).processes if "/workspace/bench/run0" in " ".join(p.argv))
@@ -156,9 +156,9 @@ def _tick_cost_of_auto_dump(host, rig, python: str, target) -> dict:
     import dataclasses
     import tempfile
 
-    from controller.attach import Selector, attach_run
+    from controller.adopt.attach import Selector, attach_run
     from controller.playbook import Playbook, WatchConfig
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
     from controller.transport.factory import close_all
     from controller.watch import Watch
 
@@ -222,7 +222,7 @@ def main() -> int:
     sys.path.insert(0, str(PROJECT))
     from bench.deploy import _cpu_model
     from controller.playbook import TargetConfig
-    from controller.scan import scan_target
+    from controller.probe.scan import scan_target
     from controller.transport.factory import close_all, open_host_transport
     from controller.transport.pct import PctTransport
     from tests.rig.rig import Rig

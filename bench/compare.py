@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_runs(runs: int, rows: int) -> list[str]:
-    from controller import history
-    from controller.runstore import RunRecord, RunStore
+    from controller.store import history
+    from controller.store.runstore import RunRecord, RunStore
 
     store = RunStore()
     names = []
@@ -58,7 +58,7 @@ def make_runs(runs: int, rows: int) -> list[str]:
 
 def in_process(names: list[str]) -> tuple[float, dict]:
     from controller import compare
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
 
     c0 = time.process_time()
     t0 = time.perf_counter()

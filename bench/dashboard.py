@@ -32,7 +32,7 @@ HISTORY_ROWS = int(os.environ.get("BENCH_HISTORY_ROWS", "6000000"))
 
 def fleet(now_s: float):
     from controller.records import ProgressSample
-    from controller.widgets.demo import sample_gpus, sample_progress, sample_states
+    from controller.view.demo import sample_gpus, sample_progress, sample_states
 
     states = sample_states(now_s, n_runs=8)
     for i, s in enumerate(states):
@@ -48,7 +48,7 @@ def bench_dashboard(width: int, height: int, seconds: float) -> dict:
     from rich.console import Console
     from rich.live import Live
 
-    from controller.dashboard import render
+    from controller.view.dashboard import render
 
     now = time.time()
     states, ProgressSample = fleet(now)
@@ -89,8 +89,8 @@ def bench_dashboard(width: int, height: int, seconds: float) -> dict:
 
 
 def bench_history_realtime(seconds: float, runs: int = 8, rows_per_s: int = 100) -> dict:
-    from controller.history import HistoryWriter, read_progress
     from controller.records import ProgressSample
+    from controller.store.history import HistoryWriter, read_progress
 
     writers = [HistoryWriter(f"rt-{i}") for i in range(runs)]
     tick_s = 1.0
@@ -118,8 +118,8 @@ def bench_history_realtime(seconds: float, runs: int = 8, rows_per_s: int = 100)
 
 
 def bench_history_bulk(total_rows: int, tick_rows: int = 100) -> dict:
-    from controller.history import HistoryWriter, history_dir
     from controller.records import ProgressSample
+    from controller.store.history import HistoryWriter, history_dir
 
     proc = psutil.Process()
     w = HistoryWriter("bulk", flush_interval_s=10.0)

@@ -73,9 +73,9 @@ def _seeds_way(host, rig, root: Path, files: list[str], dest_root: str) -> tuple
 
 def main() -> int:
     sys.path.insert(0, str(PROJECT))
-    from controller.bundle import build_bundle
-    from controller.deploy import deploy_bundle
     from controller.playbook import BundleConfig, TargetConfig
+    from controller.ship.bundle import build_bundle
+    from controller.ship.deploy import deploy_bundle
     from controller.transport.factory import close_all, open_transport
     from tests.rig.rig import Rig
 

@@ -1,4 +1,4 @@
-"""Benchmark of the log-text path (controller/logparse.py, controller/detectors.py, check-log).
+"""Benchmark of the log-text path (controller/follow/logparse.py, controller/judge/, check-log).
 
 Side by side in one run:
   1. `split_lines` over a realistic log (progress lines, wandb, tracebacks) and over one
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from controller.detectors import scan_lines  # noqa: E402
-from controller.logparse import LineParser, flush_carry, split_lines  # noqa: E402
+from controller.follow.logparse import LineParser, flush_carry, split_lines  # noqa: E402
+from controller.judge import scan_lines  # noqa: E402
 
 SEED = ROOT / "tests" / "data" / "logs" / "seed_dflash_oom.log"
 BASE_COMMIT = "42fd17d"
@@ -151,8 +151,12 @@ def old_detectors():
 _LOOP = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from controller.detectors import TextScanner
-from controller.logparse import flush_carry, split_lines
+try:                                   # the tree as built (wings) or an older commit's flat one
+    from controller.judge import TextScanner
+    from controller.follow.logparse import flush_carry, split_lines
+except ImportError:
+    from controller.detectors import TextScanner
+    from controller.logparse import flush_carry, split_lines
 t0, c0 = time.perf_counter(), time.process_time()
 sc = TextScanner(now_s=0.0)
 carry = b""
@@ -188,7 +192,10 @@ _CORPUS = """
 import json, sys
 sys.path.insert(0, sys.argv[2])
 sys.path.insert(0, sys.argv[1])
-from controller.detectors import TextScanner
+try:                                   # the tree as built (wings) or an older commit's flat one
+    from controller.judge import TextScanner
+except ImportError:
+    from controller.detectors import TextScanner
 from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes, variants_of
 rows, fa, misses = {}, {}, {}
 parts = sys.argv[3].split(",")

@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 import psutil  # noqa: E402
 
 from controller.playbook import TargetConfig, WatchConfig  # noqa: E402
-from controller.runstore import RunRecord, RunStore  # noqa: E402
+from controller.store.runstore import RunRecord, RunStore  # noqa: E402
 from controller.transport.factory import close_all  # noqa: E402
 from controller.watch import Watch  # noqa: E402
 

@@ -1,5 +1,5 @@
 """The probe's per-tick file reading before and after issue 11/12 (untrusted-file rules,
-fingerprints), side by side in one process: both versions of controller/probe/remote.py
+fingerprints), side by side in one process: both versions of controller/remote/probe_agent.py
 (the stdlib script; the old one from git) read the same run files, interleaved.
 
   1. one run on this host (root ""): `handle()` of a tick request -- log, metrics, pid,
@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from controller.probe import APPS_QUERY, GPU_QUERY, remote  # noqa: E402
+from controller.probe import APPS_QUERY, GPU_QUERY  # noqa: E402
+from controller.remote import probe_agent  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "probe_files.md"
 OLD_COMMIT = "42fd17d"        # main before the rebuilt tick
@@ -65,9 +66,9 @@ def main() -> int:
         ino = (rd / "train.log").stat().st_ino
         with open(rd / "train.log", "rb") as f:
             f.seek(size - 256)
-            fp = remote._digest(f.read(256))
+            fp = probe_agent._digest(f.read(256))
             f.seek(0)
-            head = remote._digest(f.read(256))
+            head = probe_agent._digest(f.read(256))
         cur = {"log_inode": ino, "log_offset": size, "log_line_no": 20000, "log_fingerprint": fp, "log_head": head,
                "metrics_offset": msize, "wandb_offset": 0}
         run_new = {"run_id": "r", "log_path": str(rd / "train.log"), "run_dir": str(rd), "pid": os.getpid(),
@@ -86,15 +87,15 @@ def main() -> int:
             t0 = time.perf_counter()
             old.handle(old_req)
             t1 = time.perf_counter()
-            remote.handle(new_req)
+            probe_agent.handle(new_req)
             t2 = time.perf_counter()
             old.read_since(ct + rel, ino, size, 1 << 20)
             t3 = time.perf_counter()
-            remote.read_since(rel, None, 0, 1 << 20, root=ct, cursor=cur)
+            probe_agent.read_since(rel, None, 0, 1 << 20, root=ct, cursor=cur)
             t4 = time.perf_counter()
-            remote._FORCE_WALK = True
-            remote.read_since(rel, None, 0, 1 << 20, root=ct, cursor=cur)
-            remote._FORCE_WALK = False
+            probe_agent._FORCE_WALK = True
+            probe_agent.read_since(rel, None, 0, 1 << 20, root=ct, cursor=cur)
+            probe_agent._FORCE_WALK = False
             t5 = time.perf_counter()
             for k, a, b in (("handle old", t0, t1), ("handle new", t1, t2), ("CT read old", t2, t3),
                             ("CT read new (openat2)", t3, t4), ("CT read new (walk)", t4, t5)):

@@ -1,4 +1,4 @@
-"""Benchmark of the wandb sources (controller/wandb_offline.py, controller/wandb_api.py).
+"""Benchmark of the wandb sources (controller/wandb_io/offline_reader.py, controller/wandb_io/api_poller.py).
 
 Side by side in one run:
   1. whole-run read of a real offline `.wandb` file (20,000 steps of the trainer's keys,
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from controller.wandb_api import ApiPoller  # noqa: E402
-from controller.wandb_offline import OfflineRunReader, read_offline_run  # noqa: E402
+from controller.wandb_io.api_poller import ApiPoller  # noqa: E402
+from controller.wandb_io.offline_reader import OfflineRunReader, read_offline_run  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "wandb.md"
 

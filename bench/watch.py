@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 from controller.playbook import TargetConfig, WatchConfig  # noqa: E402
 from controller.probe import GPU_QUERY  # noqa: E402
 from controller.records import RunCursor  # noqa: E402
-from controller.runstore import RunRecord, RunStore  # noqa: E402
+from controller.store.runstore import RunRecord, RunStore  # noqa: E402
 from controller.transport.factory import close_all, open_host_transport  # noqa: E402
 from controller.watch import Watch  # noqa: E402
 
@@ -441,7 +441,7 @@ def _percentiles(xs: list[float]) -> str:
 
 def reader_cost_us() -> float:
     """The first-failure reader over a real failing job's logs (tests/corpus/jobs), per line."""
-    from controller.detectors.ranks import RankEventReader, first_failure
+    from controller.judge.ranks import RankEventReader, first_failure
 
     logs = [(ROOT / "tests" / "corpus" / "jobs" / "sigkill-rank3" / f"node{n}.log").read_text().splitlines()
             for n in (0, 1)]
@@ -458,7 +458,7 @@ def reader_cost_us() -> float:
 def reader_healthy_us() -> float:
     """The reader over healthy lines: the bundled trainer's progress line under torchrun
     --tee's `[rank0]:` prefix, per line."""
-    from controller.detectors.ranks import RankEventReader
+    from controller.judge.ranks import RankEventReader
 
     line = ("[rank0]:[progress] step=120 loss=3.2145 acc=0.4410 tau=2.310 accept_len=3.310 tok_per_s=21534.2 "
             "samples_per_s=4.21 step_time_s=0.502 data_wait_s=0.001 mem_alloc_gib=61.20 mem_peak_gib=88.10 lr=6.0e-04")

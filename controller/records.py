@@ -217,7 +217,7 @@ class Finding:
     line: int | None = None              # 1-based log line, when it came from the log
     run_id: str | None = None
     cleared_s: float | None = None
-    """When its cause went away (controller.detectors.state.CLEARED_BY says what clears each
+    """When its cause went away (controller.judge.state.CLEARED_BY says what clears each
     kind); None while it holds. A cleared finding leaves the run's live list and stays in
     the registry's record of the run."""
 
@@ -280,7 +280,7 @@ class RunState:
 
 @dataclass(frozen=True)
 class RankOutcome:
-    """How one rank of a job ended, as its evidence says (controller.detectors.ranks)."""
+    """How one rank of a job ended, as its evidence says (controller.judge.ranks)."""
 
     node: int                            # node_rank of the member whose log said it
     rank: int | None                     # global rank (None: the line did not say)

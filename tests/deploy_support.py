@@ -129,8 +129,8 @@ def session_members(sid: int) -> list[int]:
 SLOW_DEPLOY = r'''
 import sys, time
 from controller.playbook import load_playbook
-from controller.bundle import build_bundle
-from controller.deploy import deploy_bundle, resolve_workdir
+from controller.ship.bundle import build_bundle
+from controller.ship.deploy import deploy_bundle, resolve_workdir
 from controller.transport.factory import open_transport
 pb = load_playbook(sys.argv[1]); root = sys.argv[2]
 b = build_bundle(root, pb.bundle)
@@ -165,7 +165,7 @@ def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
 # playbook at the same moment, made certain instead of likely.
 BARRIER_DEPLOY = r'''
 import os, sys, time
-import controller.launch as launch
+import controller.ship.launch as launch
 barrier, tag = sys.argv[1], sys.argv[2]
 real = launch.live_runs_of
 def live_runs_of(*a, **k):

@@ -1,6 +1,6 @@
 """Helpers for local multi-node jobs: the workers of a node (to kill one), a stop that
 leaves nothing, and launch_local_job -- two workdirs on this machine, each node's torchrun
-launched through controller.launch.launch_run (detached, unbuffered, its own run dir),
+launched through controller.ship.launch.launch_run (detached, unbuffered, its own run dir),
 rendezvous c10d on 127.0.0.1, and the registry rows of the job contract. The tests deploy
 their jobs with `dfctl deploy`; bench/watch.py uses launch_local_job, so its timings hold
 no CLI start-up."""
@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.bundle import build_bundle
-from controller.deploy import deploy_bundle
-from controller.launch import launch_run, launch_spec
 from controller.playbook import load_playbook
-from controller.runstore import RunRecord, RunStore
+from controller.ship.bundle import build_bundle
+from controller.ship.deploy import deploy_bundle
+from controller.ship.launch import launch_run, launch_spec
+from controller.store.runstore import RunRecord, RunStore
 from controller.transport.factory import target_label
 from controller.transport.local import LocalTransport
 

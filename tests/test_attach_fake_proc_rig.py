@@ -121,8 +121,8 @@ def test_a_fake_proc_in_a_ct_delivers_nothing_of_the_node(rig, rig_host, capsys,
 
         # the fallbacks that must read the CT's own /proc (inside `pct exec`): refused, naming the CT
         from controller.playbook import TargetConfig
-        from controller.runstore import RunStore
-        from controller.scan import scan_target
+        from controller.probe.scan import scan_target
+        from controller.store.runstore import RunStore
         from controller.transport.factory import close_all
         from controller.watch import Watch
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from controller.attach import Selector, redacted_argv, select
-from controller.probe import scan_remote
-from controller.runstore import RunRecord, RunStore
-from controller.scan import OpenFile, ScanReport, TrainingProcess
-from controller.stacks import parse_py_spy_json, summarize
+from controller.adopt.attach import Selector, redacted_argv, select
+from controller.probe.scan import OpenFile, ScanReport, TrainingProcess
+from controller.remote import process_scan
+from controller.ship.stacks import parse_py_spy_json, summarize
+from controller.store.runstore import RunRecord, RunStore
 from tests.deploy_support import dfctl, wait_for
 
 # A real training-shaped program: worker threads blocked in queue.get, a main loop writing
@@ -185,14 +185,14 @@ def test_container_links_are_not_followed(tmp_path):
     ct = tmp_path / "ct"
     (ct / "etc").mkdir(parents=True)
     (ct / "etc" / "passwd").symlink_to(outside)                       # absolute: the node's path
-    assert scan_remote._user_names(str(ct)) == {}
+    assert process_scan._user_names(str(ct)) == {}
     (ct / "etc" / "passwd").unlink()
     (ct / "etc" / "passwd").symlink_to("../../" * 8 + str(outside).lstrip("/"))   # `..` past the root
-    assert scan_remote._user_names(str(ct)) == {}
+    assert process_scan._user_names(str(ct)) == {}
     (ct / "etc" / "passwd").unlink()
     (ct / "etc" / "passwd.real").write_text("trainer:x:1000:1000::/home/t:/bin/sh\n")
     (ct / "etc" / "passwd").symlink_to("passwd.real")                  # inside the CT: fine
-    assert scan_remote._user_names(str(ct)) == {1000: "trainer"}
+    assert process_scan._user_names(str(ct)) == {1000: "trainer"}
 
 
 def test_environ_gives_one_fact_only(tmp_path):
@@ -200,8 +200,8 @@ def test_environ_gives_one_fact_only(tmp_path):
     p = subprocess.Popen(["sleep", "30"], env=env)
     q = subprocess.Popen(["sleep", "30"], env={"PATH": "/usr/bin", "PYTHONUNBUFFERED": ""})
     try:
-        assert scan_remote._env_facts(p.pid) == {"readable": True, "pythonunbuffered": True}
-        assert scan_remote._env_facts(q.pid) == {"readable": True, "pythonunbuffered": False}
+        assert process_scan._env_facts(p.pid) == {"readable": True, "pythonunbuffered": True}
+        assert process_scan._env_facts(q.pid) == {"readable": True, "pythonunbuffered": False}
     finally:
         for x in (p, q):
             x.kill()
@@ -210,7 +210,7 @@ def test_environ_gives_one_fact_only(tmp_path):
 
 def test_py_spy_json_parsed_and_summarised(tmp_path):
     """Real py-spy on a real program: threads named, frames innermost first, one sentence."""
-    from controller.stacks import local_py_spy
+    from controller.ship.stacks import local_py_spy
 
     prog = tmp_path / "w.py"
     prog.write_text("import queue, threading, time\nq = queue.Queue()\ndef loader():\n    q.get()\n"
@@ -505,13 +505,13 @@ def test_a_pid_of_another_pid_namespace_is_not_the_attached_run(tmp_path, capsys
 def test_procfs_is_told_by_its_statfs_magic(tmp_path):
     """The one check before a CT-side /proc is read: a directory (what a CT root can mount
     over /proc) is refused, saying what it is; the kernel's procfs passes."""
-    from controller.probe import remote
+    from controller.remote import probe_agent
 
-    assert remote.procfs_refusal("/proc") is None
-    why = remote.procfs_refusal(str(tmp_path))
+    assert probe_agent.procfs_refusal("/proc") is None
+    why = probe_agent.procfs_refusal(str(tmp_path))
     assert why is not None and f"{tmp_path} is not procfs (filesystem magic 0x" in why and "procfs is 0x9fa0" in why
     (tmp_path / "ct" / "proc").mkdir(parents=True)
-    assert "/proc is not procfs" in remote.procfs_refusal("/proc", str(tmp_path / "ct"))
+    assert "/proc is not procfs" in probe_agent.procfs_refusal("/proc", str(tmp_path / "ct"))
 
 
 def test_a_descriptor_is_described_only_as_the_file_at_its_path_inside_the_root(tmp_path):
@@ -527,12 +527,12 @@ def test_a_descriptor_is_described_only_as_the_file_at_its_path_inside_the_root(
     try:
         # stdout: a file that is not at its path inside the root; stderr: one that is (/w/train.log
         # inside `ct` is the same inode as the path the kernel names, seen from the root's parent)
-        out = scan_remote._fd_doc(p.pid, 1, str(ct))
+        out = process_scan._fd_doc(p.pid, 1, str(ct))
         assert out["kind"] == "file" and out.get("outside_root") and "inode" not in out and "size" not in out
-        assert scan_remote._fd_doc(p.pid, 1, "")["size"] == 321        # the node's own process: its file
+        assert process_scan._fd_doc(p.pid, 1, "")["size"] == 321        # the node's own process: its file
         (ct / str(tmp_path).lstrip("/") / "ct" / "w").mkdir(parents=True)
         os.link(inside, ct / str(tmp_path).lstrip("/") / "ct" / "w" / "train.log")
-        err = scan_remote._fd_doc(p.pid, 2, str(ct))
+        err = process_scan._fd_doc(p.pid, 2, str(ct))
         assert err["inode"] == inside.stat().st_ino and not err.get("outside_root")
     finally:
         p.kill()

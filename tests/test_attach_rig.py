@@ -84,7 +84,7 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp
 
     # the fallback for a CT whose procfs the node cannot see: the same scan inside it (pct exec)
     from controller.playbook import TargetConfig
-    from controller.scan import scan_target
+    from controller.probe.scan import scan_target
     from controller.transport.factory import close_all
 
     inside = scan_target(TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path)),
@@ -122,7 +122,7 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp
 
     # the seeds' case: the watch says stale_log with what attach saw, and its automatic
     # dump puts the trainer's threads into the evidence
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
     from controller.watch import Watch
 
     store = RunStore()
@@ -155,7 +155,7 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp
     assert "shipped by dfctl" in dump["py_spy"] and " in " in dump["summary"]
     code, out, err = dfctl(capsys, "stacks", run1)   # the copy the watch's dump shipped is reused
     assert code == 0 and "pushed now" not in out and "Thread" not in err
-    from controller.stacks import py_spy_check
+    from controller.ship.stacks import py_spy_check
     from controller.transport.factory import open_transport
 
     tgt = TargetConfig(kind="pct", host=rig_host.name, vmid=vmid, ssh_config=str(rig.ssh_config_path),
@@ -186,7 +186,7 @@ def test_attach_pid_exits_mid_attach_nothing_registered(rig, rig_host, capsys, m
               f"time.sleep(0.2)' > {run_dir}/out.log 2>&1 < /dev/null & echo $!")
     r = rig_host.ct_exec(vmid, ["sh", "-c", script])
     pid = int(r.stdout.split()[-1])
-    import controller.attach as attach
+    import controller.adopt.attach as attach
 
     real_find = attach.find_run
 
@@ -335,7 +335,7 @@ def test_a_reused_pid_is_another_process_for_attach_watch_stacks_stop(rig, rig_h
 
     # between attach's two round trips
     pid2 = start_loop(rig_host, vmid, f"{base}/b")
-    import controller.attach as attach
+    import controller.adopt.attach as attach
 
     real_find = attach.find_run
 
@@ -360,7 +360,7 @@ def test_attach_of_a_nohup_wrapper_in_a_ct_finds_the_python_and_its_log(rig, rig
     """Issue 26 item 2 on the rig: attach --pid of the `nohup sh -c` wrapper: the python
     child is the run, train.log its log (not wrapper.out), the buffered warning judged on
     the python; the watch reads 6020 tok/s from the log."""
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
     from controller.watch import Watch
 
     vmid = rig_host.vmid_running

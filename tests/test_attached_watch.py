@@ -1,5 +1,5 @@
-"""What the watch says about attached runs (controller.attached), and the automatic stack
-dump on a hang / stale_log finding (controller.auto_stacks) with real py-spy on a real
+"""What the watch says about attached runs (controller.adopt.attached), and the automatic stack
+dump on a hang / stale_log finding (controller.watch.auto_stacks) with real py-spy on a real
 process: off the tick (never waits), once per finding, bounded in time."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import sys
 import threading
 import time
 
-from controller.attached import REPLACE_HINT, ended_verdict, explain_stale_log
-from controller.auto_stacks import AutoStacks, dump_record
-from controller.detectors import evaluate
+from controller.adopt.attached import REPLACE_HINT, ended_verdict, explain_stale_log
+from controller.judge import evaluate
 from controller.playbook import WatchConfig
 from controller.records import Finding, LogStatus, ProcessState, ProgressSample, RunState
-from controller.runstore import RunRecord, RunStore
-from controller.stacks import StacksError
+from controller.ship.stacks import StacksError
+from controller.store.runstore import RunRecord, RunStore
+from controller.watch.auto_stacks import AutoStacks, dump_record
 from tests.deploy_support import wait_for
 
 BUFFERED = {"env": {"pythonunbuffered": False, "python_u_flag": False, "stdout_kind": "file",
@@ -159,7 +159,7 @@ def test_watch_of_an_attached_run_hang_with_frames_then_ended_exit_code_unknown(
     """Through the real watch: a hand-started run stops making progress (its threads wait in
     queue.get) -> hang, whose evidence gains the automatic dump's frames; then the process
     is killed -> `ended`, 'exit code unknown', no invented code, no 'process vanished'."""
-    from controller.attach import Selector, attach_run
+    from controller.adopt.attach import Selector, attach_run
     from controller.playbook import load_playbook
     from controller.watch import Watch
 

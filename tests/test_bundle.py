@@ -9,9 +9,9 @@ import tarfile
 
 import pytest
 
-from controller.bundle import MANIFEST_NAME, SHA256SUMS_NAME, build_bundle, select_files
 from controller.errors import BadInputError
 from controller.playbook import BundleConfig
+from controller.ship.bundle import MANIFEST_NAME, SHA256SUMS_NAME, build_bundle, select_files
 from tests.deploy_support import make_project
 
 EXTRA = {

@@ -101,7 +101,7 @@ def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys
     assert (w["process"]["stopped_by"], w["process"]["replaced_by"]) == ("dfctl deploy --replace", doc["run"]["run_id"])
     assert [f["kind"] for f in w["findings"]] == []
     from controller.cli.watch_cmds import closing_lines
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
     from controller.watch import Watch
 
     store = RunStore()
@@ -126,7 +126,7 @@ def test_a_second_run_on_a_busy_target_is_refused_unless_replace(project, capsys
 def test_a_run_that_ended_unseen_does_not_block_the_next_deploy(project, capsys):
     """The registry still says `running` for a run that ended while nobody watched: deploy
     asks the target, finds it gone, records how it ended, and launches."""
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
 
     root, pb = project
     short = ticker_playbook(root, name="short", args='"--steps", "3"')
@@ -149,7 +149,7 @@ def test_a_watch_sees_a_dfctl_stop_as_a_stop_not_a_crash(project, capsys):
     a watch of another controller knows it too."""
     from controller import compare
     from controller.cli.watch_cmds import closing_lines
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
     from controller.watch import Watch
 
     root, pb = project
@@ -281,7 +281,7 @@ def test_runs_with_a_target_unreachable_exits_3_naming_it(project, capsys):
     asked (their state is final), so a gone machine from last month costs nothing."""
     import socket
 
-    from controller.runstore import RunRecord, RunStore
+    from controller.store.runstore import RunRecord, RunStore
 
     root, pb = project
     code, out, err = dfctl(capsys, "deploy", str(pb), "--json")

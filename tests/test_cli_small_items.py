@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from controller.runstore import RunRecord, RunStore
+from controller.store.runstore import RunRecord, RunStore
 from tests.test_probe import launch_local
 from tests.test_watch import PROGRESS_PROGRAM, ROOT, record_for
 

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from controller import compare, history
-from controller.importers import load_path, samples_from_table
+from controller import compare
+from controller.adopt.importers import load_path, samples_from_table
+from controller.judge.throughput_window import throughput_summary
 from controller.playbook import WatchConfig
-from controller.runstore import RunRecord, RunStore
-from controller.throughput import throughput_summary
+from controller.store import history
+from controller.store.runstore import RunRecord, RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DFCTL = [sys.executable, "-m", "controller"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from controller import compare
-from controller.importers import load_path
+from controller.adopt.importers import load_path
 from tests.test_compare import _cli
 
 

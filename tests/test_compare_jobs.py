@@ -8,9 +8,9 @@ import json
 import subprocess
 import sys
 
-from controller.history import append_progress
 from controller.records import ProgressSample
-from controller.runstore import RunRecord, RunStore
+from controller.store.history import append_progress
+from controller.store.runstore import RunRecord, RunStore
 from tests.job_support import ROOT
 
 T0 = 1_795_000_000.0

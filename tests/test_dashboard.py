@@ -1,6 +1,6 @@
 """The dashboard rendered into in-memory Consoles of fixed sizes; assertions on the text.
 
-The sample state is the user's case (controller/widgets/demo.py); expected figures are
+The sample state is the user's case (controller/view/demo.py); expected figures are
 computed here from that state, not copied from the screen.
 """
 
@@ -14,11 +14,11 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from controller.dashboard import render
 from controller.records import Finding, GpuSample, HostSample, RunState
-from controller.widgets.demo import sample_states
-from controller.widgets.logtail import collapse_redraws
-from controller.widgets.sparkline import chart
+from controller.view.dashboard import render
+from controller.view.demo import sample_states
+from controller.view.logtail import collapse_redraws
+from controller.view.sparkline import chart
 
 NOW = 1_795_000_000.0
 SIZES = [(80, 24), (120, 40), (200, 60)]
@@ -161,7 +161,7 @@ def test_many_runs_keep_the_selected_visible_at_80x24():
 
 def test_demo_module_renders_sample_state():
     import subprocess
-    out = subprocess.run([sys.executable, "-m", "controller.dashboard", "--width", "100", "--height", "30"],
+    out = subprocess.run([sys.executable, "-m", "controller.view.dashboard", "--width", "100", "--height", "30"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "train_eager_dynamiccopy" in out.stdout and "findings" in out.stdout
@@ -170,7 +170,7 @@ def test_demo_module_renders_sample_state():
 def test_dashboard_in_a_real_terminal_via_tmux():
     from tests.tmux_screen import TmuxScreen
 
-    with TmuxScreen([sys.executable, "-m", "controller.dashboard"], width=80, height=24) as term:
+    with TmuxScreen([sys.executable, "-m", "controller.view.dashboard"], width=80, height=24) as term:
         assert term.size() == (80, 24)
         screen_text = term.wait_for("findings", timeout_s=60)
         assert term.wait_exit(timeout_s=60) == 0
@@ -201,7 +201,7 @@ def test_step_over_total_with_an_eta_from_the_recent_pace():
     """`step 220/300 · ETA …` when the run's --steps is known; the ETA is the steps left at
     the pace of the last samples (here 10 steps per 5 s: 80 steps left -> 40 s)."""
     from controller.records import ProgressSample
-    from controller.widgets.training import eta_s, step_text
+    from controller.view.training import eta_s, step_text
 
     prog = [ProgressSample(step=s, time_s=NOW - 110 + s / 2, tok_per_s=20_000.0) for s in range(10, 230, 10)]
     st = RunState(run_id="r", state="running", started_s=NOW - 200, progress=prog, total_steps=300)

@@ -50,7 +50,7 @@ def test_ctrl_c_ends_the_follow_not_the_run_and_says_how_to_watch_or_stop_it(tmp
     unsaid. Now: exit 130 still, the run named as going on, and the commands for it."""
     import signal
 
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
 
     root = make_project(tmp_path / "proj", git=False)
     pb = ticker_playbook(root, args='"--steps", "100000", "--interval-s", "0.05"')

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from controller.bundle import build_bundle
-from controller.deploy import deploy_bundle, resolve_workdir
 from controller.errors import LockedError
 from controller.playbook import load_playbook
+from controller.ship.bundle import build_bundle
+from controller.ship.deploy import deploy_bundle, resolve_workdir
 from controller.transport.local import LocalTransport
 from tests.deploy_support import SLOW_DEPLOY, make_project, ticker_playbook, wait_for
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.detectors import TextScanner
-from controller.logparse import flush_carry, split_lines
+from controller.follow.logparse import flush_carry, split_lines
+from controller.judge import TextScanner
 from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes, variants_of
 
 ENTRIES = sorted(entries(), key=lambda e: e.name)

@@ -1,4 +1,4 @@
-"""The first-failure reader (controller/detectors/ranks.py) over logs real torchrun wrote
+"""The first-failure reader (controller/judge/ranks.py) over logs real torchrun wrote
 (tests/corpus/jobs: two "nodes" on this machine, c10d rendezvous, gloo), and as a property:
 the order lines arrive in and the nodes' clock skew never change which rank is named
 first when the evidence times differ by more than their uncertainty."""
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.detectors.ranks import NodeClock, RankEvent, RankEventReader, first_failure
-from controller.watch.job import consequence_phrase, failure_finding
+from controller.judge.first_failure import consequence_phrase, failure_finding
+from controller.judge.ranks import NodeClock, RankEvent, RankEventReader, first_failure
 
 JOBS = Path(__file__).parent / "corpus" / "jobs"
 INDEX = {e["name"]: e for e in json.loads((JOBS / "index.json").read_text())}
@@ -234,7 +234,7 @@ def test_a_killed_workers_local_rank_is_made_global_by_the_jobs_layout_until_a_n
     nproc_per_node workers a node, a `[rank2]:` line of node 1's other worker makes node 1's
     workers ranks 2 and 3, so local rank 1 is rank 3 -- but only while the node's ranks agree
     on one position (rank 2 and rank 5 on one node, an uneven layout, give no guess)."""
-    from controller.detectors.ranks import CAUSE, CONSEQUENCE
+    from controller.judge.ranks import CAUSE, CONSEQUENCE
     killed = _ev(1, None, 1, "signal", CAUSE, "killed by SIGKILL", 100.0)
     peer = _ev(1, 2, None, "peer_lost", CONSEQUENCE, "lost its peer", 100.5)
     other = _ev(0, 0, None, "peer_lost", CONSEQUENCE, "lost its peer", 100.6)
@@ -250,7 +250,7 @@ def test_the_reader_learns_a_nodes_ranks_from_any_prefixed_line_and_the_layout_u
     """The bundled trainer's `[dist] ... joined` line (every rank, at start) is no failure
     evidence, but it tells which global ranks node 1 holds: a worker of it killed later
     without a word is named by its global rank at once."""
-    from controller.detectors.ranks import CAUSE
+    from controller.judge.ranks import CAUSE
     reader = RankEventReader(1)
     assert reader.feed(["[rank2]:[dist] rank=2 local_rank=0 world_size=4 joined",
                         "[rank3]:[dist] rank=3 local_rank=1 world_size=4 joined",

@@ -7,11 +7,11 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from controller.detectors import scan_lines
-from controller.detectors.metrics import non_finite_values
-from controller.detectors.repair import peel, repair, wrap_width
-from controller.detectors.tracebacks import read_tracebacks
-from controller.logparse import clean_text
+from controller.follow.logparse import clean_text
+from controller.judge import scan_lines
+from controller.judge.metric_values import non_finite_values
+from controller.judge.repair import peel, repair, wrap_width
+from controller.judge.tracebacks import read_tracebacks
 
 TB = ["Traceback (most recent call last):",
       '  File "/work/train.py", line 88, in <module>',
@@ -160,8 +160,8 @@ def test_oom_evidence_keeps_the_users_frame():
 
 
 def test_the_coarse_line_filter_covers_every_rule_trigger():
-    from controller.detectors.rules import TRIGGER_WORDS
-    from controller.detectors.scan import LINE_WORDS
+    from controller.judge.line_scan import LINE_WORDS
+    from controller.judge.rules import TRIGGER_WORDS
 
     for t in TRIGGER_WORDS + ("nan", "inf", "scale", "overflow", "skipped", "hit config.", "flex_attention"):
         assert any(w in t for w in LINE_WORDS), t
@@ -189,7 +189,7 @@ def test_argparse_refusal_of_a_module_entry_point():
 def _nan_kinds(lines, batch: int):
     """The check-log path (TextScanner) fed in batches of `batch` lines: the NaN judgement
     must not depend on where batches are cut."""
-    from controller.detectors import TextScanner
+    from controller.judge import TextScanner
 
     sc = TextScanner(now_s=0.0, batch_lines=batch, overlap_lines=4)
     for i in range(0, len(lines), batch):

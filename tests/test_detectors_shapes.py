@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.detectors import ScanState, TextScanner, final_findings, scan_lines
+from controller.judge import ScanState, TextScanner, final_findings, scan_lines
 
 
 def _final(lines: list[str]) -> list:
@@ -237,8 +237,8 @@ def test_every_oom_rule_says_where_its_wording_is_printed():
     repository, file and the 40-hex commit read; one without says why in its note."""
     import re
 
-    from controller.detectors.oom_family import OOM_FAMILY
-    from controller.detectors.rules import RULES
+    from controller.judge.oom_family import OOM_FAMILY
+    from controller.judge.rules import RULES
 
     rows = {s.rule: s for s in OOM_FAMILY}
     assert {r.name for r in RULES if r.kind == "oom"} <= set(rows), sorted(

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from controller.detectors import detect_regression, evaluate, throughput_summary, verdict_exit_code
+from controller.judge import detect_regression, evaluate, throughput_summary, verdict_exit_code
 from controller.playbook import WatchConfig
 from controller.records import (
     Finding,

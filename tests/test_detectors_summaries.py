@@ -10,11 +10,11 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from controller.detectors import scan_lines
-from controller.detectors.kernel_asserts import RECENT_LINES, KernelAssertions
-from controller.detectors.nccl_reports import read_report
-from controller.detectors.repair import repair, repaired
-from controller.detectors.tracebacks import failing_expression, read_tracebacks
+from controller.judge import scan_lines
+from controller.judge.kernel_asserts import RECENT_LINES, KernelAssertions
+from controller.judge.nccl_reports import read_report
+from controller.judge.repair import repair, repaired
+from controller.judge.tracebacks import failing_expression, read_tracebacks
 from tests.corpus.corpus import HERE, ansi, scan_bytes, wrapped
 
 DEVICE = HERE / "device"
@@ -237,8 +237,8 @@ def test_stream_in_small_batches_gives_the_same_summaries():
     """The readers' state (kernel assertions counted, NCCL report lines used, the exception
     named) spans batches: 32-line batches, smaller than the 64-line assertion run, give
     what one read of the whole file gives."""
-    from controller.detectors import TextScanner
-    from controller.logparse import split_lines
+    from controller.follow.logparse import split_lines
+    from controller.judge import TextScanner
 
     for name in DEVICE_FAILURES:
         data = (DEVICE / f"{name}.log").read_bytes()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.detectors import EVIDENCE_LINE_CHARS, TextScanner, scan_lines, verdict_exit_code
+from controller.judge import EVIDENCE_LINE_CHARS, TextScanner, scan_lines, verdict_exit_code
 from controller.records import Finding
 
 DATA = Path(__file__).parent / "data" / "logs"

@@ -1,10 +1,10 @@
-"""controller/doctor.py: the checks are data; which failures mean unreachable (exit 3)."""
+"""controller/ship/doctor.py: the checks are data; which failures mean unreachable (exit 3)."""
 
 from __future__ import annotations
 
-from controller.doctor import Check, failure, run_checks
 from controller.errors import DeployError, UnreachableError
 from controller.playbook import parse_playbook
+from controller.ship.doctor import Check, failure, run_checks
 
 
 def test_failure_names_failed_checks_and_maps_reachability_to_exit_3():

@@ -9,10 +9,10 @@ import sqlite3
 
 import pytest
 
-from controller.detectors.state import CLEARED_BY, cleared, evaluate, unreadable_file
+from controller.judge.state import CLEARED_BY, cleared, evaluate, unreadable_file
 from controller.playbook import WatchConfig
 from controller.records import Finding, GpuSample, HostSample, ProcessState, ProgressSample, RunState
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 
 T0 = 1_800_000_000.0
 

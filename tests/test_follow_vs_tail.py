@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runstore import RunRecord, RunStore
+from controller.store.runstore import RunRecord, RunStore
 from controller.watch import Watch
 
 WRITER = textwrap.dedent("""

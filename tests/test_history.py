@@ -10,8 +10,8 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from controller import history
 from controller.records import GpuSample, ProgressSample
+from controller.store import history
 
 
 def samples(n, start=0, source="metrics"):
@@ -102,7 +102,7 @@ def test_empty_and_bad_ids():
 
 
 def test_table_append_keeps_order_after_buffered_rows():
-    from controller.importers import progress_table
+    from controller.adopt.importers import progress_table
 
     w = history.HistoryWriter("run-g", rows_per_part=100, fan_in=4)
     w.append_progress(samples(3))                                   # buffered

@@ -18,8 +18,8 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.history import read_progress
-from controller.runstore import RunStore
+from controller.store.history import read_progress
+from controller.store.runstore import RunStore
 from tests.test_probe import launch_local, wait_for
 from tests.test_watch import ROOT, record_for
 
@@ -109,9 +109,9 @@ def test_sigterm_mid_run_keeps_every_row_read_so_far(tmp_path, _dfctl_home):
 def test_a_gap_an_older_watch_left_is_backfilled_from_metrics_jsonl(tmp_path, _dfctl_home):
     """History that lost steps (an older dfctl killed by SIGTERM before its only flush)
     while the cursor moved past them: the next watch fills the gap from metrics.jsonl."""
-    from controller.history import append_progress
-    from controller.importers import metrics_samples
+    from controller.adopt.importers import metrics_samples
     from controller.records import RunCursor
+    from controller.store.history import append_progress
 
     env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
     run = launch_local(tmp_path / "r", PROGRAM)
@@ -141,9 +141,9 @@ def test_a_gap_an_older_watch_left_is_backfilled_from_metrics_jsonl(tmp_path, _d
 def test_the_backfill_reads_a_metrics_file_larger_than_one_probe_read(tmp_path, monkeypatch):
     """The part of metrics.jsonl the cursor passed is read back in probe-sized pieces (each
     one read_since from where the last ended) and no row is lost at a piece's edge."""
-    from controller import history
-    from controller.importers import metrics_samples
+    from controller.adopt.importers import metrics_samples
     from controller.records import RunCursor
+    from controller.store import history
     from controller.watch import Watch
     from controller.watch import backfill as bf
 
@@ -177,7 +177,7 @@ def _raw_rows(run_id: str) -> tuple[int, int]:
     (every *.parquet file, none of our reader's folding)."""
     import duckdb
 
-    from controller.history import history_dir
+    from controller.store.history import history_dir
 
     glob = history_dir(run_id) / "progress" / "*.parquet"
     ((rows, steps),) = duckdb.sql(f"SELECT count(*), count(DISTINCT step) FROM '{glob}'").fetchall()
@@ -191,7 +191,7 @@ def test_three_concurrent_watches_and_sigterms_write_one_row_per_step(tmp_path, 
     and one started again: the files hold one row per step, equal to metrics.jsonl."""
     import pandas as pd
 
-    from controller.history import history_dir
+    from controller.store.history import history_dir
 
     env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
     run = launch_local(tmp_path / "r", PROGRAM)

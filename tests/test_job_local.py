@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from tests.deploy_support import all_cmdlines, session_members, wait_for
 from tests.job_support import free_port, job_rest_toml
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from tests.deploy_support import wait_for
 from tests.job_support import job_rest_toml
 from tests.rig.fixtures import FAB_VMID, on_fabric

@@ -7,11 +7,11 @@ import json
 import os
 import time
 
-from controller.bundle import build_bundle
-from controller.deploy import deploy_bundle, resolve_workdir
-from controller.launch import launch_run, record_run, runs_status, state_of, stop_run
 from controller.playbook import load_playbook
-from controller.runstore import RunRecord, RunStore
+from controller.ship.bundle import build_bundle
+from controller.ship.deploy import deploy_bundle, resolve_workdir
+from controller.ship.launch import launch_run, record_run, runs_status, state_of, stop_run
+from controller.store.runstore import RunRecord, RunStore
 from controller.transport.local import LocalTransport
 from tests.deploy_support import all_cmdlines, make_project, session_members, ticker_playbook, wait_for
 
@@ -90,8 +90,8 @@ def test_one_target_from_a_stored_row_whatever_the_row_holds():
     stop/runs/logs rebuild the same TargetConfig from a row, with the row's columns
     filling what the stored playbook lacks."""
     from controller import watch
-    from controller.launch import target_identity
-    from controller.runstore import target_of
+    from controller.ship.launch import target_identity
+    from controller.store.runstore import target_of
 
     full = RunRecord(run_id="a", name="a", target_kind="pct", target="pct 200 on n1", host="n1", vmid=200,
                      workdir="/ws", playbook={"target": {"kind": "pct", "host": "n1", "vmid": 200, "port": 2222,
@@ -118,25 +118,25 @@ def test_the_locked_launch_check_sees_runs_of_the_workdir_and_attached_runs(tmp_
     import subprocess
     import sys
 
-    from controller import launch_remote
+    from controller.remote import launcher
 
     workdir = tmp_path / "wd"
     (workdir / "releases" / "r1").mkdir(parents=True)
     os.symlink("releases/r1", workdir / "current")
     hand = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        ticks = launch_remote._start_ticks(hand.pid)
+        ticks = launcher._start_ticks(hand.pid)
         spec = {"workdir": str(workdir), "run_id": "new-1", "name": "new", "python": sys.executable, "module": "x",
                 "args": [], "env": {}, "secrets": {}, "path": "/usr/bin:/bin",
                 "exclusive": {"runs": [{"run_id": "hand-1", "run_dir": "", "pid": hand.pid, "attached": True,
                                         "start_ticks": ticks}], "lock_wait_s": 2, "owner": "test"}}
-        reply = launch_remote.launch(spec)
+        reply = launcher.launch(spec)
         assert reply["conflict"] == [{"run_id": "hand-1", "run_dir": "", "pid": hand.pid}], reply
         assert not (workdir / "runs" / "new-1").exists()
         stale = {**spec, "exclusive": {**spec["exclusive"], "runs": [{**spec["exclusive"]["runs"][0],
                                                                        "start_ticks": ticks + 1}]}}
         # a pid now held by another process (start time differs) is no live run of ours
-        assert launch_remote._live_runs(str(workdir), stale["exclusive"]["runs"]) == []
+        assert launcher._live_runs(str(workdir), stale["exclusive"]["runs"]) == []
         assert (workdir / ".deploy.owner").read_text() == "test\n"
     finally:
         hand.kill()

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import BadInputError
-from controller.logparse import (
+from controller.follow.logparse import (
     CUT_MARK,
     LineParser,
     flush_carry,

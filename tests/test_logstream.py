@@ -8,8 +8,8 @@ import io
 import threading
 import time
 
-from controller.logstream import DirectoryWake, LogStream
-from controller.runstore import RunRecord
+from controller.store.runstore import RunRecord
+from controller.watch.logstream import DirectoryWake, LogStream
 from tests.test_probe import launch_local, wait_for
 
 PROGRAM = """

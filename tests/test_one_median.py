@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
+from controller.adopt.importers import load_path, samples_from_table
 from controller.cli.watch_cmds import closing_lines
-from controller.importers import load_path, samples_from_table
+from controller.judge.throughput_window import fmt_tok_per_s
 from controller.records import ProcessState, RunState
-from controller.throughput import fmt_tok_per_s
 from tests.test_compare import _cli
 
 
@@ -51,7 +51,7 @@ def _as_watched(log):
     """The run as `dfctl watch` holds it: each progress line parsed by the watch's parser and
     stamped with the tick that read it (the follower sets time_s = now for a log line), one
     line every 10 s -- so the first minute of lines shares the watch's clock, not the trainer's."""
-    from controller.logparse import LineParser
+    from controller.follow.logparse import LineParser
 
     parser, progress = LineParser(), []
     t0 = 1_795_000_000.0
@@ -81,7 +81,7 @@ def test_dashboard_closing_line_check_log_and_compare_runs_print_one_string(tmp_
 
     from rich.console import Console
 
-    from controller.dashboard import render
+    from controller.view.dashboard import render
 
     log = _log(tmp_path / "run.log")
     st = _as_watched(log)
@@ -125,7 +125,7 @@ def _followed(log):
     """The run as `dfctl watch` holds it after following the whole log: its lines parsed by
     the watch's parser, stamped with the tick that read them (10 lines a 1 s tick) and
     merged by add_progress -- the bounded history the follower keeps."""
-    from controller.logparse import LineParser
+    from controller.follow.logparse import LineParser
     from controller.watch.progress import add_progress
 
     parser = LineParser()
@@ -151,7 +151,7 @@ def _four_figures(log, st):
 
     from rich.console import Console
 
-    from controller.dashboard import render
+    from controller.view.dashboard import render
 
     buf = io.StringIO()
     Console(file=buf, width=120, height=40, color_system=None, force_terminal=False).print(
@@ -186,7 +186,7 @@ def test_check_log_of_a_log_longer_than_its_sample_deque_takes_the_whole_logs_me
     with no warm-up (a 60,000-step log then differed from compare-runs'); a scanner with a
     deque of 1,000 reads this log as one of 50,000 would, and gives check_log_file's figures."""
     from controller.cli.checklog_cmds import _feed, _report, check_log_file
-    from controller.detectors import TextScanner
+    from controller.judge import TextScanner
     from controller.playbook import WatchConfig
 
     log = _long_log(tmp_path / "run.log")
@@ -205,9 +205,9 @@ def test_a_restarted_watch_of_a_long_run_prints_the_historys_median(tmp_path):
     figures from the history: its closing line prints what compare-runs reads from the
     same history."""
     from controller.cli.watch_cmds import PROGRESS_SEED_LEN, _HistoryHook
-    from controller.history import append_progress
     from controller.records import ProgressSample
-    from controller.runstore import RunRecord, RunStore
+    from controller.store.history import append_progress
+    from controller.store.runstore import RunRecord, RunStore
     from controller.watch import Watch
 
     store = RunStore()
@@ -276,8 +276,8 @@ def test_a_bounded_history_and_its_older_columns_sum_up_to_the_whole_run():
     from hypothesis import strategies as st
 
     import controller.watch.progress as progress_mod
-    from controller.detectors import TextScanner
-    from controller.throughput import throughput_summary
+    from controller.judge import TextScanner
+    from controller.judge.throughput_window import throughput_summary
 
     cfg = RunState(run_id="cfg", warmup_s=30.0, warmup_steps=2)
 
@@ -315,8 +315,8 @@ def test_a_known_step_after_a_late_older_one_fills_it_and_is_not_held_twice():
     from another source with samples/s. add_progress compared with the last sample held
     (step 0) only, took step 1 for new and held it twice; the whole run's summary then
     read the first copy, without samples/s."""
+    from controller.judge.throughput_window import throughput_summary
     from controller.records import ProgressSample
-    from controller.throughput import throughput_summary
     from controller.watch.progress import add_progress
 
     run = RunState(run_id="r")

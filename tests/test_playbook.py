@@ -120,8 +120,8 @@ def test_secret_name_rule(name, secret):
 def test_registry_form_holds_no_env_value():
     """Issue 12 item 12: the registry gets names and hashes, never an env value; a value is
     marked secret explicitly by naming it in run.secret_env."""
-    from controller.launch import split_env
     from controller.playbook import env_value_hash
+    from controller.ship.launch import split_env
 
     pb = parse_playbook(LOCAL + '[run]\nsecret_env = ["DB_URL"]\n'
                         'env = { MY_AUTH = "secret-DEF", DB_URL = "postgres://u:pw@db", LR = "3" }', "x.toml")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.logcursor import LogFollower
+from controller.follow.cursor import LogFollower
 from controller.probe import HostProbeRequest, RunProbeRequest, decode_blob, run_probe
 from controller.probe.cgroup import parse_memory_cgroup, vmid_from_cgroup
 from controller.probe.procfs import cpu_pct, leader_state, parse_stat, tree_totals
@@ -329,12 +329,12 @@ def _runtime_annotation_problems(tree) -> list[int]:
 
 
 def test_the_stdlib_scripts_stay_runnable_on_their_oldest_python():
-    # remote.py and scan_remote.py promise Python >= 3.6, launch_remote.py >= 3.8: mypy checks
+    # probe_agent.py and process_scan.py promise Python >= 3.6, remote/launcher.py >= 3.8: mypy checks
     # them through type comments, since an annotation like list[str] would fail there at import.
     import ast
 
     root = Path(__file__).resolve().parents[1] / "controller"
-    for rel, oldest in (("probe/remote.py", (3, 6)), ("probe/scan_remote.py", (3, 6)), ("launch_remote.py", (3, 8))):
+    for rel, oldest in (("remote/probe_agent.py", (3, 6)), ("remote/process_scan.py", (3, 6)), ("remote/launcher.py", (3, 8))):
         src = (root / rel).read_text()
         assert f"Python >= {oldest[0]}.{oldest[1]}" in src                # the promise this test keeps
         tree = ast.parse(src, type_comments=True, feature_version=max(oldest, (3, 7)))  # 3.7: the oldest ast knows

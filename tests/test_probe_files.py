@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from controller.logcursor import LogFollower
-from controller.probe import HostProbeRequest, RunProbeRequest, remote
+from controller.follow.cursor import LogFollower
+from controller.probe import HostProbeRequest, RunProbeRequest
 from controller.probe.readings import FileRead
 from controller.probe.session import ProbeSession
+from controller.remote import probe_agent
 from controller.transport.local import LocalTransport
 
 SECRET = b"node secret: id_ed25519 PRIVATE KEY\n"
@@ -28,9 +29,9 @@ SECRET = b"node secret: id_ed25519 PRIVATE KEY\n"
 
 @pytest.fixture(params=["openat2", "walk"])
 def resolve_mode(request, monkeypatch):
-    if request.param == "openat2" and remote._openat2() is None:
+    if request.param == "openat2" and probe_agent._openat2() is None:
         pytest.fail("this kernel has no openat2: the walk covers it, but the test machine should have it")
-    monkeypatch.setattr(remote, "_FORCE_WALK", request.param == "walk")
+    monkeypatch.setattr(probe_agent, "_FORCE_WALK", request.param == "walk")
     return request.param
 
 
@@ -45,7 +46,7 @@ def ct(tmp_path):
 
 
 def read(root: Path, path: str, **kw) -> dict:
-    return remote.read_since(path, None, 0, 1 << 20, root=str(root), **kw)
+    return probe_agent.read_since(path, None, 0, 1 << 20, root=str(root), **kw)
 
 
 def data_of(doc: dict) -> bytes:
@@ -142,7 +143,7 @@ def test_a_fifo_device_or_socket_at_the_log_path_is_refused_at_once(ct, resolve_
 
 def test_a_fifo_on_the_local_target_is_refused_too(tmp_path):
     os.mkfifo(tmp_path / "train.log")
-    doc = remote.read_since(str(tmp_path / "train.log"), None, 0, 1 << 20)
+    doc = probe_agent.read_since(str(tmp_path / "train.log"), None, 0, 1 << 20)
     assert not doc["exists"] and "a FIFO" in doc["error"]
 
 
@@ -162,7 +163,7 @@ def follow(path: Path, f: LogFollower, lines: list[str], cap: int = 1 << 20, **k
     """Read like the watch does until caught up; returns the last chunk."""
     chunk = None
     for _ in range(1000):
-        doc = remote.read_since(str(path), None, 0, cap, cursor=f.cursor().to_json(), carry=len(f.carry),
+        doc = probe_agent.read_since(str(path), None, 0, cap, cursor=f.cursor().to_json(), carry=len(f.carry),
                                 fp_bytes=f.wants_fingerprint_bytes, **kw)
         lr = FileRead.from_doc(doc)
         if not lr.exists:
@@ -275,14 +276,14 @@ def test_a_log_deleted_before_it_was_held_is_read_through_the_writers_fd(tmp_pat
         while log.read_bytes().count(b"\n") < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
         f = LogFollower()
-        doc = remote.read_since(str(log), None, 0, 1 << 20, cursor=f.cursor().to_json())
+        doc = probe_agent.read_since(str(log), None, 0, 1 << 20, cursor=f.cursor().to_json())
         lr = FileRead.from_doc(doc)
         f.feed(lr.data[:4], start=0, inode=lr.inode, rotated=False)   # read "w 0\n" only
         log.unlink()
         writer.stdin.write(b"\n")
         writer.stdin.flush()
         time.sleep(0.3)
-        doc = remote.read_since(str(log), None, 0, 1 << 20, cursor=f.cursor().to_json(),
+        doc = probe_agent.read_since(str(log), None, 0, 1 << 20, cursor=f.cursor().to_json(),
                                 proc_root="/proc", pid=writer.pid)
         lr = FileRead.from_doc(doc)
         assert lr.exists and lr.deleted and lr.event == "deleted"

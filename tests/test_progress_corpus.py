@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.logparse import LineParser
+from controller.follow.logparse import LineParser
 
 INDEX = Path(__file__).parent / "data" / "progress_lines" / "index.json"
 ENTRIES = json.loads(INDEX.read_text(encoding="utf-8"))["lines"]

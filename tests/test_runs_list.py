@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from controller.runstore import RunRecord, RunStore
-from controller.widgets.runs_list import render_runs
+from controller.store.runstore import RunRecord, RunStore
+from controller.view.runs_list import render_runs
 from tests.test_watch import ROOT
 from tests.tmux_screen import TmuxScreen
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 from controller.records import Finding
-from controller.runstore import RunRecord, RunStore
+from controller.store.runstore import RunRecord, RunStore
 from tests.test_probe import launch_local
 from tests.test_watch import PROGRESS_PROGRAM, ROOT, record_for
 from tests.tmux_screen import TmuxScreen
@@ -53,7 +53,7 @@ def test_an_ended_runs_age_stops_at_its_end():
 
     from controller.cli.runs_live import row_of
     from controller.records import ProcessState, RunState
-    from controller.widgets.runs_table import render
+    from controller.view.runs_table import render
 
     def age_at(rec, st, now_s):
         row = row_of(rec, st, RunStore(), cache)

@@ -1,11 +1,11 @@
-"""The registry's job contract: one job row + one member row per node (controller.runstore)."""
+"""The registry's job contract: one job row + one member row per node (controller.store.runstore)."""
 
 import sqlite3
 
 import pytest
 
 from controller.errors import UnknownRunError
-from controller.runstore import JOB_KIND, RunRecord, RunStore, target_of
+from controller.store.runstore import JOB_KIND, RunRecord, RunStore, target_of
 
 
 def _job(store: RunStore, job_id: str = "pre-20261201T100000Z", started_s: float = 100.0) -> None:

@@ -25,8 +25,8 @@ pytestmark = pytest.mark.rig
 def auto_stacks_outcome(run_id: str):
     """What the watch's automatic dump makes of a `hang` finding of the run: the real
     AutoStacks with its default dump (dump_record), waited on until it has an outcome."""
-    from controller.auto_stacks import AutoStacks
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
+    from controller.watch.auto_stacks import AutoStacks
 
     store = RunStore()
     try:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from controller.errors import BadInputError, DfctlError, UnreachableError
-from controller.wandb_api import ApiPoller, fetch_run, parse_run_path
+from controller.wandb_io.api_poller import ApiPoller, fetch_run, parse_run_path
 from tests.wandb_standin.server import StandinWandbServer, load_fixture
 
 KEY = "0123456789abcdef0123456789abcdef01234567"   # a made-up 40-char key

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.errors import BadInputError
-from controller.wandb_offline import (
+from controller.wandb_io.offline_reader import (
     BLOCK_LEN,
     OfflineRunReader,
     decode_frames,

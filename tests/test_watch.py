@@ -1,6 +1,6 @@
 """The watch loop on the local target with real processes (python programs in tmp dirs).
 
-Detectors are the real ones (controller/detectors.py); the watch is judged on what it
+Detectors are the real ones (controller/judge/); the watch is judged on what it
 makes them see: stale_log for a block-buffered program whose metrics advance, each of an
 OOM line, a SIGKILL and an NCCL timeout within one tick, and exactly-once log reading
 across a killed and restarted watcher.
@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from controller.playbook import WatchConfig
-from controller.runstore import RunRecord, RunStore
+from controller.store.runstore import RunRecord, RunStore
 from controller.watch import Watch
 from tests.test_probe import LocalRun, launch_local, wait_for
 
@@ -327,7 +327,7 @@ def test_online_run_without_a_local_wandb_dir_is_polled_through_the_api_standin(
 
 
 def test_a_detector_bug_costs_findings_not_the_watch_or_the_cursor(tmp_path, monkeypatch):
-    import controller.detectors as detectors
+    import controller.judge as detectors
 
     def broken(*a, **k):
         raise ZeroDivisionError("boom")
@@ -411,8 +411,8 @@ def test_the_watch_judges_a_log_read_over_many_ticks_as_check_log_judges_the_fil
     kinds check-log gives on the whole file. A loss-scale collapse or a run of non-finite
     grad norms spans ticks: the detectors' state is kept per run (before: it restarted
     every tick and the collapse was never seen)."""
-    from controller.detectors import FAILURE_KINDS, TextScanner
-    from controller.logparse import split_lines
+    from controller.follow.logparse import split_lines
+    from controller.judge import FAILURE_KINDS, TextScanner
     from tests.corpus.corpus import HERE
 
     logs = {name: HERE / "logs" / f"{name}.log" for name in (

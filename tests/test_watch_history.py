@@ -4,9 +4,9 @@ watch taking its runs' progress back (so charts and regression windows survive a
 from __future__ import annotations
 
 from controller.cli.watch_cmds import _HistoryHook
-from controller.history import append_progress, read_gpus
 from controller.records import GpuSample, ProgressSample, RunState, TickObservation
-from controller.runstore import RunRecord, RunStore
+from controller.store.history import append_progress, read_gpus
+from controller.store.runstore import RunRecord, RunStore
 from controller.watch import TickReport, Watch
 
 

@@ -17,8 +17,8 @@ import time
 
 from rich.console import Console
 
-from controller.dashboard import render
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
+from controller.view.dashboard import render
 from controller.watch import Watch
 from tests.deploy_support import wait_for
 from tests.job_support import ROOT, job_rest_toml, workers_of

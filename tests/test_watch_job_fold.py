@@ -1,4 +1,4 @@
-"""The job layer (controller/watch/job.py) fed tick observations of real torchrun logs
+"""The job layer (controller/watch/job_follower.py) fed tick observations of real torchrun logs
 (tests/corpus/jobs): restarts become events on the dashboard, not a new run; a node whose
 clock runs 5 minutes ahead (its HostSample says so) does not move the failure's time; the
 job's state, verdict and aggregate tok/s come from its members."""
@@ -11,11 +11,11 @@ import time
 from rich.cells import cell_len
 from rich.console import Console
 
-from controller.dashboard import render
 from controller.records import HostSample, ProgressSample, TickObservation
-from controller.runstore import RunRecord, RunStore, target_of
+from controller.store.runstore import RunRecord, RunStore, target_of
+from controller.view.dashboard import render
 from controller.watch.follower import RunFollower
-from controller.watch.job import JobFollower
+from controller.watch.job_follower import JobFollower
 from tests.test_detectors_ranks import _shift, node_lines
 
 
@@ -115,8 +115,8 @@ def test_an_operators_stop_is_no_failure_of_the_job():
 
 
 def test_the_sample_job_renders_at_every_size():
-    """`python -m controller.dashboard --job`: the issue's example fits each terminal size."""
-    from controller.widgets.demo import sample_job
+    """`python -m controller.view.dashboard --job`: the issue's example fits each terminal size."""
+    from controller.view.demo import sample_job
 
     now = time.time()
     states, job = sample_job(now)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from tests.deploy_support import wait_for
 from tests.job_support import ROOT
 from tests.rig.fixtures import FAB_VMID as VMID

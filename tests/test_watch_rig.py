@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.playbook import TargetConfig, WatchConfig
-from controller.runstore import RunRecord, RunStore
+from controller.store.runstore import RunRecord, RunStore
 from controller.watch import Watch
 from tests.rig.gpus import NA, NOT_SUPPORTED, FakeComputeApp, busy_gpu, default_gpus
 from tests.test_probe import wait_for
@@ -222,9 +222,9 @@ def test_a_history_gap_is_backfilled_from_the_cts_metrics_jsonl(rig, rig_host, t
     """Issue 13.1: a gap an older watch left (rows lost to SIGTERM while the cursor moved past
     them) is filled from the run's metrics.jsonl where the run lives -- here inside CT 200,
     read through the probe on the node -- not only on the local target."""
-    from controller import history
-    from controller.importers import metrics_samples
+    from controller.adopt.importers import metrics_samples
     from controller.records import RunCursor
+    from controller.store import history
     from controller.watch.backfill import backfill_history
 
     host = rig_host

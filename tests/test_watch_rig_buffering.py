@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from controller.watch import Watch
 from tests.deploy_support import wait_for
 from tests.test_watch_rig import ct_record

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from controller.playbook import TargetConfig, WatchConfig
 from controller.probe import RunProbeRequest
 from controller.records import RunCursor
-from controller.runstore import RunRecord, RunStore
+from controller.store.runstore import RunRecord, RunStore
 from controller.watch import Watch, WatchSettings, resolve_settings
 
 

@@ -1,6 +1,6 @@
 """Drive a command in a real terminal: a detached tmux session of fixed size.
 
-For tests of full-screen programs (`dfctl watch`, `python -m controller.dashboard`): start
+For tests of full-screen programs (`dfctl watch`, `python -m controller.view.dashboard`): start
 the command in a private tmux server (its own socket, no user config, no status bar, so the
 pane is exactly width x height), read the screen with `capture-pane`, wait for text with a
 deadline (polling, never fixed sleeps), send keys, and read the exit status -- the pane is

@@ -2,8 +2,8 @@
 
 `dfctl scan` lists the training processes of a target, `dfctl attach` registers one of
 them as a run (then watch / logs / stop / compare-runs treat it like any other), and
-`dfctl stacks` prints a run's Python stacks (py-spy). The work is in controller.scan,
-controller.attach and controller.stacks; errors map to exit codes in controller/cli/__init__.py.
+`dfctl stacks` prints a run's Python stacks (py-spy). The work is in controller.probe.scan,
+controller.adopt.attach and controller.ship.stacks; errors map to exit codes in controller/cli/__init__.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import typer
 from controller.cli.app import app
 from controller.errors import one_line
 from controller.playbook import Playbook, TargetConfig, load_playbook
-from controller.runstore import RunStore, target_of
+from controller.store.runstore import RunStore, target_of
 
 DEFAULT_REMOTE_WORKDIR = "/var/tmp/dfctl"
 """Where dfctl keeps its tools (py-spy) on a --target given without a playbook."""
@@ -37,7 +37,7 @@ def _resolve_target(playbook: Optional[Path], target: Optional[str], ssh_config:
     import dataclasses
 
     from controller.errors import BadInputError
-    from controller.scan import parse_target_spec
+    from controller.probe.scan import parse_target_spec
 
     if (playbook is None) == (target is None):
         raise BadInputError("give a PLAYBOOK or --target (one of them)")
@@ -82,7 +82,7 @@ def scan(
     pid, user, command, cwd, start, CPU, RSS, GPUs, the log each writes, wandb/metrics files.
 
     Exit codes: 0 ok · 2 bad input · 3 host or CT unreachable."""
-    from controller.scan import scan_target
+    from controller.probe.scan import scan_target
 
     t, vmids, _ = _resolve_target(playbook, target, ssh_config, None)
     report = scan_target(t, vmids)
@@ -165,7 +165,7 @@ def attach(
     work on it. Ambiguous, gone or unfollowable: exit 2, nothing registered.
 
     Exit codes: 0 attached · 2 bad input (no such run, ambiguous, gone) · 3 unreachable."""
-    from controller.attach import Selector, attach_run
+    from controller.adopt.attach import Selector, attach_run
 
     t, vmids, pb = _resolve_target(playbook, target, ssh_config, python)
     att = attach_run(t, Selector(pid=pid, log=log, match=match), vmids=vmids, name=name, playbook=pb)
@@ -191,7 +191,7 @@ def stacks(
     kernel.yama.ptrace_scope.
 
     Exit codes: 0 ok · 1 no dump (ptrace denied, no Python process) · 2 unknown run · 3 unreachable."""
-    from controller.stacks import dump_document, render_text, take_stacks
+    from controller.ship.stacks import dump_document, render_text, take_stacks
     from controller.transport.factory import open_transport
 
     store = RunStore()

@@ -18,9 +18,9 @@ from typing import Any, Optional
 import typer
 
 from controller.cli.app import app
-from controller.detectors import TextScanner, detect_regression, throughput_summary, verdict_exit_code
 from controller.errors import BadInputError
-from controller.logparse import flush_carry, split_lines
+from controller.follow.logparse import flush_carry, split_lines
+from controller.judge import TextScanner, detect_regression, throughput_summary, verdict_exit_code
 from controller.playbook import WatchConfig
 from controller.records import Finding, to_jsonable
 
@@ -125,7 +125,7 @@ def _render_human(report: dict[str, Any], code: int) -> None:
                   + (f" {escape(w['offline_dir'])}" if w.get("offline_dir") else ""))
     t = report["throughput"]
     if t and t.get("tok_per_s"):
-        from controller.throughput import fmt_tok_per_s
+        from controller.judge.throughput_window import fmt_tok_per_s
 
         tok = t["tok_per_s"]
         line = (f"throughput: median {fmt_tok_per_s(tok['median'])} tok/s (p10 {fmt_tok_per_s(tok['p10'])}, "

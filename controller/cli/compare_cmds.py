@@ -44,7 +44,7 @@ def compare_runs(
 ) -> None:
     """Put runs side by side: tok/s, step time, memory, loss/τ, config diff, verdict."""
     from controller import compare
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
 
     if sum((json_out, csv_out, markdown_out)) > 1:
         raise BadInputError("compare-runs: choose one of --json, --csv, --markdown")
@@ -94,7 +94,7 @@ def _prefetched(specs: list[str], store):
     from concurrent.futures import ThreadPoolExecutor
 
     from controller import compare
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
 
     def load(spec: str):
         local = RunStore(store.path)  # sqlite connections stay on their thread
@@ -122,8 +122,8 @@ def import_cmd(
     """Bring a run into the registry and the metric history, so compare-runs can name it."""
     import json
 
-    from controller.importers import import_run
-    from controller.runstore import RunStore
+    from controller.adopt.importers import import_run
+    from controller.store.runstore import RunStore
 
     store = RunStore()
     try:

@@ -1,6 +1,6 @@
 """CLI commands of the deploy area: deploy, runs, logs, stop, doctor (wiring only).
 
-Each command parses, calls controller.deploy / controller.launch, and renders. Errors are
+Each command parses, calls controller.ship.deploy / controller.ship.launch, and renders. Errors are
 our own types (controller.errors) and become exit codes in controller/cli/__init__.py.
 --json prints exactly one JSON document on stdout; human hints go to stderr.
 """
@@ -20,7 +20,7 @@ import typer
 from controller.cli.app import app
 from controller.errors import BadInputError, DeployError, DfctlError, UnreachableError, one_line
 from controller.playbook import Playbook, RunConfig, TargetConfig, check_run_name, load_playbook
-from controller.runstore import RunRecord, RunStore, target_of
+from controller.store.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 
 # Heavy modules (paramiko, rich.progress) are imported inside the commands that use them,
@@ -91,9 +91,9 @@ def deploy(
 
     A run is exclusive by default (run.exclusive): while another run of the target is
     alive, deploy refuses (exit 2, nothing changed) unless --replace."""
-    from controller.bundle import build_bundle, project_root
-    from controller.deploy import resolve_workdir
-    from controller.launch import live_runs_of, refuse_if_live
+    from controller.ship.bundle import build_bundle, project_root
+    from controller.ship.deploy import resolve_workdir
+    from controller.ship.launch import live_runs_of, refuse_if_live
     from controller.transport.factory import open_transport, target_label
 
     _check_deploy_flags(name, follow=follow, until=until, no_launch=no_launch, dry_run=dry_run)
@@ -129,9 +129,9 @@ def deploy(
 
 def _deploy_job(pb: Playbook, root, name: str | None, *, no_launch: bool, dry_run: bool, json_out: bool) -> None:
     """deploy of a [[nodes]] playbook: every node reached and given the release at once,
-    then torchrun launched on each (controller.job); any node failing aborts the whole job."""
-    from controller.bundle import build_bundle, local_git_state
-    from controller.job import deploy_nodes, job_label, launch_job, open_nodes
+    then torchrun launched on each (controller.ship.job); any node failing aborts the whole job."""
+    from controller.ship.bundle import build_bundle, local_git_state
+    from controller.ship.job import deploy_nodes, job_label, launch_job, open_nodes
 
     bundle, nodes = build_bundle(root, pb.bundle), open_nodes(pb, root)
     if dry_run:
@@ -164,9 +164,9 @@ def _deploy_job(pb: Playbook, root, name: str | None, *, no_launch: bool, dry_ru
 
 
 def _print_job_dry_run(pb: Playbook, nodes, bundle, *, json_out: bool) -> None:
-    from controller.deploy import plan_commands
-    from controller.job import job_label, torchrun_args
-    from controller.launch import launch_command, make_run_id
+    from controller.ship.deploy import plan_commands
+    from controller.ship.job import job_label, torchrun_args
+    from controller.ship.launch import launch_command, make_run_id
 
     job_id = make_run_id(pb.run.name)
     per_node = [{"node": n.rank, "target": n.where,
@@ -198,7 +198,7 @@ def node_playbook(pb: Playbook, node: int | None, command: str) -> Playbook:
 
 
 def _check_deploy_flags(name: str | None, *, follow: bool, until: str, no_launch: bool, dry_run: bool) -> None:
-    from controller.cli.follow import UNTIL
+    from controller.cli.deploy_follow import UNTIL
 
     if until not in UNTIL:
         raise BadInputError(f"--until {until!r}: expected one of {', '.join(UNTIL)}")
@@ -210,7 +210,7 @@ def _check_deploy_flags(name: str | None, *, follow: bool, until: str, no_launch
 
 def _push(transport: Transport, workdir: str, bundle):
     """deploy_bundle with a progress bar that shows only for a transfer that takes a while."""
-    from controller.deploy import deploy_bundle
+    from controller.ship.deploy import deploy_bundle
 
     progress = _LazyProgress(f"deploy {bundle.content_id}")
     try:
@@ -222,8 +222,8 @@ def _push(transport: Transport, workdir: str, bundle):
 def _launch_into(out: dict[str, Any], store: RunStore, transport: Transport, pb: Playbook, workdir: str, root,
                  name: str | None, live: list[RunRecord], *, json_out: bool) -> None:
     """--replace's stops (if any run lives), then the registered launch; `out` gets both."""
-    from controller.bundle import local_git_state
-    from controller.launch import launch_registered, launch_spec, replace_runs
+    from controller.ship.bundle import local_git_state
+    from controller.ship.launch import launch_registered, launch_spec, replace_runs
 
     spec = launch_spec(pb, workdir, name)
     if live:
@@ -238,7 +238,7 @@ def _launch_into(out: dict[str, Any], store: RunStore, transport: Transport, pb:
 
 
 def _follow_launched(run_id: str, until: str, json_out: bool) -> None:
-    from controller.cli.follow import follow_run
+    from controller.cli.deploy_follow import follow_run
 
     store = RunStore()
     try:
@@ -250,8 +250,8 @@ def _follow_launched(run_id: str, until: str, json_out: bool) -> None:
 
 def _print_dry_run(pb: Playbook, transport: Transport, workdir: str, bundle, live: list[RunRecord], *,
                    no_launch: bool, replace: bool, json_out: bool) -> None:
-    from controller.deploy import plan_commands
-    from controller.launch import launch_command
+    from controller.ship.deploy import plan_commands
+    from controller.ship.launch import launch_command
     from controller.transport.factory import target_label
 
     cmds = plan_commands(transport, workdir, bundle)
@@ -304,7 +304,7 @@ def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
-    from controller.importers import imported_end_state, is_imported
+    from controller.adopt.importers import imported_end_state, is_imported
 
     state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
@@ -330,8 +330,8 @@ def runs(
         from controller.cli.runs_live import live_table
 
         raise typer.Exit(live_table(interval))
-    from controller.importers import is_imported
-    from controller.job import refresh_with_jobs
+    from controller.adopt.importers import is_imported
+    from controller.ship.job import refresh_with_jobs
 
     store = RunStore()
     try:
@@ -365,7 +365,7 @@ def runs(
 
 
 def _print_runs_table(rows: list[dict[str, Any]]) -> None:
-    from controller.widgets.runs_list import render_runs
+    from controller.view.runs_list import render_runs
 
     print(render_runs(rows, os.get_terminal_size(1).columns if sys.stdout.isatty() else 160))
 
@@ -382,14 +382,14 @@ def logs(
     """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
     offset and fingerprint, through renames, truncations and deletions). A job's log is
     per node (--node): every worker line carries its global rank, `[rank3]: ...`."""
-    from controller.importers import imported_source, is_imported
-    from controller.logstream import LogStream
+    from controller.adopt.importers import imported_source, is_imported
+    from controller.watch.logstream import LogStream
 
     store = RunStore()
     try:
         rec = store.get_run(run) if run is not None else store.default_run("logs")
         if rec.is_job:
-            from controller.job import member_for_node
+            from controller.ship.job import member_for_node
 
             rec = member_for_node(store, rec, node or 0)
         elif node is not None:
@@ -435,8 +435,8 @@ def stop(
     yes: bool = typer.Option(False, "--yes", "-y", help="Stop the default run without asking."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
-    from controller.importers import imported_end_state, imported_source, is_imported
-    from controller.launch import stop_recorded
+    from controller.adopt.importers import imported_end_state, imported_source, is_imported
+    from controller.ship.launch import stop_recorded
 
     store = RunStore()
     try:
@@ -464,7 +464,7 @@ def stop(
 def _stop_job(store: RunStore, job: RunRecord, grace_s: Optional[float], *, json_out: bool) -> None:
     """`dfctl stop JOB`: every node's process group at once; a node not reached or with
     processes left is named (exit 3 / 1), the others are stopped all the same."""
-    from controller.job import stop_job
+    from controller.ship.job import stop_job
 
     if grace_s is None:
         grace_s = float(((job.playbook or {}).get("run") or {}).get("stop_grace_s") or RunConfig().stop_grace_s)
@@ -497,9 +497,9 @@ def prune(
     node: Optional[int] = typer.Option(None, "--node", min=0, help="A [[nodes]] playbook: which node (rank)."),
 ) -> None:
     """Remove old releases of the target: never `current`, never one a live run uses."""
-    from controller.bundle import project_root
-    from controller.deploy import prune_releases, resolve_workdir
-    from controller.launch import live_runs_of
+    from controller.ship.bundle import project_root
+    from controller.ship.deploy import prune_releases, resolve_workdir
+    from controller.ship.launch import live_runs_of
     from controller.transport.factory import open_transport, target_label
 
     pb = node_playbook(load_playbook(playbook), node, "prune")
@@ -530,7 +530,7 @@ def doctor(
     node: Optional[int] = typer.Option(None, "--node", min=0, help="A [[nodes]] playbook: which node (rank)."),
 ) -> None:
     """Check the target: host, host key, pct, CT, python+torch, nvidia-smi, disk, wandb mode."""
-    from controller.doctor import failure, run_checks
+    from controller.ship.doctor import failure, run_checks
 
     checks = run_checks(node_playbook(load_playbook(playbook), node, "doctor"))
     if json_out:

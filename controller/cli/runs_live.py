@@ -2,7 +2,7 @@
 interval in place, fitting the terminal. Live runs are ticked by one controller.watch.Watch
 (re-made when the set of live runs changes: a deploy meanwhile shows up); ended runs show
 what the registry and the metric history hold. Wiring only; the table is
-controller.widgets.runs_table."""
+controller.view.runs_table."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 
 from controller.playbook import total_steps_of
 from controller.records import ENDED_STATES, SEVERITY_RANK, RunState
-from controller.runstore import LIVE_STATES, RunRecord, RunStore
-from controller.widgets.runs_table import RunRow, render
+from controller.store.runstore import LIVE_STATES, RunRecord, RunStore
+from controller.view.runs_table import RunRow, render
 
 
 def total_steps(rec: RunRecord) -> int | None:
@@ -27,7 +27,7 @@ def _worst(findings) -> str | None:
 
 
 def _last_progress(run_id: str):
-    from controller.history import read_progress
+    from controller.store.history import read_progress
 
     try:
         t = read_progress(run_id, columns=["step", "tok_per_s"])
@@ -64,7 +64,7 @@ def live_table(interval_s: float) -> int:
     from rich.console import Console
     from rich.live import Live
 
-    from controller.importers import is_imported
+    from controller.adopt.importers import is_imported
     from controller.watch import Watch
 
     console = Console()

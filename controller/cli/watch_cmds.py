@@ -1,7 +1,7 @@
 """CLI command `dfctl watch`: the tick loop's three faces (live dashboard, lines, JSON).
 
 Wiring only: resolve runs from the registry, build a controller.watch.Watch, call tick()
-every interval and render. On a terminal the dashboard (controller.dashboard.render) is
+every interval and render. On a terminal the dashboard (controller.view.dashboard.render) is
 drawn in rich's Live at most 4 times a second on the alternate screen, keys read in
 cbreak mode (q quits, j/k or Tab pick the run shown in full) and the terminal restored on
 any exit. Not a terminal: one readable line per new finding and a status line now and
@@ -10,7 +10,7 @@ the run's state without its histories, plus the progress samples and log lines t
 added); with --once one document {"runs": [full RunState...], "hosts": [...]} (and "jobs": [JobState...] when a job is watched).
 A job (a run spread over nodes) is watched through its member runs (one probe per host
 as always) plus one {"job": JobState} line per tick in the stream; its verdict is the
-job's (controller/watch/job.py).
+job's (controller/watch/job_follower.py).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def _notifier(command: str):
 
 
 class _HistoryHook:
-    """Feeds new progress samples to the Parquet history (controller.history): one writer
+    """Feeds new progress samples to the Parquet history (controller.store.history): one writer
     per run (the watch's only coupling to history is this call). Progress rows are flushed
     as they come -- the Watch calls this before it persists the cursor covering them, so no
     kill can leave a cursor past rows the history lacks; GPU rows are flushed on close."""
@@ -106,7 +106,7 @@ class _HistoryHook:
         self._writers: dict = {}
 
     def _writer(self, run_id: str):
-        from controller.history import HistoryWriter
+        from controller.store.history import HistoryWriter
 
         w = self._writers.get(run_id)
         if w is None:
@@ -130,8 +130,8 @@ class _HistoryHook:
         """A restarted watch resumes its cursors after the lines it has read; give its runs
         back the progress history they had (Parquet), so the throughput chart and the
         regression windows do not start from nothing."""
-        from controller.history import read_progress
         from controller.records import ProgressSample
+        from controller.store.history import read_progress
 
         names = [f for f in ProgressSample.__dataclass_fields__ if f != "source"]
         for r in w.runs:
@@ -239,8 +239,8 @@ def closing_lines(states: list[RunState], cfgs: dict | None = None) -> list[str]
     """What a person needs when the watch ends: how each run ended, its numbers, what next.
     The tok/s median is the warm window's of each run's own watch config (`cfgs` by run
     id; default warm-up otherwise) -- the figure check-log and compare-runs print."""
+    from controller.judge.throughput_window import median_text, throughput_summary
     from controller.records import SEVERITY_RANK
-    from controller.throughput import median_text, throughput_summary
 
     out = []
     for st in states:
@@ -335,7 +335,7 @@ def watch(
     A RUN may be a multi-node job: its nodes are watched as one (per-node rows, the job's
     tok/s, torchrun's restarts) and, when ranks fail, one finding names the rank that
     failed first and lists the others as its consequences. Exit: 0 healthy, 4 failure, 5 regression."""
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
     from controller.watch import Watch
 
     store = RunStore()
@@ -372,7 +372,7 @@ def watch(
             elif sys.stdout.isatty():
                 from rich.console import Console
 
-                from controller.dashboard import render
+                from controller.view.dashboard import render
                 Console().print(render(rep.states, jobs=rep.jobs))
             else:
                 for s in rep.states:
@@ -401,8 +401,8 @@ def _show_imported(store, records: list, json_out: bool, once: bool) -> tuple[li
     """Imported runs have no process to watch: print each one's recorded end state once
     (as a finished watch would) and hand back the runs left to watch, with the imported
     runs' verdict."""
-    from controller.detectors import verdict_exit_code
-    from controller.importers import imported_state, is_imported
+    from controller.adopt.importers import imported_state, is_imported
+    from controller.judge import verdict_exit_code
 
     shown = [imported_state(r, store.findings(r.run_id)) for r in records if is_imported(r)]
     if json_out and once and shown and len(shown) == len(records):
@@ -515,7 +515,7 @@ def _live_loop(w, interval_s: float) -> int:
     from rich.console import Console
     from rich.live import Live
 
-    from controller.dashboard import render
+    from controller.view.dashboard import render
 
     console = Console()
     selected = 0

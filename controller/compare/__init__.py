@@ -1,7 +1,7 @@
 """compare-runs: several runs side by side -- which was faster, by how much, and why.
 
 For each run: tok/s median / p10 / p90 over the warm window (the same window and quantiles
-as controller/throughput.py, and a registry run's own playbook warm-up, so "12.4K" here is
+as controller/judge/throughput_window.py, and a registry run's own playbook warm-up, so "12.4K" here is
 the watch's 12.4K, computed column-wise so
 10 runs of 1M rows take well under the 2 s budget), step time, samples/s, time to first
 logged step, peak GPU memory, loss and tau at steps every run reached (interpolated, so
@@ -16,7 +16,7 @@ consecutive throughput samples) gives a 95% interval of the ratio run/baseline; 
 (-X% … +Y%)", the interval as it is (a median's is often lopsided).
 Seeded, so the same inputs print the same verdicts.
 
-The package: `load` (RUN arguments -> LoadedRun, through controller.importers), `stats`
+The package: `load` (RUN arguments -> LoadedRun, through controller.adopt.importers), `stats`
 (summaries, alignment, verdicts), `render` (table, Markdown, JSON, CSV), `plot` (--plot).
 """
 

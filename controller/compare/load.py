@@ -1,4 +1,4 @@
-"""compare-runs' RUN arguments -> LoadedRun, every one read through controller.importers
+"""compare-runs' RUN arguments -> LoadedRun, every one read through controller.adopt.importers
 (a path, a registry run, a wandb path): this module only decides which reader a spec names."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from controller.errors import BadInputError, UnknownRunError
-from controller.importers import (
+from controller.adopt.importers import (
     WANDB_PATH_RE,
     LoadedRun,
     load_path,
@@ -15,15 +14,16 @@ from controller.importers import (
     load_registry_run,
     read_wandb_path,
 )
+from controller.errors import BadInputError, UnknownRunError
 
 if TYPE_CHECKING:
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
 
 
 def resolve(spec: str, store: RunStore | None = None) -> LoadedRun:
     """A RUN argument -> LoadedRun. Tried in order: an existing path (log file, metrics.jsonl,
     run directory, wandb run dir or file), a registry run id/name, a wandb path."""
-    from controller.runstore import RunStore
+    from controller.store.runstore import RunStore
 
     if Path(spec).expanduser().exists():
         return load_path(spec)

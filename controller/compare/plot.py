@@ -16,7 +16,7 @@ import numpy as np
 
 from controller.compare.stats import STATE_LABEL, Comparison, RunSummary, interval_text
 from controller.errors import BadInputError
-from controller.widgets.format import si
+from controller.view.format import si
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure  # matplotlib is imported lazily (start-up time)

@@ -33,7 +33,7 @@ def _peak_text(r: RunSummary, unit: str) -> str:
 
 def _tok(v: float | None) -> str:
     """A tok/s figure spelled as the watch, check-log and the dashboard spell it."""
-    from controller.widgets.throughput import tok_text
+    from controller.view.throughput_panel import tok_text
 
     return tok_text(v)
 
@@ -43,7 +43,7 @@ def _num(v: float | None, digits: int) -> str:
 
 
 def _duration(v: float | None) -> str:
-    from controller.widgets.format import duration
+    from controller.view.format import duration
 
     return duration(v)
 

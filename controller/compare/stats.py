@@ -1,5 +1,5 @@
 """compare-runs' statistics: one run's columns -> its summary (warm-window tok/s through
-controller.throughput, step time, memory, loss/tau at aligned steps), the moving-block
+controller.judge.throughput_window, step time, memory, loss/tau at aligned steps), the moving-block
 bootstrap verdict against a baseline, and the Comparison every renderer prints."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller.adopt.importers import CONFIG_NOISE_KEYS, LoadedRun
 from controller.errors import BadInputError
-from controller.importers import CONFIG_NOISE_KEYS, LoadedRun
-from controller.throughput import tok_quantiles, warm_window
+from controller.judge.throughput_window import tok_quantiles, warm_window
 
 DEFAULT_WARMUP_S = 60.0
 DEFAULT_WARMUP_STEPS = 3

@@ -1,6 +1,6 @@
 """The probe: one remote execution per host per tick, and the parsers of what it returns.
 
-`run_probe(transport, request)` sends controller/probe/remote.py (stdlib-only Python)
+`run_probe(transport, request)` sends controller/remote/probe_agent.py (stdlib-only Python)
 over stdin to `python3 -` on the host and returns its one JSON document. The request
 carries every run's RunCursor (controller/records.py), so the host keeps no state; the parsers in this package (nvidia_smi, procfs, cgroup, readings) turn the
 raw document into the typed records of controller/records.py.
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import UnreachableError
-from controller.probe import remote
 from controller.probe.nvidia_smi import APPS_QUERY_FIELDS, GPU_QUERY_FIELDS
 from controller.probe.readings import decode_blob
 from controller.records import RunCursor
+from controller.remote import probe_agent
 from controller.transport.base import Result, Transport
 
 __all__ = ["APPS_QUERY", "GPU_QUERY", "ContainerProbeRequest", "HostProbeRequest", "ProbeError",
@@ -113,16 +113,16 @@ def probe_source() -> str:
     """The remote script's text (shipped as package data)."""
     global _SOURCE
     if _SOURCE is None:
-        _SOURCE = (Path(__file__).parent / "remote.py").read_text(encoding="utf-8")
+        _SOURCE = (Path(__file__).parents[1] / "remote" / "probe_agent.py").read_text(encoding="utf-8")
     return _SOURCE
 
 
 def probe_stdin(request: HostProbeRequest | dict[str, Any], source: str | None = None) -> bytes:
-    """The program `python3 -` reads (remote.program: the script, executed, then main).
+    """The program `python3 -` reads (probe_agent.program: the script, executed, then main).
     `source`: a script shipped the same way (the scan: the probe's text followed by
-    scan_remote.py's, whose main replaces the probe's)."""
+    process_scan.py's, whose main replaces the probe's)."""
     req = request.to_json() if isinstance(request, HostProbeRequest) else request
-    return remote.program(source if source is not None else probe_source(), req).encode("utf-8")
+    return probe_agent.program(source if source is not None else probe_source(), req).encode("utf-8")
 
 
 # The GPU queries start in the shell *before* the probe's Python, and their output reaches

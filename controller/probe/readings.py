@@ -121,7 +121,7 @@ def _exit_code(text: str | None) -> int | None:
 
 
 def parse_stop_request(text: str | None) -> tuple[str | None, float | None, str | None]:
-    """(who, when, successor run id) from the run dir's stop_request (launch_remote.stop
+    """(who, when, successor run id) from the run dir's stop_request (launcher.stop
     writes it)."""
     if text is None:
         return None, None, None

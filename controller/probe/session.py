@@ -1,7 +1,7 @@
 """A long-lived probe on one host: one request line and one answer line per tick.
 
 Why: a one-shot probe pays a Python start-up (and nvidia-smi) on the host every tick --
-on a loaded or slow host that is most of the tick. The agent (remote.py `serve`) starts
+on a loaded or slow host that is most of the tick. The agent (probe_agent.py `serve`) starts
 once per watch over the host's existing SSH connection (and exits by itself when the
 watch goes away or stops asking: remote.serve), samples the GPUs in a background
 thread, and answers each tick's request (which carries every cursor, so the agent holds
@@ -19,11 +19,12 @@ import subprocess
 import time
 from typing import Any
 
-from controller.probe import ProbeError, probe_source, remote
+from controller.probe import ProbeError, probe_source
+from controller.remote import probe_agent
 from controller.transport.base import Transport, join_argv
 from controller.transport.local import LocalTransport
 
-BOOT = remote.agent_bootstrap()
+BOOT = probe_agent.agent_bootstrap()
 
 
 class SessionUnsupported(Exception):

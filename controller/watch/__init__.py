@@ -7,7 +7,7 @@
     tick.py       Watch: the pollers, the followers, the schedule
 """
 
-from controller.runstore import target_of as target_config_from  # the old name; runstore.target_of is the one
+from controller.store.runstore import target_of as target_config_from  # the old name; runstore.target_of is the one
 from controller.watch.follower import LOG_CONTEXT_BYTES, LOG_TAIL_LEN, RunFollower
 from controller.watch.poller import HostHealth, HostPoller
 from controller.watch.settings import WatchSettings, resolve_settings

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from controller.history import backfill_checked_bytes, backfill_progress, set_backfill_checked_bytes
-from controller.importers import metrics_samples
+from controller.adopt.importers import metrics_samples
 from controller.probe import RunProbeRequest
+from controller.store.history import backfill_checked_bytes, backfill_progress, set_backfill_checked_bytes
 from controller.watch.follower import RunFollower
 from controller.watch.poller import HostPoller, default_transport, host_key
 from controller.watch.settings import WatchSettings

@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from controller import detectors
-from controller.attached import ended_verdict, explain_stale_log
-from controller.detectors.state import cleared, unreadable_file
-from controller.logcursor import LogChunk, LogFollower
-from controller.logparse import LineParser, split_lines
+from controller import judge
+from controller.adopt.attached import ended_verdict, explain_stale_log
+from controller.follow.cursor import LogChunk, LogFollower
+from controller.follow.logparse import LineParser, split_lines
+from controller.judge.state import cleared, unreadable_file
 from controller.playbook import TargetConfig, total_steps_of, watch_config_from
 from controller.probe import RunProbeRequest
 from controller.probe.procfs import cpu_pct
@@ -41,9 +41,9 @@ from controller.records import (
     TickObservation,
     WandbInfo,
 )
-from controller.runstore import RunRecord, RunStore
-from controller.wandb_api import ApiPoller
-from controller.wandb_offline import WandbDecoder
+from controller.store.runstore import RunRecord, RunStore
+from controller.wandb_io.api_poller import ApiPoller
+from controller.wandb_io.offline_reader import WandbDecoder
 from controller.watch.progress import add_progress, merge_wandb, metrics_samples
 
 LOG_TAIL_LEN = 200
@@ -89,7 +89,7 @@ class RunFollower:
         self.parser = LineParser(self.cfg.progress_pattern)
         # what the text detectors carry from one tick's lines to the next (the fp16 loss-scale
         # trajectory, the count of non-finite grad norms), as check-log's TextScanner does
-        self.scan_state = detectors.ScanState()
+        self.scan_state = judge.ScanState()
         self.wandb_path: str | None = None
         self.wandb: WandbDecoder | None = None
         self.wandb_api: ApiPoller | None = None
@@ -261,7 +261,7 @@ class RunFollower:
         st = self.state
         before = st.log_tail[-SCAN_CONTEXT_LINES:]   # completes a traceback begun in the last tick's lines
         st.log_tail = (st.log_tail + lines)[-LOG_TAIL_LEN:]
-        found = self.guarded("scan_lines", lambda: detectors.scan_lines(
+        found = self.guarded("scan_lines", lambda: judge.scan_lines(
             lines, first_line_no, now, self.record.run_id, context_before=before, state=self.scan_state))
         if rotated_from:
             # the line numbers restarted (or continue in a copy): say so where it is read
@@ -285,7 +285,7 @@ class RunFollower:
         # the text is final now: a traceback its last lines were still printing is a crash
         # (while the process lived, it may have been being written); how the process
         # itself ended is state.py's to say, so no SIGKILL reading here
-        return found + self.guarded("final_findings", lambda: detectors.final_findings(
+        return found + self.guarded("final_findings", lambda: judge.final_findings(
             self.scan_state, now, self.record.run_id))
 
     def follow_metrics(self, rd: RunReading, now: float) -> list[ProgressSample]:
@@ -411,7 +411,7 @@ class RunFollower:
         if st.gpus_seen_since_s is None:
             st.gpus_seen_since_s = now
         for g in st.gpus:
-            if g.util_pct is not None and g.util_pct > detectors.IDLE_UTIL_PCT:
+            if g.util_pct is not None and g.util_pct > judge.IDLE_UTIL_PCT:
                 st.gpu_busy_seen_s[g.index] = now
 
     def judge(self, log_found: list[Finding], now: float) -> list[Finding]:
@@ -420,7 +420,7 @@ class RunFollower:
         if self.state.process.stopped_by:
             log_found = [f for f in log_found if not operator_signal(f)]
         new = self.record_findings(log_found)
-        found = self.guarded("evaluate", lambda: detectors.evaluate(self.state, self.cfg, now))
+        found = self.guarded("evaluate", lambda: judge.evaluate(self.state, self.cfg, now))
         if self.attachment is not None:
             found = [explain_stale_log(f, self.state, self.attachment, now) for f in found]
             found += self.attached_end(now)

@@ -17,13 +17,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from controller import detectors
-from controller.auto_stacks import AutoStacks
+from controller import judge
 from controller.records import Finding, HostSample, JobState, RunState, TickObservation
-from controller.runstore import RunRecord, RunStore, target_of
-from controller.stacks import dump_document
+from controller.ship.stacks import dump_document
+from controller.store.runstore import RunRecord, RunStore, target_of
+from controller.watch.auto_stacks import AutoStacks
 from controller.watch.follower import FindingHook, LogBytesHook, ProgressHook, RunFollower
-from controller.watch.job import JobFollower
+from controller.watch.job_follower import JobFollower
 from controller.watch.poller import HostHealth, HostPoller, TransportFor, default_transport, host_key
 from controller.watch.settings import WatchSettings, resolve_settings
 
@@ -220,7 +220,7 @@ class Watch:
 
     def exit_code(self) -> int:
         """The worst verdict over every watched run and job (0 healthy, 4 failure, 5 regression)."""
-        return detectors.verdict_exit_code([f for r in self.runs for f in r.state.findings if f.kind != "unreachable"]
+        return judge.verdict_exit_code([f for r in self.runs for f in r.state.findings if f.kind != "unreachable"]
                                            + [f for j in self.jobs for f in j.state.findings])
 
     def close(self) -> None:

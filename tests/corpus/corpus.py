@@ -169,8 +169,12 @@ def variants_of(entry: Entry) -> tuple[str, ...]:
 
 def scan_bytes(data: bytes, chunk: int = 1 << 20, scanner=None):
     """The check-log path: split_lines over `chunk`-byte reads, fed to a TextScanner."""
-    from controller.detectors import TextScanner
-    from controller.logparse import flush_carry, split_lines
+    try:                      # the tree as built, or an older commit's flat one (bench/detectors.py)
+        from controller.follow.logparse import flush_carry, split_lines
+        from controller.judge import TextScanner
+    except ImportError:
+        from controller.detectors import TextScanner  # type: ignore[no-redef]
+        from controller.logparse import flush_carry, split_lines  # type: ignore[no-redef]
 
     scanner = scanner or TextScanner(now_s=0.0)
     carry = b""

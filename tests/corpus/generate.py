@@ -13,7 +13,7 @@ edited.
 
 Held out: a scenario whose name's SHA-1 ends in a hex digit below 4 (a quarter) is marked
 `heldout` -- that set was fixed when the corpus was first generated, before the rules of
-controller/detectors/ were rewritten, and is only measured (bench/detectors.py), never
+controller/judge/ were rewritten, and is only measured (bench/detectors.py), never
 looked at while writing rules.
 """
 

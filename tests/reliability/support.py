@@ -22,7 +22,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # can SIGKILL it exactly there. Remote-side phases pause through shims (see shim_dir).
 PHASED_CLI = r'''
 import sys, time
-import controller.deploy as d
+import controller.ship.deploy as d
 phase = sys.argv[1]
 def pause():
     print("at", phase, flush=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import deploy as deploy_mod
+from controller.ship import deploy as deploy_mod
 from tests.deploy_support import make_project, only_error_doc, ticker_playbook, wait_for
 from tests.reliability.support import (
     current_release,

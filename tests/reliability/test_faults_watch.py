@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from controller.transport.factory import close_all
 from controller.watch import Watch
 from tests.test_probe import wait_for
@@ -151,7 +151,7 @@ def test_container_stopped_under_a_running_watch(rig, rig_host, tmp_path):
 # a journal before the tick goes on, so a SIGKILL at any moment leaves what it delivered.
 CHILD_WATCH = r"""
 import hashlib, json, sys, time
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from controller.transport.factory import close_all
 from controller.watch import Watch
 reg, run_id, journal = sys.argv[1], sys.argv[2], sys.argv[3]

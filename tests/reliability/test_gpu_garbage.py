@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from controller.watch import Watch
 from tests.reliability.test_faults_watch import APPENDER
 from tests.test_watch import tick_until

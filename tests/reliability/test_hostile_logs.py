@@ -86,7 +86,7 @@ WATCH_SCRIPT = r"""
 import json, resource, sys, time
 from dataclasses import asdict
 from controller.playbook import WatchConfig
-from controller.runstore import RunRecord, RunStore
+from controller.store.runstore import RunRecord, RunStore
 from controller.watch import Watch
 run_dir, log, db, pid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 cfg = WatchConfig(interval_s=0.5)

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.bundle import build_bundle
-from controller.deploy import deploy_bundle
-from controller.launch import launch_run, stop_run
 from controller.playbook import parse_playbook
-from controller.runstore import RunRecord, RunStore
+from controller.ship.bundle import build_bundle
+from controller.ship.deploy import deploy_bundle
+from controller.ship.launch import launch_run, stop_run
+from controller.store.runstore import RunRecord, RunStore
 from controller.transport.factory import close_all, open_transport
 from controller.watch import Watch
 from tests.deploy_support import wait_for
@@ -103,7 +103,7 @@ def probe_and_stop(transport, pb, rec, run, tmp_path: Path):
         w.close()
         store.close()
     # `dfctl logs`' remote read (the probe's read_since, the path inside a JSON request)
-    from controller.logstream import LogStream
+    from controller.watch.logstream import LogStream
 
     stream = LogStream(rec)
     try:

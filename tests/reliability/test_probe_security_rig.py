@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from controller.records import tick_document, to_jsonable
-from controller.runstore import RunStore
+from controller.store.runstore import RunStore
 from controller.watch import Watch
 from tests.test_probe import wait_for
 from tests.test_watch import tick_until

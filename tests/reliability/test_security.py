@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import launch_remote
+from controller.remote import launcher
 from tests.deploy_support import all_cmdlines, make_project, ticker_playbook, wait_for
 from tests.reliability.support import PROJECT, target_toml
 
@@ -133,7 +133,7 @@ def test_env_file_is_0600_and_holds_what_argv_does_not(tmp_path):
     spec = {"workdir": str(workdir), "run_id": "sec-1", "name": "sec", "python": sys.executable, "module": "x",
             "args": ["--flag"], "env": {"PLAIN": "p"}, "secrets": {"WANDB_API_KEY": MARK1}, "path": "/usr/bin:/bin"}
     r = subprocess.run(["bash", "-c", 'exec -a /nonexistent/python "$0" -c "$1" launch', sys.executable,
-                        Path(launch_remote.__file__).read_text()], input=json.dumps(spec), capture_output=True,
+                        Path(launcher.__file__).read_text()], input=json.dumps(spec), capture_output=True,
                        text=True, timeout=60)
     reply = json.loads(r.stdout.strip().splitlines()[-1])
     assert "error" in reply and MARK1 not in r.stdout + r.stderr

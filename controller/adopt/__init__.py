@@ -1,0 +1,1 @@
+"""Runs dfctl did not start: scan a target, attach to a run, import a finished one."""

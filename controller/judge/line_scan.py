@@ -1,0 +1,901 @@
+"""`scan_lines`: log text -> findings, by rules plus structure.
+
+The pass over a batch of lines: repair every line (repair.py), then
+0. elastic restarts that recovered (a worker's death, then the group's progress again):
+   that attempt's deaths and tracebacks count as handled;
+1. the rule table on each line that holds a trigger word (rules.py);
+2. the metric-record reader on each line that holds "nan"/"inf" (metrics.py), and on
+   lines with a finite gradient norm while a run of NaN ones is open;
+3. the loss-scale trajectory (loss_scale.py);
+4. the traceback reader (tracebacks.py) and usage errors (usage_errors.py);
+then the findings that only explain a failure when nothing better does (secondary).
+
+A rule's finding is one per (kind, rule summary) -- another rank's copy of the same error,
+or a library's echo of it (CuPy failing at exit after an illegal address), is that
+finding again -- but its summary says more than the rule's words where the structure
+around the line tells: the kernel assertion printed above a device-side assert
+(kernel_asserts.py), NCCL's last error printed below a NCCL error (nccl_reports.py), the
+collective whose timeout made the watchdog end the process; and, when the line is a
+traceback's exception line, a crash names the exception and the user's frame and
+expression (`torch.AcceleratorError: CUDA illegal memory access at train.py:147 in step
+(`loss.item()`)`).
+State that must outlive a batch -- the loss-scale trajectory, the run of non-finite
+gradient-norm records in a row, whether compile trouble was seen, the kernel assertions seen,
+which rule findings were reported under which summary -- lives in a ScanState the
+caller may keep (TextScanner does), so a log fed in any chunking gives the same findings.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from controller.follow.logparse import LineParser
+from controller.judge import hints as H
+from controller.judge.evidence import EVIDENCE_LINES, bounded, signal_suffix
+from controller.judge.kernel_asserts import KernelAssertions
+from controller.judge.loss_scale import LossScaleTrajectory
+from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
+from controller.judge.nccl_reports import read_report
+from controller.judge.repair import Line, repaired
+from controller.judge.rules import Hit, classify, recoverable, triggered
+from controller.judge.tracebacks import (
+    TB_START,
+    Traceback,
+    failing_expression,
+    frame_location,
+    read_tracebacks,
+    user_frame,
+)
+from controller.judge.usage_errors import usage_errors
+from controller.records import Finding
+
+MATCH_CHARS = 8192
+MAX_FINDINGS_PER_SCAN = 100
+HANDLED_LOOKAHEAD_LINES = 5
+PROGRESS_LOOKAHEAD_LINES = 60
+PROGRESS_LOOKBACK_LINES = 300
+RESTART_LOOKAHEAD_LINES = 400
+"""How far after an elastic launcher's worker-death line to look for what it did next:
+give up (its ChildFailedError report) or restart the workers (their progress again)."""
+_ELASTIC_DEATH = "failed (exitcode"
+_ELASTIC_GIVE_UP = ("ChildFailedError", "Root Cause (first observed failure)")
+NONFINITE_NORM_RECORDS = 3
+"""Gradient-norm records IN A ROW that must read NaN/Inf before it is a finding, once a
+finite norm has been seen: one or two are a skipped fp16 step (the scaler grows, overflows,
+halves: normal at any point of a run); a NaN *loss* counts at once."""
+STARTUP_NONFINITE_NORM_RECORDS = 20
+"""The same before any finite norm: an fp16 scaler's search starts high (DeepSpeed 2**32,
+torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
+NaN/Inf and it is still healthy; past this many it is not a search."""
+
+_EXC_IN_LINE = re.compile(r"(?:^|[\s:])(?:[a-z_]\w*\.)*([A-Za-z]\w*(?:Error|Exception)):\s+(\S.*)$")
+"""`FloatingPointError: Loss became infinite or NaN at iteration=166!` -- an exception named in
+the line a NaN/hang rule read (also behind another word: `Runtime Error: floatingPointError: ...`)."""
+ZERO_LOSS_NAN_NORM_RECORDS = 2
+"""Records whose loss reads exactly 0 while the gradient norm is NaN/Inf: the fp16 scaler's
+start-up search overflows the gradients of a finite loss; a loss of 0.0 beside a NaN norm
+is masked-out or broken data, at any point of a run -- so the start-up allowance ends."""
+FINAL_NONFINITE_NORM_RECORDS = 2
+"""Records in a row that read NaN/Inf where the text ends (the last thing the run printed;
+one is enough beside a loss of exactly 0): no finite norm came after them, so a reader
+sees a run still not training -- judged only on final text (final_findings). The fp16
+start-up search is told from it by what follows: finite norms, which end the run of NaN
+ones (a healthy log shows its recovery)."""
+CUT_OFF_TRAILING_LINES = 1
+"""Lines of other text a traceback cut off at the end may have after its last frame."""
+OOM_EXCEPTIONS = ("OutOfMemoryError", "ResourceExhaustedError", "MemoryError")
+"""Exception names that mean memory ran out (torch.cuda / torch / ray, TF and Paddle, Python)."""
+TABLE_LOOKBACK_LINES = 40
+_TABLE_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
+_HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: [A-Za-z][\w@./()%-]*)*$")
+_YOLO_LOSS_COLUMNS = frozenset(("box", "obj", "cls", "total", "dfl", "seg", "kobj", "pose", "mask", "rpn"))
+"""Loss columns of YOLO's epoch tables (header `Epoch gpu_mem box obj cls total ...`),
+whose names do not say loss: read as losses only under a header that starts with Epoch."""
+
+_HANDLED = re.compile(
+    r"\b(?:retry(?:ing)?|will retry|retried|re-?trying|attempt(?:ing)? to recover|recover(?:ed|ing)|"
+    r"continuing|skipping (?:this )?(?:batch|sample|step|example)|ignor(?:ed|ing) (?:this|the) (?:error|exception)|"
+    r"falling back)\b", re.I)
+_RECOMPILE_FUNC = re.compile(r"function: '([^']+)' \(([^)]+)\)")
+_LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "ProcessRaisedException", "ProcessExitedException")
+"""A launcher's own exception only says a child failed: secondary to the child's error."""
+_COMPILE_WORDS = ("flex_attention", "torch._dynamo", "recompile", "torch.compile", "inductor")
+
+
+@dataclass(frozen=True)
+class _CutOff:
+    line: int                  # log line of the traceback's first line
+    name: str                  # the exception an IPython header named, else ""
+    where: str                 # ' at file.py:12 in f' of its last frame
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class ScanState:
+    """What outlives one batch (see module doc)."""
+
+    loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
+    nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
+    finite_norm_seen: bool = False
+    zero_loss_norms: int = 0          # ... of which the loss read exactly 0
+    norm_evidence: list[tuple[int, str]] = field(default_factory=list)
+    norm_reported: bool = False
+    compile_trouble: bool = False
+    primary_seen: bool = False
+    kernel_asserts: KernelAssertions = field(default_factory=KernelAssertions)
+    rule_keys: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """A rule's own (kind, summary) -> the key it was reported under (a summary that names
+    the exception, the cause...): the same failure seen again -- another rank's copy, a
+    library's echo of it -- is that finding, in this batch or a later one."""
+    consumed: set[int] = field(default_factory=set)  # log lines a structure reader used (no rule reads them)
+    last_collective: str = ""  # the last NCCL collective the watchdog reported timed out
+    open_at_end: _CutOff | None = None
+    """A traceback still being printed where the text read so far ends (no exception line
+    yet): a crash only once the text is known to be final (final_findings)."""
+    final_reported: bool = False
+    last_line: str = ""        # the last non-blank line read (repaired), and its number
+    last_line_no: int = 0
+    last_line_explained: bool = False  # a reader made a finding of it
+
+
+@dataclass
+class _Made:
+    i: int
+    base: tuple[str, str]
+    detail: str = ""
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+def _compose(summary: str, detail: str) -> str:
+    return f"{summary}: {detail}" if detail else summary
+
+
+def _now(now_s: float | None) -> float:
+    return time.time() if now_s is None else now_s
+
+
+class _Batch:
+    """One call's lines, their repair, and the findings made from them."""
+
+    def __init__(self, raw: list[str], base: int, end: int, line_no0: int, t: float, run_id: str | None,
+                 st: ScanState):
+        self.st = st
+        self.raw = raw
+        self.rep = repaired(raw)
+        self.base, self.end = base, end
+        self.line_no0 = line_no0
+        self.t = t
+        self.run_id = run_id
+        self.found: dict[tuple[str, str], Finding] = {}
+        self.secondary: list[Finding] = []
+        self.hit_at: dict[int, tuple[str, str]] = {}
+        self.secondary_at: set[int] = set()
+        # a rule finding made at line index i: its rule summary and detail, and the evidence
+        # its readers added before/after the line (kept when a traceback gives it frames)
+        self.made: dict[tuple[str, str], _Made] = {}
+
+    def reported(self, i: int) -> bool:
+        return self.base <= self.rep[i].src < self.end
+
+    def make(self, hit: Hit, i: int, evidence: list[str]) -> Finding:
+        return Finding(kind=hit.kind, severity=hit.severity, summary=hit.summary,  # type: ignore[arg-type]
+                       evidence=bounded(evidence), hint=hit.hint, first_seen_s=self.t,
+                       line=self.line_no0 + self.rep[i].src, run_id=self.run_id)
+
+    def add(self, f: Finding, i: int, secondary: bool = False) -> None:
+        if secondary:
+            self.secondary.append(f)
+            self.secondary_at.add(i)
+            return
+        if f.key not in self.found and len(self.found) < MAX_FINDINGS_PER_SCAN:
+            self.found[f.key] = f
+        self.hit_at[i] = f.key
+
+    def replace_finding(self, old: tuple[str, str], new: Finding) -> None:
+        """A finding made from a rule, now with a fuller summary (the exception's name and
+        where it was raised): the same finding under its new key."""
+        del self.found[old]
+        self.found.setdefault(new.key, new)
+        for i, k in self.hit_at.items():
+            if k == old:
+                self.hit_at[i] = new.key
+        made = self.made.pop(old, None)
+        if made is not None:
+            self.made[new.key] = made
+            self.st.rule_keys[made.base] = new.key
+
+    def handled_after(self, i: int, progress_key: str | None = None, since: int | None = None) -> bool:
+        """A retry/recovery message soon after; or (with progress_key) training progress
+        resumed on the same launcher prefix -- another rank's progress proves nothing, and
+        neither does a progress bar redrawn at the step it stopped at (tqdm closing)."""
+        rep = self.rep
+        for j in range(i + 1, min(len(rep), i + 1 + HANDLED_LOOKAHEAD_LINES)):
+            if "Traceback" in rep[j].text:
+                break
+            if _HANDLED.search(rep[j].text[:MATCH_CHARS]):
+                return True
+        if progress_key is None:
+            return False
+        probe = LineParser()
+        before = self._last_step(since if since is not None else i, progress_key, probe)
+        bar_step: int | None = None
+        for j in range(i + 1, min(len(rep), i + 1 + PROGRESS_LOOKAHEAD_LINES)):
+            ln = rep[j]
+            low = ln.text.lower()
+            if ln.key != progress_key or not ("step" in low or "%|" in ln.text or "iter" in low):
+                continue
+            p = probe.parse(ln.text).progress
+            if p is None or (before is not None and p.step <= before):
+                continue
+            if "%|" not in ln.text:
+                return True
+            # a bar: its closing redraw follows any exception; only a bar that moves on
+            # twice says the loop went on
+            if bar_step is not None and p.step > bar_step:
+                return True
+            bar_step = p.step
+        return False
+
+    def _last_step(self, i: int, key: str, probe: LineParser) -> int | None:
+        """The step of the last progress line (same prefix) before index i, if near."""
+        for j in range(i - 1, max(-1, i - 1 - PROGRESS_LOOKBACK_LINES), -1):
+            ln = self.rep[j]
+            if ln.key != key:
+                continue
+            p = probe.parse(ln.text).progress
+            if p is not None:
+                return p.step
+        return None
+
+
+def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None = None,
+               run_id: str | None = None, *, context_before: Sequence[str] = (),
+               context_after: Sequence[str] = (), state: ScanState | None = None,
+               deferred: list[Finding] | None = None) -> list[Finding]:
+    """Findings in `lines` (clean text, as split_lines returns; lines[0] is line
+    `first_line_no` of the log).
+
+    `context_before`: lines just before `lines` (the end of the previous batch), used
+    only to complete a traceback that started there; `context_after`: lines that follow
+    (held back for the next batch), used only to see whether an error was handled. No
+    finding is reported for a context line. An error followed within a few lines by a
+    retry/recovery message, or by more training progress on the same launcher prefix, was
+    handled and is not reported. One finding per (kind, summary); evidence is bounded.
+
+    Secondary findings (a launcher's "a child failed") are reported only when no primary
+    failure was seen; a caller that scans in batches passes `deferred` to collect them and
+    decides at the end (TextScanner.finish), so the answer does not depend on where the
+    batches were cut.
+    """
+    st = state if state is not None else ScanState()
+    ctx = list(context_before)
+    raw = ctx + list(lines) + list(context_after)
+    b = _Batch(raw, len(ctx), len(ctx) + len(lines), first_line_no - len(ctx), _now(now_s), run_id, st)
+    if st.consumed:
+        st.consumed = {n for n in st.consumed if n >= b.line_no0}
+    texts = _texts(b)
+    want_norms = st.nonfinite_norms > 0 or not st.finite_norm_seen
+    candidates, structure = _candidates(texts, want_norms)
+    if not want_norms and any(_nonfinite_norm(texts[i]) for i in candidates):
+        candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
+    restarted = _recovered_restarts(b, texts, candidates)
+    _line_rules(b, st, candidates, restarted)
+    if lines:
+        st.open_at_end = None  # (an empty batch says nothing new about where the text ends)
+    if structure - {"usage:"}:
+        _traceback_findings(b, restarted, record_open=bool(lines) and not context_after)
+    if "usage:" in structure:
+        _usage_findings(b)
+    if lines:
+        _note_last_line(b, st)
+    _loss_scale_finding(b, st)
+    found = b.found
+    if any(f.kind in ("oom", "crash", "hang") and f.severity == "critical" for f in found.values()):
+        st.primary_seen = True
+    if deferred is not None:
+        deferred.extend(b.secondary)
+    elif not st.primary_seen:
+        for f in b.secondary:
+            if f.key not in found:
+                found[f.key] = f
+    if st.compile_trouble:
+        for k, f in list(found.items()):
+            if f.kind == "oom" and f.hint == H.HINT_CUDA_OOM:
+                found[k] = replace(f, hint=f.hint + H.HINT_OOM_AFTER_COMPILE)
+    return sorted(found.values(), key=lambda f: (f.line or 0))
+
+
+LINE_WORDS = (
+    "memory", "kill", "nan", "inf", "scal", "overflow", "skipped", "exit", "segmentation", "sigsegv",
+    "abort", "fatal", "timed out", "timeout", "timing out", "watchdog", "nccl", "error", "alloc_failed",
+    "exhausted", "cache", "warming up", "dataloader", "encountered in worker", "illegal", "assert", "xid",
+    "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
+    "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
+    "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
+    "from device", "remainder", "dump debug",
+)
+"""A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
+nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
+after one pass -- fewer, shorter words than the rules' own triggers, because this test
+runs on every line (tests/test_detectors_readers.py checks the covering). Its cost is one
+substring search per word per chunk, whatever the word's length (measured: ~1 ms per word
+per 8,192 healthy lines), so words are few and shared: "memory" stands for every "... out
+of memory", "error" for every "... error" wording, "allocat" for the allocators'."""
+
+
+STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:")
+"""Words that wake the traceback and usage readers (they read whole batches)."""
+
+
+CHUNK_LINES = 16
+"""Lines tested together: one `in` per word over 16 joined lines costs about what one over a
+single line does (the per-call overhead dominates a short line), and most chunks of a
+healthy log hold no word at all. Measured 1.7x faster than line by line (BENCHMARKS.md)."""
+
+
+def _texts(b: _Batch) -> list[str]:
+    return [ln.text for ln in b.rep] if isinstance(b.rep, list) else b.raw
+
+
+def _nonfinite_norm(text: str) -> bool:
+    low = text.lower()
+    return "norm" in low and maybe_non_finite(low)
+
+
+def _candidates(texts: list[str], norms: bool = False) -> tuple[list[int], set[str]]:
+    """Indexes of lines that hold any LINE_WORDS word (and, with `norms`, the word "norm":
+    finite gradient norms end a run of NaN ones, so they are read while such a run is open
+    or before the first finite norm), and which STRUCTURE_WORDS occur anywhere in the
+    batch: a pass over chunks of lines, then over the lines of the chunks that hold a word."""
+    out = []
+    seen: set[str] = set()
+    words, structure = (LINE_WORDS + ("norm",) if norms else LINE_WORDS), STRUCTURE_WORDS
+    for g in range(0, len(texts), CHUNK_LINES):
+        group = texts[g:g + CHUNK_LINES]
+        chunk = "\n".join(group).lower()
+        for w in structure:
+            if w in chunk:
+                seen.add(w)
+        for w in words:
+            if w in chunk:
+                break
+        else:
+            continue
+        for k, text in enumerate(group):
+            low = text.lower()
+            for w in words:
+                if w in low:
+                    out.append(g + k)
+                    break
+    return out, seen
+
+
+def _recovered_restarts(b: _Batch, texts: list[str], candidates: list[int]) -> list[int]:
+    """Indexes of elastic worker-death lines (torchrun: `failed (exitcode: 1) local_rank: 1
+    (pid: N)`) after which the launcher restarted the workers instead of giving up: before
+    any ChildFailedError report, training progress starts again at or below the step it had
+    reached (a restarted group begins anew or from its checkpoint; a dying attempt's late
+    lines would be past it). That attempt's deaths and tracebacks were recovered from, as a
+    retried exception is; the last attempt's, which the launcher gave up on, are reported."""
+    out: list[int] = []
+    for i in candidates:
+        if _ELASTIC_DEATH not in texts[i]:
+            continue
+        probe = LineParser()
+        reached = None
+        for j in range(i - 1, max(-1, i - 1 - PROGRESS_LOOKBACK_LINES), -1):
+            p = probe.parse(b.rep[j].text).progress
+            if p is not None:
+                reached = p.step
+                break
+        if reached is None:
+            continue
+        for j in range(i + 1, min(len(texts), i + 1 + RESTART_LOOKAHEAD_LINES)):
+            if any(w in texts[j] for w in _ELASTIC_GIVE_UP):
+                break
+            if "step" not in texts[j].lower():
+                continue
+            p = probe.parse(b.rep[j].text).progress
+            if p is not None and p.step <= reached:
+                out.append(i)
+                break
+    return out
+
+
+def _in_restarted_attempt(i: int, restarted: list[int]) -> bool:
+    """Line i belongs to an attempt that a restart recovered: at or before one of its
+    death lines, after the previous one, within the lookback."""
+    prev = -1
+    for r in restarted:
+        if prev < i <= r and r - i <= PROGRESS_LOOKBACK_LINES:
+            return True
+        prev = r
+    return False
+
+
+def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list[int]) -> None:
+    rep = b.rep
+    for i in candidates:
+        if not b.reported(i) or i in restarted:
+            continue
+        ln = rep[i]
+        line_no = b.line_no0 + ln.src
+        if line_no in st.consumed:
+            continue  # a line of a report a structure reader already read (nccl_reports.py)
+        line = ln.text if len(ln.text) <= MATCH_CHARS else ln.text[:MATCH_CHARS]
+        low = line.lower()
+        if "assertion" in low and st.kernel_asserts.feed(line, line_no, ln.raw):
+            continue
+        st.loss_scale.feed(line, low, b.line_no0 + ln.src)
+        if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
+            st.compile_trouble = True
+        non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
+        if not non_finite and "norm" in low and (st.nonfinite_norms or not st.finite_norm_seen) and finite_norm(line):
+            st.finite_norm_seen = True
+            st.nonfinite_norms = st.zero_loss_norms = 0
+            st.norm_evidence.clear()
+        if not triggered(low):
+            continue
+        hit = classify(line, low)
+        if hit is None:
+            continue
+        evidence = [ln.raw]
+        if hit.rule == "recompile-limit":
+            hit, evidence = _recompile_detail(b, i, hit, evidence)
+        elif hit.rule == "child-failed":
+            hit, evidence = _child_failed_detail(b, i, hit, evidence)
+        if hit.kind == "oom" and recoverable(hit) and b.handled_after(i):
+            hit = Hit("oom", "warning", hit.summary + " (recovered: the trainer skipped or retried)",
+                      "the trainer caught it; if it repeats, lower the batch/token budget", rule=hit.rule)
+        if hit.secondary:
+            b.add(b.make(hit, i, evidence), i, True)
+            continue
+        if hit.rule == "nccl-watchdog":
+            st.last_collective = _collective(line)
+        if hit.kind in ("nan", "hang") and hit.severity == "critical":
+            em = _EXC_IN_LINE.search(line)
+            if em is not None:
+                # the wording is an exception's message: that exception ended the program
+                crash = Hit("crash", "critical", _ended(em.group(1), em.group(2)), H.HINT_CRASH)
+                b.found.setdefault((crash.kind, crash.summary), b.make(crash, i, [ln.raw]))
+        base = (hit.kind, hit.summary)
+        made = _rule_detail(b, st, i, line_no, hit, base)  # also when seen: its readers use up their lines
+        seen = st.rule_keys.get(base)
+        if seen is not None:
+            b.hit_at[i] = seen  # the same failure again (another rank's copy, a library's echo)
+            continue
+        f = b.make(replace(hit, summary=_compose(hit.summary, made.detail)), i, made.before + evidence + made.after)
+        b.add(f, i)
+        if f.key in b.found:  # (not when the batch's finding cap refused it)
+            st.rule_keys[base] = f.key
+            b.made[f.key] = made
+
+
+_OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")
+
+
+def _collective(line: str) -> str:
+    m = _OP_TYPE.search(line)
+    return f"{m.group('op')} (SeqNum {m.group('seq')})" if m else ""
+
+
+def _rule_detail(b: _Batch, st: ScanState, i: int, line_no: int, hit: Hit, base: tuple[str, str]) -> _Made:
+    """What structure around a rule's line adds to its finding: the kernel assertion a
+    device-side assert came from (the lines above it), NCCL's last error (the lines below
+    a NCCL error), the collective whose timeout made the watchdog end the process."""
+    made = _Made(i, base)
+    if hit.rule == "device-assert":
+        ka = st.kernel_asserts.take(line_no)
+        if ka is not None:
+            made.detail, made.before = ka.detail(), ka.evidence()
+    elif hit.rule == "nccl-error":
+        report = read_report(b.rep, i)
+        made.detail = report.cause
+        made.after = [b.rep[j].raw for j in report.lines]
+        st.consumed.update(b.line_no0 + b.rep[j].src for j in report.lines)
+    elif hit.rule == "nccl-takedown" and st.last_collective:
+        made.detail = f"{st.last_collective} had timed out"
+    return made
+
+
+def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
+    """Judge a line's NaN/Inf metric values; True when it held one."""
+    values = non_finite_values(line)
+    if not values:
+        pairs = _NAN_PAIR.findall(line)
+        if len(pairs) >= NAN_PAIRS_IN_RECORD and _ITERATION.search(line):
+            b.add(b.make(Hit("nan", "critical", f"every value of a training record reads NaN/Inf ({', '.join(pairs[:4])} "
+                             "...)", H.HINT_NAN), i, [b.rep[i].raw]), i)
+            return True
+        m = _SPLIT_LOSS.search(line) if "loss" in line.lower() else None
+        if m is not None:
+            b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({m.group('part')} loss = {m.group('v').lower()})",
+                             H.HINT_NAN), i, [b.rep[i].raw]), i)
+            return True
+        return False
+    loss = next((v for v in values if v.is_loss), None)
+    if loss is not None:
+        b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({loss.key} = {loss.value})", H.HINT_NAN), i,
+                     [b.rep[i].raw]), i)
+        return True
+    st.nonfinite_norms += 1
+    # a record cut in two (a hard wrap inside a progress bar's line): its loss is on the line before
+    st.zero_loss_norms += zero_loss(line) or ("loss" not in line.lower() and i > 0
+                                              and zero_loss(b.rep[i - 1].text[-MATCH_CHARS:]))
+    if len(st.norm_evidence) < EVIDENCE_LINES:
+        st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
+    need = (NONFINITE_NORM_RECORDS if st.finite_norm_seen or st.zero_loss_norms >= ZERO_LOSS_NAN_NORM_RECORDS
+            else STARTUP_NONFINITE_NORM_RECORDS)
+    if st.nonfinite_norms >= need and not st.norm_reported:
+        st.norm_reported = True
+        v = values[0]
+        if st.zero_loss_norms >= need:
+            what = (f"loss pinned at 0.0 while the gradient norm is NaN/Inf ({v.key} = {v.value}) in {need}+ "
+                    "records in a row: every step is skipped or the weights are already NaN")
+        else:
+            what = f"gradient norm is NaN/Inf ({v.key} = {v.value}) in {need}+ records in a row"
+        f = b.make(Hit("nan", "critical", what, H.HINT_NAN), i, [e for _, e in st.norm_evidence])
+        b.add(replace(f, line=st.norm_evidence[0][0]), i)
+    return True
+
+
+_NAN_PAIR = re.compile(r"(?<![\w.])([A-Za-z][\w/]{0,24}):\s*[-+]?(?:nan|inf)\b", re.I)
+_ITERATION = re.compile(r"\b(?:iters?|iteration|step|epoch)\b", re.I)
+NAN_PAIRS_IN_RECORD = 4
+"""A training record (`(epoch: 1, iters: 500, ...) D_A: nan G_A: nan cycle_A: nan idt_A: nan`)
+whose losses carry their own names (a GAN's D_A/G_A): four or more `name: nan` pairs on
+a line that counts iterations. An evaluation's `precision: nan recall: nan` is fewer, or
+names no iteration."""
+_SPLIT_LOSS = re.compile(r"(?:^|[\s|,(\[])(?P<part>train|training|dev|val|valid|validation|eval|test)\s*[:=]\s*"
+                         r"(?P<v>[-+]?(?:nan|inf))(?![a-z])", re.I)
+"""A loss line that names its parts: `Loss(time/mini-batch) - Epoch 1: train = nan(1581s) | dev = nan`
+(only on a line that says loss)."""
+
+
+def _table_record(b: _Batch, i: int, line: str) -> bool:
+    """A row of a fixed-width table (a header line of column names above, then rows of
+    values: YOLO's epoch table, a notebook's `Step  Training Loss  Validation Loss`) whose
+    loss column reads NaN/Inf. True when it held one."""
+    if _TENSOR_NAN.match(line) and any(_TENSOR_FINITE.match(b.rep[j].text)
+                                       for j in range(max(0, i - TABLE_LOOKBACK_LINES), i)):
+        # a loop that prints its loss tensor: finite, then NaN
+        hit = Hit("nan", "critical", f"a printed loss tensor turned NaN/Inf ({line.strip()[:40]})", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
+    row = line.replace("|", " ").split()
+    if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
+        return False
+    if len(row) == 2 and row[0].isdigit() and i > 0:
+        # a bare `step value` series (a script's own print): NaN after finite values of its kind
+        prev = b.rep[i - 1].text.split()
+        if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]):
+            hit = Hit("nan", "critical", f"a printed step/value series turned NaN/Inf (step {row[0]}: {row[1]})",
+                      H.HINT_NAN)
+            b.add(b.make(hit, i, [b.rep[i - 1].raw, b.rep[i].raw]), i)
+            return True
+    for j in range(i - 1, max(-1, i - 1 - TABLE_LOOKBACK_LINES), -1):
+        head = b.rep[j].text.strip().strip("|")
+        if not head or head[0].isdigit():
+            continue
+        cols = [c for c in _TABLE_SPLIT.split(head) if c]
+        if len(cols) < 3 and " " in head.strip():
+            cols = head.split()
+        if len(cols) < 3 or not all(_HEADER_CELL.match(c) for c in cols):
+            continue
+        if len(row) < len(cols):
+            return False  # a header, but this line is no row of it
+        yolo = cols[0].lower() == "epoch"
+        for name, value in zip(cols, row):
+            low = name.lower()
+            v = value.lower().strip(":,")
+            if v not in ("nan", "inf", "-inf", "+inf") or _IGNORED_COLUMN.match(low):
+                continue
+            if "loss" in low or (yolo and low in _YOLO_LOSS_COLUMNS):
+                hit = Hit("nan", "critical", f"loss is NaN/Inf ({name} = {v}, a table's column)", H.HINT_NAN)
+                b.add(b.make(hit, i, [b.rep[j].raw, b.rep[i].raw]), i)
+                return True
+        return False
+    if _YOLO_ROW.match(line):
+        # a YOLO epoch row without its header in view: the values after the GPU memory are losses
+        hit = Hit("nan", "critical", "loss is NaN/Inf (a YOLO epoch row's loss column)", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
+    return False
+
+
+_YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
+"""`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
+YOLO from v3 to v11 prints them so)."""
+_TENSOR_NAN = re.compile(r"^\s*tensor\(\[?[-+]?(?:nan|inf)\b")
+_TENSOR_FINITE = re.compile(r"^\s*tensor\(\[?[-+]?\d")
+_FINITE = re.compile(r"^[-+]?\d+\.\d+(?:[eE][-+]?\d+)?$")
+_IGNORED_COLUMN = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]")
+
+
+_LAST_EXCEPTION = re.compile(r"^(?:(?:[a-z_]\w*\.)*(?P<name>[A-Z]?\w*(?:Error|Exception))(?:\([\w.]+\))?(?::\s+\S|$)"
+                             r"|(?:[a-z_]\w*\.)+[A-Z]\w*:\s+\S)")
+"""An exception line (`RuntimeError: ...`, `FloatingPointError: ...`) that is the last line of
+final text: the program ended on it, traceback or not (a paste of the last line)."""
+
+
+def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None,
+                   found: Sequence[Finding] = ()) -> list[Finding]:
+    """What only text known to be final shows (check-log at end of file; the watch once the
+    process ended and its log was read to the end): a traceback cut off in its frames, a
+    run of NaN/Inf gradient norms that is the last thing the run printed, and -- given the
+    log's findings `found` -- that a run whose only end is a SIGKILL (no memory reason
+    printed: host OOM is the likely cause, not a fact) died: a crash beside that OOM
+    finding. A live read cannot judge these -- the traceback may be being written right
+    now, the next record may be finite -- so scan_lines never does. Reported once per state."""
+    if st.final_reported:
+        return []
+    st.final_reported = True
+    out: list[Finding] = []
+    t = _now(now_s)
+    killed = [f for f in found if f.kind == "oom" and "SIGKILL" in f.summary]
+    if killed and not any(f.kind == "crash" and f.severity == "critical" for f in found):
+        k = killed[0]
+        out.append(Finding(kind="crash", severity="critical", summary="the run died by SIGKILL (" + k.summary + ")",
+                           evidence=k.evidence, hint=k.hint, first_seen_s=t, line=k.line, run_id=run_id))
+    last = st.last_line
+    em = _LAST_EXCEPTION.match(last) or (len(last) >= 4 and TB_START.startswith(last.rstrip(":")))
+    if em and st.open_at_end is None and not st.last_line_explained:
+        memory = isinstance(em, re.Match) and (em.group("name") or "").endswith(OOM_EXCEPTIONS)
+        out.append(Finding(kind="oom" if memory else "crash", severity="critical",
+                           summary=f"{last[:160]} (the last line of the log)", evidence=(last,),
+                           hint=H.HINT_HOST_OOM if memory else H.HINT_CRASH, first_seen_s=t, line=st.last_line_no,
+                           run_id=run_id))
+    ka = st.kernel_asserts.current
+    if ka is not None and not any(f.kind == "crash" for f in found) and not any(f.kind == "crash" for f in out):
+        # a kernel's assertion printed and the text ends before the device-side assert it raises
+        out.append(Finding(kind="crash", severity="critical", summary=f"CUDA kernel assertion failed: {ka.detail()}",
+                           evidence=bounded(ka.evidence()), hint=H.HINT_CUDA_FATAL, first_seen_s=t,
+                           line=ka.first_line_no, run_id=run_id))
+    cut = st.open_at_end
+    if cut is not None:
+        kind = "oom" if cut.name and cut.name.rsplit(".", 1)[-1] in OOM_EXCEPTIONS else "crash"
+        what = f"{cut.name}: " if cut.name else ""
+        hint = H.HINT_CUDA_OOM if kind == "oom" else H.HINT_CRASH
+        out.append(Finding(kind=kind, severity="critical",
+                           summary=f"{what}traceback cut off, last frame{cut.where or ' unknown'} (the output "
+                                   "stopped inside the traceback: the process was dying)",
+                           evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,
+                           run_id=run_id))
+    if (not st.norm_reported and st.norm_evidence and (st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
+                                                       or (st.zero_loss_norms and st.nonfinite_norms))):
+        st.norm_reported = True
+        out.append(Finding(kind="nan", severity="critical",
+                           summary=f"gradient norm is NaN/Inf in the last {st.nonfinite_norms} records (where the "
+                                   "log ends)", evidence=bounded([e for _, e in st.norm_evidence]), hint=H.HINT_NAN,
+                           first_seen_s=t, line=st.norm_evidence[0][0], run_id=run_id))
+    return out
+
+
+def _recompile_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:
+    """dynamo prints the function and the last guard failure on the next lines."""
+    import os
+
+    for j in range(i + 1, min(len(b.rep), i + 4)):
+        text = b.rep[j].text
+        fm = _RECOMPILE_FUNC.search(text)
+        if fm:
+            hit = replace(hit, summary=f"{hit.summary.split(':')[0]} for '{fm.group(1)}' "
+                                       f"({os.path.basename(fm.group(2))}): that code now runs eager")
+        if "function:" in text or "last reason" in text:
+            evidence.append(b.rep[j].raw)
+    return hit, evidence
+
+
+_BLOCK_FIELD = re.compile(r"^\s*(rank|exitcode|traceback|host|error_file)\s*:")
+_EXITCODE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+
+
+def _child_failed_detail(b: _Batch, i: int, hit: Hit, evidence: list[str]) -> tuple[Hit, list[str]]:
+    """torchrun's block: rank / exitcode / traceback lines follow."""
+    for j in range(i + 1, min(len(b.rep), i + 24)):
+        text = b.rep[j].text
+        if _BLOCK_FIELD.search(text):
+            evidence.append(b.rep[j].raw)
+            em = _EXITCODE.search(text)
+            if em and em.group(1) != "-9":
+                code = int(em.group(1))
+                hit = replace(hit, summary=f"torchrun: a worker failed (exitcode {code}"
+                                           f"{signal_suffix(-code) if code < 0 else ''})")
+    return hit, evidence
+
+
+def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = False) -> None:
+    rep = b.rep
+    opened: list[Traceback] = []
+    done = read_tracebacks(rep, opened)
+    if record_open:
+        _record_cut_off(b, opened)
+    for tb in done:
+        i = tb.exc
+        if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
+            continue
+        if i in b.hit_at and _explains(b, i):
+            # The exception line itself is an OOM/crash rule's line: give that finding the
+            # frames; a crash's summary also names the exception and where it was raised.
+            # (A hang's or NaN's wording in an exception -- `RuntimeError: Wait timeout`,
+            # `ValueError: nan loss` -- says why; the exception ending the program is a crash.)
+            key = b.hit_at[i]
+            f = b.found.get(key)
+            made = b.made.get(key)
+            if f is None:
+                continue
+            if made is not None and made.i == i:
+                if f.kind == "crash":
+                    summary = _compose(_named(made.base[1], rep, tb), made.detail)
+                elif f.kind == "oom" and tb.short_name not in f.summary and tb.name.endswith(("Error", "Exception")):
+                    summary = f"{f.summary} ({tb.name})"  # the exception, as the user will search for it
+                else:
+                    summary = f.summary
+                b.replace_finding(key, replace(f, summary=summary,
+                                               evidence=bounded(made.before + _tb_evidence(rep, tb) + made.after)))
+            elif len(f.evidence) == 1:
+                b.found[key] = replace(f, evidence=bounded(_tb_evidence(rep, tb)))
+            continue
+        if tb.inner and tb.inner.rsplit(".", 1)[-1] in OOM_EXCEPTIONS[:2]:
+            hit = Hit("oom", "critical", f"{tb.short_name}({tb.inner}){_loc(rep, tb)}: {tb.message[:120]}",
+                      H.HINT_ACCEL_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
+            continue
+        if tb.short_name == "OutOfMemoryError" or tb.short_name == "ResourceExhaustedError":
+            hit = Hit("oom", "critical", f"{tb.short_name}{_loc(rep, tb)}: {tb.message[:120] or 'out of memory'}",
+                      H.HINT_CUDA_OOM if tb.short_name == "OutOfMemoryError" else H.HINT_ACCEL_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
+            continue
+        if tb.short_name == "MemoryError":
+            hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
+            b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
+            continue
+        if b.handled_after(i, None if tb.thread else rep[i].key, since=tb.start):
+            continue
+        text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
+        if len(text) > 160:
+            text = text[:157] + "..."
+        loc = _loc(rep, tb)
+        if i in b.hit_at:
+            # a hang's or NaN's wording ended the program: the crash names the exception only
+            # (its frames vary with how much of the traceback a batch saw; the rule's finding
+            # already holds them)
+            hit = Hit("crash", "critical", _ended(tb.short_name, tb.message), H.HINT_CRASH)
+        elif tb.short_name == "KeyboardInterrupt":
+            hit = Hit("crash", "warning", f"stopped by KeyboardInterrupt{loc}", "someone pressed Ctrl-C or sent SIGINT")
+        elif tb.thread:
+            hit = Hit("crash", "warning", f"thread {tb.thread} died: {text}{loc}",
+                      "the process lives on without that thread: throughput or a queue may stall; " + H.HINT_CRASH)
+        elif tb.short_name in _LAUNCHER_EXCEPTIONS:
+            hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_LAUNCHER, secondary=True)
+        else:
+            hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
+        b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+def _is_fence(text: str) -> bool:
+    """A markdown fence (```, ```text) a paste was wrapped in: no line of the log."""
+    t = text.strip().lstrip(">").strip()
+    return t.startswith("```") or t.startswith("~~~")
+
+
+def _note_last_line(b: _Batch, st: ScanState) -> None:
+    """The batch's last line of text (not blank once repaired, no markdown fence)."""
+    for j in range(len(b.rep) - 1, -1, -1):
+        ln = b.rep[j]
+        if ln.src >= b.end:
+            continue
+        if ln.src < b.base:
+            return
+        text = ln.text.strip()
+        if text and not _is_fence(text):
+            st.last_line, st.last_line_no = text, b.line_no0 + ln.src
+            st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at
+            return
+
+
+def _explains(b: _Batch, i: int) -> bool:
+    """Line i's rule finding says the program died (an OOM or a crash), not only why."""
+    f = b.found.get(b.hit_at[i])
+    return f is None or f.kind in ("oom", "crash")
+
+
+def _record_cut_off(b: _Batch, opened: list[Traceback]) -> None:
+    """Remember a traceback whose frames run to the end of the text read (its last frame
+    or code line among the batch's own lines, at most CUT_OFF_TRAILING_LINES non-blank
+    lines after it)."""
+    rep, st = b.rep, b.st
+    for tb in opened:
+        if not tb.frames or not b.reported(tb.last):
+            continue
+        trailing = 0
+        for j in range(len(rep) - 1, tb.last, -1):  # non-blank lines after its last frame/code line
+            if rep[j].text.strip() and not _is_fence(rep[j].text):
+                trailing += 1
+                if trailing > CUT_OFF_TRAILING_LINES:
+                    break
+        if trailing > CUT_OFF_TRAILING_LINES:
+            continue
+        where = frame_location(rep[tb.frames[-1]].text) or f" {rep[tb.frames[-1]].text.strip()[:100]}"
+        ev = [rep[tb.start].raw] + ([rep[tb.frames[-1]].raw] if tb.frames[-1] != tb.start else [])
+        if tb.last != tb.frames[-1]:
+            ev.append(rep[tb.last].raw)
+        name = tb.ipython_name or (tb.seen_exception.split(":", 1)[0] if tb.seen_exception else "")
+        if tb.seen_exception:
+            where += f"; an exception line among its frames: {tb.seen_exception[:120]}"
+        st.open_at_end = _CutOff(b.line_no0 + rep[tb.start].src, name, where, tuple(ev))
+
+
+def _ended(name: str, message: str) -> str:
+    """The crash of an exception whose message a NaN/hang rule read: one spelling whether
+    the exception line came with its traceback or alone (the same finding either way)."""
+    message = message.strip()
+    return f"{name}: {message[:150]} (the exception ended the program)" if message else \
+        f"{name} (the exception ended the program)"
+
+
+def _named(summary: str, rep: Sequence[Line], tb: Traceback) -> str:
+    """A rule's summary of an exception line, with the exception's name (unless the
+    summary has it) and where the user's code raised it."""
+    head = summary if tb.short_name in summary else f"{tb.name}: {summary}"
+    return head + _loc(rep, tb)
+
+
+def _loc(rep: Sequence[Line], tb: Traceback) -> str:
+    """' at file.py:12 in func' for the user's innermost frame (else the last), with the
+    sub-expression CPython marked on its code line: ' (`loss.item()`)'."""
+    idx = user_frame(rep, tb)
+    if idx is None and tb.frames:
+        idx = tb.frames[-1]
+    if idx is None:
+        return ""
+    loc = frame_location(rep[idx].text)
+    expr = failing_expression(rep, tb, idx) if loc else ""
+    return f"{loc} (`{expr}`)" if expr else loc
+
+
+def _tb_evidence(rep: Sequence[Line], tb: Traceback) -> list[str]:
+    """Header, the user's own innermost frame (where their code called in), the last
+    frame and its code line, the exception: the user's frame is what they can change."""
+    ev = [rep[tb.start].raw]
+    shown: list[int] = []
+    mine = user_frame(rep, tb)
+    if mine is not None and tb.frames and mine != tb.frames[-1]:
+        shown.append(mine)
+    if tb.frames:
+        shown.append(tb.frames[-1])
+    skipped = len(tb.frames) - len(shown) - (1 if tb.frames and tb.start == tb.frames[0] else 0)
+    if skipped > 0:
+        ev.append(f"  … {skipped} more frame(s)")
+    for idx in shown:
+        ev.append(rep[idx].raw)
+        if idx + 1 < (tb.exc or 0) and idx + 1 not in tb.frames and rep[idx + 1].text.strip():
+            ev.append(rep[idx + 1].raw)
+    ev.append(rep[tb.exc].raw)  # type: ignore[index]
+    return ev
+
+
+def _usage_findings(b: _Batch) -> None:
+    for usage, err, text in usage_errors(b.rep):
+        if not b.reported(err):
+            continue
+        hit = Hit("crash", "critical", f"command line refused: {text[:200]}", H.HINT_USAGE)
+        b.add(b.make(hit, err, [b.rep[usage].raw, b.rep[err].raw]), err)
+
+
+def _loss_scale_finding(b: _Batch, st: ScanState) -> None:
+    ls = st.loss_scale
+    if not ls.collapsed or ls.reported:
+        return
+    ls.reported = True
+    ev = list(ls.evidence[:1]) + [f"… {ls.skips} skipped-step line(s); loss scale from {ls.highest:g} down to "
+                                  f"{ls.last:g}"] + list(ls.evidence[1:2])
+    hit = Hit("nan", "critical", "fp16 loss scale collapsed: gradients overflow every step", H.HINT_NAN +
+              "; with fp16 prefer bf16")
+    f = Finding(kind=hit.kind, severity=hit.severity, summary=hit.summary, evidence=bounded(ev),  # type: ignore
+                hint=hit.hint, first_seen_s=b.t, line=ls.collapse_line, run_id=b.run_id)
+    b.add(f, -1)

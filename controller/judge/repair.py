@@ -1,0 +1,187 @@
+"""Line repair: give every rule the line a person would read, whatever was wrapped
+around it.
+
+Logs reach dfctl as people capture them: through launchers that prefix every line
+(torchrun `[rank3]:` / `[default0]:`, Ray `(task, pid=3369) `, mpirun `[1,0]<stderr>:`,
+srun `0: `), loggers that put a timestamp and a level first (`[2026-12-01 15:44:52,260]
+[WARNING] [file.py:213:func]`, glog `W1201 15:45:39.195000 18174 path:1028]`), pastes
+quoted with markdown `> ` or numbered `12 | `, ANSI colour, and terminal copies
+hard-wrapped at the terminal's width (a token cut in two). `repair` peels those layers
+off so the rules and structure readers see the bare text, and keeps the launcher part
+as the line's *key* -- interleaved ranks are read apart, never mixed.
+
+Nothing is lost: each repaired line remembers which input line it started at, so
+evidence keeps the original line numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import overload
+
+from controller.follow.logparse import clean_text
+
+_KEY_PREFIX = re.compile(
+    r"\[(?:rank|default)?\d+\]:\s?"                         # torchrun / elastic --tee
+    r"|\[\d+,\d+\]<std(?:out|err)>:\s?"                     # mpirun --tag-output
+    r"|\((?:[\w.-]+,?\s)?(?:[\w.]+=[\w.:-]+,?\s)*pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray / vLLM workers
+    r"|\d{1,4}: (?=\S)"                                      # srun --label
+)
+_NOISE_PREFIX = re.compile(
+    r">+ ?"                                                             # markdown quote
+    r"|\d{1,7} ?\| "                                                    # numbered paste
+    r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ,:|-]*"
+    r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[^\]\s]+\]\s?"         # glog (torch's C++/py warnings)
+    r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"                           # a bare time of day
+    r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )\s*"  # log level
+    r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
+    r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
+)
+_PREFIX_START = frozenset("[(>0123456789IWEFDNC")
+"""A line that starts with none of these has no prefix to peel (the common fast path)."""
+MAX_LAYERS = 6
+WRAP_MIN_WIDTH = 60
+WRAP_MAX_WIDTH = 400
+WRAP_MIN_FULL_LINES = 3
+WRAP_NEAR_CHARS = 5
+WRAP_SAMPLE_LINES = 200
+TERMINAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
+"""Widths terminals are commonly set to: two cut lines at one of them suffice."""
+
+
+_LINE_START = re.compile(r"Traceback \(|\s+File \"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::|$)"
+                         r"|\[(?:rank|default)\d+\]:|\[?\d{4}-\d{2}-\d{2}[T ]")
+"""A line that starts a new line of its own: a line of exactly the width before it is a
+line that happened to be that long, not a cut one."""
+
+
+@dataclass(slots=True)
+class Line:
+    text: str       # the bare text rules read
+    key: str        # the launcher prefix (which rank/worker printed it); "" for none
+    src: int        # index of the input line it starts at
+    raw: str        # the line as it came (evidence shows this)
+
+
+_HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
+"""DeepSpeed's multi-node launcher (pdsh) puts the host first: `worker-5: [rank22]: ...`."""
+
+
+def peel(line: str) -> tuple[str, str]:
+    """(key, body): launcher prefixes kept as the key, other decoration dropped."""
+    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64]):
+        return "", line
+    key = ""
+    body = line
+    for _ in range(MAX_LAYERS):
+        if body and body[0] not in _PREFIX_START and ": [" in body[:64]:
+            h = _HOST_PREFIX.match(body)
+            if h:
+                key += h.group(0).strip()
+                body = body[h.end():]
+                continue
+        if not body or body[0] not in _PREFIX_START:
+            break
+        m = _KEY_PREFIX.match(body)
+        if m:
+            key += m.group(0).strip()
+            body = body[m.end():]
+            continue
+        m = _NOISE_PREFIX.match(body)
+        if m and m.end() > 0:
+            body = body[m.end():]
+            continue
+        break
+    return key, body
+
+
+def wrap_width(lines: Sequence[str]) -> int | None:
+    """The terminal width a hard-wrapped copy was cut at, or None when it does not look
+    wrapped: many lines of exactly the longest length, which real logs seldom have."""
+    if len(lines) < 8:
+        return None
+    lens = list(map(len, lines))
+    width = max(lens)
+    if not WRAP_MIN_WIDTH <= width <= WRAP_MAX_WIDTH:
+        return None
+    full = lens.count(width)
+    if full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
+        return None
+    # A cut makes a spike exactly at the width; lines of one format (progress lines whose
+    # numbers vary by a digit) cluster just below their longest instead.
+    near = sum(lens.count(width - k) for k in range(1, WRAP_NEAR_CHARS + 1))
+    if near >= full:
+        return None
+    # ... and a line of one format is followed by another of the same format (the same
+    # first characters), where a cut line is followed by the rest of its text (a sample
+    # of the cut-looking lines is enough).
+    cut = [i for i in range(len(lines) - 1) if lens[i] == width][:WRAP_SAMPLE_LINES]
+    same = sum(1 for i in cut if lines[i + 1][:8] == lines[i][:8])
+    if same * 2 > len(cut):
+        return None
+    # Padded screens (every line space-filled to the width) are not wraps. A cut at a word
+    # boundary leaves one trailing space (the separator); padding leaves a run of them.
+    padded = sum(1 for s in lines if len(s) == width and s.endswith("  "))
+    # ... nor is a box drawn to the width (rich's traceback panel: every line ends in `│`)
+    boxed = sum(1 for s in lines if len(s) == width and s.endswith(("│", "║", "╮", "╯")))
+    return None if (padded + boxed) * 2 > full else width
+
+
+class LazyRepair(Sequence[Line]):
+    """The repaired lines of a batch with no hard wrap, each repaired when first read:
+    most lines of a healthy log are never read past the batch-wide word search."""
+
+    def __init__(self, lines: Sequence[str]):
+        self._lines = lines
+        self._done: dict[int, Line] = {}
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    @overload
+    def __getitem__(self, i: int) -> Line: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Line]: ...
+    def __getitem__(self, i: int | slice) -> Line | list[Line]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self._lines)
+        ln = self._done.get(i)
+        if ln is None:
+            raw = self._lines[i]
+            text = clean_text(raw) if ("\x1b" in raw or "\x00" in raw) else raw
+            key, body = peel(text)
+            ln = self._done[i] = Line(body, key, i, raw)
+        return ln
+
+
+def repaired(lines: Sequence[str]) -> Sequence[Line]:
+    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily."""
+    width = wrap_width(lines)
+    return repair(lines, width) if width is not None else LazyRepair(lines)
+
+
+def repair(lines: Sequence[str], width: int | None = None) -> list[Line]:
+    """Repaired lines; a line cut at `width` is joined with its continuation."""
+    out: list[Line] = []
+    i, n = 0, len(lines)
+    while i < n:
+        raw = lines[i]
+        text = raw
+        start = i
+        if width is not None:
+            while (len(text) >= width and i + 1 < n and lines[i + 1] and text.strip(text[0])
+                   and not _LINE_START.match(lines[i + 1])):
+                i += 1
+                text += lines[i]
+                if len(lines[i]) < width:
+                    break
+        if "\x1b" in text or "\x00" in text:
+            text = clean_text(text)
+        key, body = peel(text)
+        out.append(Line(body, key, start, raw if start == i else text))
+        i += 1
+    return out

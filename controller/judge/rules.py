@@ -1,0 +1,554 @@
+"""The text rules: one table of (wording -> kind, severity, summary, hint), walked in order.
+
+Each wording is one a failing program prints (torch's caching allocator, ProcessGroupNCCL's
+watchdog, the kernel's OOM killer, the shell's report of a child killed by a signal,
+launchers' reports of a dead rank, loss scalers...), written from the library's source
+or from logs made by running it (tests/corpus/). Healthy text must stay quiet, so every
+rule anchors on a phrase only a failure prints, never on "memory", "error" or "nan"
+alone. The first rule that matches a line wins (OOM before the generic CUDA error).
+
+A rule marked `secondary` is reported only when nothing primary explains the failure (a
+launcher's generic "a child failed" when the child's own error is in the log). A rule
+marked `recoverable` is downgraded when a retry/recovery message follows (an OOM the
+trainer caught and skipped).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controller.judge import hints as H
+from controller.judge.exit_codes import SIGNAL_BY_WORD, death_by_code, death_by_signal
+
+Summary = Callable[[re.Match, str], "tuple[str, str, str, str] | str | None"]
+
+
+@dataclass(frozen=True)
+class TextRule:
+    name: str
+    pattern: re.Pattern
+    kind: str
+    severity: str
+    summary: str | Summary        # a format string over the match's named groups, or a function
+    hint: str
+    triggers: tuple[str, ...]     # lower-case words of which the line must hold one (fast pre-filter)
+    secondary: bool = False
+    recoverable: bool = False
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str
+    severity: str
+    summary: str
+    hint: str
+    secondary: bool = False
+    rule: str = ""
+
+
+_UNIT = r"(B|bytes|KiB|MiB|GiB|TiB)"
+_NUM = r"(\d+(?:\.\d+)?)"
+
+
+def _gib(value: str, unit: str) -> float:
+    v = float(value)
+    u = unit.lower()
+    if u.startswith("m"):
+        return v / 1024.0
+    if u.startswith("k"):
+        return v / (1024.0 * 1024.0)
+    if u.startswith("t"):
+        return v * 1024.0
+    if u.startswith("b"):
+        return v / (1024.0 ** 3)
+    return v
+
+
+def _fmt_gib(v: float) -> str:
+    return f"{v:.2f} GiB" if v < 100 else f"{v:.1f} GiB"
+
+
+_OOM_NEW = re.compile(
+    r"(CUDA|HIP) out of memory\. Tried to allocate " + _NUM + " " + _UNIT + r"\. GPU (\d+) has a total "
+    r"capaci?ty of " + _NUM + " " + _UNIT + " of which " + _NUM + " " + _UNIT + " is free")
+_OOM_OLD = re.compile(
+    r"(CUDA|HIP) out of memory\. Tried to allocate " + _NUM + " " + _UNIT + r" \(GPU (\d+); " + _NUM + " "
+    + _UNIT + r" total capacity; .*?" + _NUM + " " + _UNIT + " free")
+_GPU_INDEX = re.compile(r"\bGPU (\d+)\b")
+
+
+_OOM_EXCEPTION = re.compile(r"\b((?:torch\.)?(?:cuda\.)?OutOfMemoryError):")
+
+
+def _torch_oom(m: re.Match, line: str) -> str:
+    exc = _OOM_EXCEPTION.search(line)
+    named = f" ({exc.group(1)})" if exc else ""  # the exception, as the user will search for it
+    for rx in (_OOM_NEW, _OOM_OLD):
+        d = rx.search(line)
+        if d:
+            acc, tried, gpu = d.group(1), _gib(d.group(2), d.group(3)), d.group(4)
+            total, free = _gib(d.group(5), d.group(6)), _gib(d.group(7), d.group(8))
+            return (f"{acc} OOM on GPU {gpu}: tried to allocate {_fmt_gib(tried)}, {_fmt_gib(free)} free of "
+                    f"{_fmt_gib(total)}{named}")
+    g = _GPU_INDEX.search(line)
+    acc = "HIP" if "HIP out of memory" in line else "CUDA"
+    return (f"{acc} OOM on GPU {g.group(1)}" if g else f"{acc} OOM") + named
+
+
+def _cuda_error_oom(m: re.Match, line: str) -> str:
+    g = _GPU_INDEX.search(line)
+    return f"CUDA OOM{' on GPU ' + g.group(1) if g else ''} ({m.group(0)})"
+
+
+def _shell_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    """bash: `script.sh: line 3: 4242 Segmentation fault      (core dumped) python train.py`."""
+    d = death_by_signal(SIGNAL_BY_WORD[m.group("what").lower()])
+    cmd = (m.group("cmd") or "").strip()
+    pid = m.group("pid")
+    who = f"process {pid}" + (f" ({cmd[:80]})" if cmd else "")
+    return d.kind, d.severity, f"{who} killed by {d.what} (the shell printed '{m.group('what')}')", d.hint
+
+
+def _zsh_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    """zsh: `zsh: segmentation fault  python x.py`, a job's `[1]    5606 killed     python x.py`."""
+    word = {"abort": "aborted", "illegal hardware instruction": "illegal instruction"}.get(m.group("what"), m.group("what"))
+    d = death_by_signal(SIGNAL_BY_WORD[word])
+    who = f"process {m.group('pid')}" if m.group("pid") else "process"
+    return (d.kind, d.severity, f"{who} ({m.group('cmd').strip()[:80]}) killed by {d.what} (zsh printed "
+            f"'{m.group('what')}')", d.hint)
+
+
+def _bare_shell_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    d = death_by_signal(SIGNAL_BY_WORD[m.group("what").lower()])
+    core = " (core dumped)" if m.group("core") else ""
+    return d.kind, d.severity, f"process killed by {d.what} (the shell printed '{m.group('what')}{core}')", d.hint
+
+
+def _torchrun_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    code = int(m.group("code"))
+    d = death_by_code(code)
+    return (d.kind, d.severity,
+            f"torchrun: local rank {m.group('rank')} (pid {m.group('pid')}) died: {d.what}, exitcode {code}",
+            H.HINT_LAUNCHER + "; " + d.hint)
+
+
+_LOCAL_RANK = re.compile(r"--local_rank=(\d+)")
+
+
+def _deepspeed_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    code = int(m.group("code"))
+    d = death_by_code(code)
+    r = _LOCAL_RANK.search(line)
+    who = f"local rank {r.group(1)}" if r else "a rank"
+    return (d.kind, d.severity, f"deepspeed launcher: {who} exited with return code = {code}: {d.what}",
+            H.HINT_LAUNCHER + "; " + d.hint)
+
+
+def _subprocess_signal(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    d = death_by_signal(int(m.group("num")))
+    return d.kind, d.severity, f"launched command died with {m.group('sig')}: {d.what}", H.HINT_LAUNCHER + "; " + d.hint
+
+
+def _mp_spawn_signal(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    import signal as _s
+    try:
+        d = death_by_signal(int(getattr(_s, m.group("sig"))))
+    except (AttributeError, TypeError):
+        d = death_by_code(1)
+    return d.kind, d.severity, f"process {m.group('proc')} terminated with signal {m.group('sig')}: {d.what}", d.hint
+
+
+def _mpirun_signal(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    d = death_by_signal(int(m.group("num")))
+    return (d.kind, d.severity, f"mpirun: rank {m.group('rank')} (pid {m.group('pid')}) exited on signal "
+            f"{m.group('num')} ({m.group('name')}): {d.what}", H.HINT_LAUNCHER + "; " + d.hint)
+
+
+def _recompile_limit(m: re.Match, line: str) -> str:
+    name = m.group("limit") or "cache_size_limit"
+    n = m.group("n") or m.group("n2")
+    func = f" for '{m.group('func')}'" if m.group("func") else ""
+    return f"torch.compile hit {name} ({n}){func}: that code now runs eager"
+
+
+def _recompiling(m: re.Match, line: str) -> str:
+    return f"dynamo recompiled {m.group(1)} ({os.path.basename(m.group(2))})"
+
+
+def _nccl(m: re.Match, line: str) -> str:
+    what = (m.group(1) or m.group(2) or m.group(3) or "").strip()
+    return f"NCCL error: {what}"
+
+
+def _rx(p: str, flags: int = 0) -> re.Pattern:
+    return re.compile(p, flags)
+
+
+R = TextRule
+OOM, CRASH, HANG, NAN, RECOMPILE = "oom", "crash", "hang", "nan", "recompile"
+CRIT, WARN, INFO = "critical", "warning", "info"
+
+RULES: tuple[TextRule, ...] = (
+    # -- accelerator memory ---------------------------------------------------------------
+    R("torch-oom", _rx(r"(?:CUDA|HIP) out of memory|OutOfMemoryError: (?!.*\bCPU\b).*out of memory"), OOM, CRIT,
+      _torch_oom, H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
+    R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory", re.I), OOM, CRIT,
+      "CUDA OOM (cuda runtime error (2): out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
+    R("cuda-error-oom", _rx(r"CUDA [Ee]rror: out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
+      H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
+    R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
+      "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
+      ("alloc_failed",)),
+    R("nccl-oom", _rx(r"Cuda failure (?:\d+ )?'out of memory'"), OOM, CRIT,
+      "CUDA OOM inside NCCL (Cuda failure 'out of memory')",
+      H.HINT_CUDA_OOM + "; NCCL needs free GPU memory for its buffers (NCCL_BUFFSIZE)", ("out of memory",)),
+    R("xla-oom", _rx(r"RESOURCE_EXHAUSTED:.{0,80}?(?:[Oo]ut of memory|memory|[Aa]llocat)"), OOM, CRIT,
+      "accelerator out of memory (XLA RESOURCE_EXHAUSTED)", H.HINT_ACCEL_OOM, ("resource_exhausted",)),
+    R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory"), OOM, CRIT,
+      "accelerator out of memory", H.HINT_ACCEL_OOM, ("out of memory",)),
+    # -- the OOM family of other stacks (OOM_FAMILY below cites where each wording is printed)
+    R("paddle-oom", _rx(r"Out of memory error on (?P<dev>GPU|XPU|NPU|MLU|CUSTOM_DEVICE|\w+) (?P<n>\d+)\."
+                        r"(?: Cannot allocate (?P<size>[\d.]+ ?[KMGT]?i?B))?"), OOM, CRIT,
+      lambda m, line: (f"Paddle ResourceExhaustedError: out of memory on {m.group('dev')} {m.group('n')}"
+                       + (f" (cannot allocate {m.group('size')})" if m.group("size") else "")),
+      H.HINT_ACCEL_OOM, ("out of memory",)),
+    R("tf-oom", _rx(r"OOM when allocating tensor (?:with|of) shape ?\[?(?P<shape>[^\]]{0,60})\]?"), OOM, CRIT,
+      lambda m, line: ("TensorFlow ResourceExhaustedError: OOM when allocating tensor"
+                       + (f" of shape [{m.group('shape').strip()}]" if m.group("shape").strip() else "")),
+      H.HINT_ACCEL_OOM, ("oom when",)),
+    R("paddle-enforce-oom", _rx(r"enforce allocating <= available failed, (?P<want>\d+) > (?P<have>\d+)"), OOM, CRIT,
+      lambda m, line: (f"Paddle out of GPU memory (EnforceNotMet: allocating {int(m.group('want')) / 2**30:.2f} GiB > "
+                       f"{int(m.group('have')) / 2**30:.2f} GiB available)"), H.HINT_ACCEL_OOM, ("enforce allocating",)),
+    R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
+      "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
+      ("ran out of memory",)),
+    R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
+                             r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
+      "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)", H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
+    R("tf-device-alloc-failed", _rx(r"failed to allocate (?P<size>[\d.]+\s?[KMGT]i?B?) \(\d+ bytes\) from device"), OOM, CRIT,
+      "TensorFlow could not allocate {size} on the device (CUDA/ROCm out of memory)", H.HINT_ACCEL_OOM,
+      ("from device",)),
+    R("tf-bfc-oom", _rx(r"Allocator \((?P<alloc>\w+)\) ran out of memory trying to allocate (?P<size>[\d.]+ ?\w+)"
+                        r"(?!.*caller indicates that this is not a failure)"), OOM, CRIT,
+      "TensorFlow out of GPU memory (allocator {alloc} could not allocate {size})", H.HINT_ACCEL_OOM,
+      ("ran out of memory",)),
+    R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"), OOM, CRIT,
+      "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
+    R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
+      "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),
+    R("bad-alloc", _rx(r"instance of 'std::bad_alloc'|\bstd::bad_alloc\b"), OOM, CRIT,
+      "host RAM allocation failed (C++ std::bad_alloc)", H.HINT_HOST_OOM, ("terminate called",)),
+    R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
+      "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
+      ("oom-kill", "oom_kill")),
+    R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
+      OOM, CRIT, "TPU out of memory (XLA: ran out of HBM)", H.HINT_ACCEL_OOM, ("memory space",)),
+    R("hip-error-oom", _rx(r"hipErrorOutOfMemory|HIP error: out of memory"), OOM, CRIT,
+      "ROCm/HIP out of memory (hipErrorOutOfMemory)", H.HINT_CUDA_OOM, ("hiperroroutofmemory", "out of memory")),
+    R("resource-exhausted-error", _rx(r"ResourceExhaustedError\b.{0,200}?(?:\bOOM\b|[Oo]ut of memory|memory)"), OOM,
+      CRIT, "ResourceExhaustedError: out of memory", H.HINT_ACCEL_OOM, ("resourceexhausted",)),
+    R("tf-resource-exhausted", _rx(r"Resource exhausted: .{0,120}?(?:[Aa]llocat|\bOOM\b|[Oo]ut of memory|\bmemory\b)"),
+      OOM, CRIT, "accelerator out of memory (Resource exhausted: an allocation failed)", H.HINT_ACCEL_OOM,
+      ("resource exhausted",)),
+    R("ray-oom", _rx(r"(?:ray\.exceptions\.)?OutOfMemoryError: Task was killed due to the node running low on memory"),
+      OOM, CRIT, "Ray killed a task: the node ran low on host memory (ray OutOfMemoryError)", H.HINT_HOST_OOM,
+      ("low on memory",)),
+    R("vllm-kv-oom", _rx(r"No available memory for the cache blocks|CUDA out of memory occurred when warming up"
+                         r"|Insufficient memory for (?:the )?KV cache|not enough KV cache space"), OOM, CRIT,
+      "inference engine out of GPU memory (KV cache / warm-up)", H.HINT_ACCEL_OOM,
+      ("cache blocks", "warming up", "kv cache")),
+    # -- host memory ----------------------------------------------------------------------
+    R("cpu-alloc", _rx(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"
+                       r"(?:: you tried to allocate (?P<bytes>\d+) bytes)?"), OOM, CRIT,
+      lambda m, line: ("host RAM allocation failed (DefaultCPUAllocator" +
+                       (f": {int(m.group('bytes')) / 2**30:.1f} GiB requested)" if m.group("bytes") else ")")),
+      H.HINT_HOST_OOM, ("defaultcpuallocator",)),
+    R("dataloader-killed", _rx(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>[\d, ]+)\) is killed by signal: Killed"),
+      OOM, CRIT, "DataLoader worker (pid {pid}) killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("killed",)),
+    R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,
+      "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
+    R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
+                         r"|Floating point exception|Killed|Terminated|Hangup)(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
+      CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+                                                  "killed", "terminated", "hangup")),
+    R("torchrun-death", _rx(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)"),
+      CRASH, CRIT, _torchrun_death, H.HINT_LAUNCHER, ("exitcode",)),
+    R("elastic-sigkill", _rx(r"Signal 9 \(SIGKILL\) received by PID (\d+)"), OOM, CRIT,
+      "a worker was killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("sigkill",)),
+    R("exitcode-9", _rx(r"exitcode\s*:\s*-9\b"), OOM, CRIT,
+      "a worker was killed by SIGKILL (exitcode -9): host OOM likely", H.HINT_HOST_OOM, ("exitcode",)),
+    R("deepspeed-death", _rx(r"exits with return code = (?P<code>-?\d+)"), CRASH, CRIT, _deepspeed_death,
+      H.HINT_LAUNCHER, ("return code",)),
+    R("subprocess-signal", _rx(r"died with <Signals\.(?P<sig>SIG\w+): (?P<num>\d+)>"), CRASH, CRIT,
+      _subprocess_signal, H.HINT_LAUNCHER, ("died with",)),
+    R("mp-spawn-signal", _rx(r"process (?P<proc>\d+) terminated with signal (?P<sig>SIG\w+)"), CRASH, CRIT,
+      _mp_spawn_signal, H.HINT_LAUNCHER, ("terminated with signal",)),
+    R("mpirun-signal", _rx(r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node \S+ exited on signal "
+                           r"(?P<num>\d+) \((?P<name>[^)]+)\)"), CRASH, CRIT, _mpirun_signal, H.HINT_LAUNCHER,
+      ("exited on signal",)),
+    R("dmesg-oom", _rx(r"(?:Memory cgroup )?[Oo]ut of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)"
+                       r"|^(?:\[\s*[\d.]+\]\s*)?Killed process (?P<pid2>\d+) \((?P<comm2>[^)]*)\)"), OOM, CRIT,
+      lambda m, line: f"kernel OOM killer killed pid {m.group('pid') or m.group('pid2')} "
+                      f"({m.group('comm') or m.group('comm2')})", H.HINT_HOST_OOM, ("kill process", "killed process")),
+    R("oom-kill", _rx(r"oom-kill:.*?\btask=(?P<task>[^,\s]+),pid=(?P<pid>\d+)"), OOM, CRIT,
+      "kernel OOM killer killed pid {pid} ({task})", H.HINT_HOST_OOM, ("oom-kill",)),
+    R("oom-invoked", _rx(r"^.*?(\S+) invoked oom-killer:"), OOM, CRIT, "kernel OOM killer invoked", H.HINT_HOST_OOM,
+      ("oom-killer",), secondary=True),
+    # -- hangs ----------------------------------------------------------------------------
+    R("nccl-watchdog", _rx(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
+                           r"OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\) ran for (?P<ran>\d+) milliseconds"),
+      HANG, CRIT, lambda m, line: f"NCCL collective timed out: {m.group('op')} (SeqNum {m.group('seq')}) ran "
+                                  f"{int(m.group('ran')) / 1000:.0f} s, timeout {int(m.group('tmo')) / 1000:.0f} s",
+      H.HINT_NCCL_TIMEOUT, ("watchdog",)),
+    # -- a hang's end: the watchdog ending the process (kind crash: the process is gone) ---
+    R("nccl-takedown", _rx(r"we are taking the entire process down"), CRASH, CRIT,
+      "NCCL watchdog took the process down (abort: SIGABRT)",
+      "the watchdog ended the run after a failed or timed-out collective (TORCH_NCCL_ASYNC_ERROR_HANDLING); "
+      "find why that collective never completed: " + H.HINT_NCCL_TIMEOUT, ("process down",)),
+    R("nccl-watchdog-words", _rx(r"Watchdog caught(?: col|$)|collective operation timeout"
+                                 r"|\d+ milliseconds before timing out"), HANG, CRIT,
+      "NCCL collective timed out (the watchdog's timeout)", H.HINT_NCCL_TIMEOUT,
+      ("watchdog", "operation timeout", "before timing out")),
+    R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
+                             r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
+      "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
+      ("timed out", "deadline_exceeded", "timeout")),
+    R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds|failed to pass monitoredBarrier"
+                           r"|\bGetTimeoutError\b|RPC call to \w+ timed out"
+                           r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"), HANG, CRIT,
+      "the ranks stopped making progress (a stall/timeout report)", H.HINT_NCCL_TIMEOUT,
+      ("waiting for remainder", "gettimeouterror", "timed out", "monitoredbarrier")),
+    R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
+      "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
+      ("dump debug info",), secondary=True),
+    R("barrier-overfull", _rx(r"Waiting in store based barrier to initialize process group .*?world_size=(?P<world>\d+), "
+                              r"worker_count=(?P<workers>\d+)"), HANG, CRIT,
+      lambda m, line: (f"the store-based barrier can never complete: {m.group('workers')} workers joined a world of "
+                       f"{m.group('world')} (two jobs share MASTER_PORT, or the world size is wrong)"
+                       if int(m.group("workers")) > int(m.group("world")) else None),
+      "a second job or a wrong --nproc_per_node/--nnodes joined this rendezvous: give each job its own MASTER_PORT",
+      ("barrier",)),
+    R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
+      HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
+    R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
+      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("check fail", "error")),
+    R("nccl-work-timeout", _rx(r"Timeout at NCCL work: (?P<seq>\d+)"), HANG, CRIT,
+      "NCCL collective timed out (Timeout at NCCL work {seq})", H.HINT_NCCL_TIMEOUT, ("timeout",)),
+    R("nccl-watchdog-died", _rx(r"Process group watchdog thread terminated with exception|Exception raised from "
+                                r"(?:ncclCommWatchdog|checkTimeout|watchdogHandler)\b"), CRASH, CRIT,
+      "NCCL watchdog thread died with an exception: the process is taken down (abort)",
+      "the watchdog ended the run after a failed or timed-out collective: " + H.HINT_NCCL_TIMEOUT, ("watchdog",
+                                                                                                   "checktimeout")),
+    R("store-timeout", _rx(r"DistStoreError\b.{0,300}?(?:[Tt]imeout|timed out)|got error: Socket Timeout"
+                           r"|(?:TCPStore|c10d store|rendezvous)\b.{0,200}?[Ss]ocket [Tt]imeout"
+                           r"|\b[Ww]ait timeout after \d+ ?ms|(?:RuntimeError|DistStoreError): Wait timeout\b"
+                           r"|[Tt]he (?:client|server) socket has timed out after \d+"), HANG, CRIT,
+      "the c10d store timed out (a rank never reached it)",
+      "a rank never joined the store: check every node's launcher log and MASTER_ADDR/PORT", ("timeout", "timed out")),
+    R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
+      "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
+      H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),
+    R("gloo-timeout", _rx(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation"
+                          r"|\[gloo\].{0,80}?[Tt]imed out|gloo.{0,200}?Timed out after \d+"), HANG, CRIT,
+      lambda m, line: ("gloo collective timed out" +
+                       (f": {m.group('op')} waited {int(m.group('ms')) / 1000:.0f} s" if m.group("ms") else "")),
+      H.HINT_NCCL_TIMEOUT, ("timed out",)),
+    R("rdzv-timeout", _rx(r"Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<a>\d+)/(?P<b>\d+) clients "
+                          r"joined"), HANG, CRIT, "rendezvous timed out after {s} s: {a}/{b} clients joined",
+      "a rank never started: check every node's launcher log, MASTER_ADDR/PORT and firewalls", ("timed out",)),
+    R("rdzv-error", _rx(r"RendezvousTimeoutError"), HANG, CRIT, "rendezvous timed out (RendezvousTimeoutError)",
+      "a rank never started: check every node's launcher log and MASTER_ADDR/PORT", ("rendezvous",)),
+    R("dist-exception-timeout", _rx(r"^(?:[\w.]+\.)?(?:(?:RuntimeError|TimeoutError)\b:.{0,300}?(?:NCCL|[Gg]loo|store"
+                                    r"|[Rr]endezvous|barrier|collective|process group|c10d|ALLREDUCE|BROADCAST|ALLGATHER)"
+                                    r"|(?:DistBackendError|DistError|DistStoreError|DistNetworkError)\b:)"
+                                    r".{0,300}?(?:[Tt]imed? ?out|[Tt]imeout)"),
+      HANG, CRIT, "a distributed operation timed out (its exception says so)", H.HINT_NCCL_TIMEOUT,
+      ("timeout", "timed out")),
+    R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
+      H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
+    R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,
+      "NCCL operations failed or timed out", H.HINT_NCCL_TIMEOUT, ("nccl",), secondary=True),
+    # -- NaN (before generic crash: these also end in exceptions) -------------------------
+    R("min-loss-scale", _rx(r"Minimum loss scale reached|Current loss scale already at minimum"), NAN, CRIT,
+      "loss scale hit its minimum: gradients overflow every step (loss exploding)", H.HINT_NAN, ("loss scale",)),
+    R("anomaly", _rx(r"Function '(?P<fn>\w+)' returned nan values in its (?P<n>\d+)\w* output"), NAN, CRIT,
+      "NaN in backward: {fn} returned NaN (anomaly mode)", H.HINT_NAN, ("nan",)),
+    R("megatron-nan", _rx(r"number of nan iterations:\s*(?P<n>[1-9]\d*)"), NAN, WARN,
+      "the trainer counted NaN iterations", H.HINT_NAN, ("nan",)),
+    R("nan-words", _rx(r"\b(?:nan|inf) loss (?:detected|encountered|at)\b|non-finite loss|loss is not finite"
+                       r"|\bloss (?:is|became) (?:nan|inf)\b|loss returned in `training_step` is (?:nan|inf)"
+                       r"|detected (?:a )?(?:nan|inf) (?:in|loss)|(?:Error|Exception):.{0,40}\b(?:nan|inf) loss\b"
+                       r"|Moving average ignored a value of (?:nan|inf)|\bloss became infinite\b"
+                       r"|Tensor had (?:NaN|Inf) values|NaN or Inf found in input tensor|found NaN in local grad norm"
+                       r"|contain Inf/NaN\. Training has diverged|\bfound (?:NaN|Inf) in local\b", re.I), NAN, CRIT,
+      "loss is NaN/Inf", H.HINT_NAN,
+      ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf", "had inf")),
+    R("grad-scale-small", _rx(r"grad_scale is too small|Grad scale is small|Invalid loss, terminating training"), NAN, CRIT,
+      "loss is NaN/Inf (the trainer stopped on it: grad scale collapsed / invalid loss)", H.HINT_NAN,
+      ("grad_scale is too small", "grad scale is small", "terminating training")),
+    # -- fatal errors ---------------------------------------------------------------------
+    R("dataloader-death", _rx(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>[\d, ]+)\) (?:exited unexpectedly|is killed "
+                              r"by signal: (?P<why>Bus error|Segmentation fault|Aborted))"), CRASH, CRIT,
+      lambda m, line: f"DataLoader worker (pid {m.group('pid').strip()}) " +
+                      (f"died: {m.group('why')}" if m.group("why") else "exited unexpectedly"),
+      H.HINT_CRASH, ("dataloader",)),
+    R("dataloader-segv", _rx(r"Unexpected (?P<what>segmentation fault|bus error|floating-point exception) "
+                             r"encountered in worker"), CRASH, CRIT,
+      "DataLoader worker died: {what}", H.HINT_SEGV, ("encountered in worker",)),
+    R("illegal-access", _rx(r"an illegal memory access was encountered|illegal memory access"), CRASH, CRIT,
+      "CUDA illegal memory access", H.HINT_CUDA_FATAL, ("illegal",)),
+    R("device-assert", _rx(r"device-side assert triggered"), CRASH, CRIT, "CUDA device-side assert triggered",
+      "an index out of range on the GPU (labels >= vocab, bad gather): rerun with CUDA_LAUNCH_BLOCKING=1 to find it",
+      ("assert",)),
+    R("xid", _rx(r"NVRM: Xid \((?P<where>[^)]*)\): (?P<n>\d+)"), CRASH, CRIT, "GPU Xid {n} ({where})",
+      "a GPU/driver fault: check nvidia-smi -q and dmesg; the GPU may need a reset", ("xid",)),
+    R("gpu-bus", _rx(r"fallen off the bus|uncorrectable ECC error"), CRASH, CRIT,
+      "GPU hardware fault (fallen off the bus / ECC)", "the GPU needs attention: nvidia-smi -q, dmesg, drain the node",
+      ("off the bus", "ecc error")),
+    R("nccl-error", _rx(r"\b(ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidArgument|"
+                        r"ncclInvalidUsage|ncclRemoteError)\b|NCCL error in: [^,]*, ([a-z][a-z ]+?)(?:,| \(|$)"
+                        r"|NCCL Error \d+: ([a-z][a-z ]+)"), CRASH, CRIT, _nccl,
+      "rerun with NCCL_DEBUG=INFO; check that every rank is alive and the interconnect (NCCL_SOCKET_IFNAME, IB) "
+      "is reachable", ("nccl",)),
+    R("nccl-aborted", _rx(r"NCCL communicator was aborted"), CRASH, CRIT, "NCCL communicator was aborted",
+      H.HINT_NCCL_TIMEOUT, ("nccl",), secondary=True),
+    R("cuda-error", _rx(r"CUDA error: (?P<what>[^\n.]{3,80}?)(?:\s*$|\.|\n| \(|CUDA kernel)"), CRASH, CRIT,
+      lambda m, line: f"CUDA error: {m.group('what').strip()}", H.HINT_CUDA_FATAL, ("cuda error",)),
+    R("fatal-python", _rx(r"Fatal Python error: (?P<what>\w[^:]*)"), CRASH, CRIT,
+      lambda m, line: f"Fatal Python error: {m.group('what').strip()}",
+      "a C extension crashed the interpreter: the lines after it show each thread's stack", ("fatal",)),
+    R("signal-handler", _rx(r"\*\*\* (?P<sig>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TERM|KILL)) \(@0x[0-9a-fA-F]+\) received by PID"
+                            r"|terminated by signal (?P<sig2>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP))\b"
+                            r"|Windows fatal exception: (?P<win>access violation|stack overflow)"), CRASH, CRIT,
+      lambda m, line: (f"process killed by {m.group('sig') or m.group('sig2')} (its signal handler's report)"
+                       if m.group("sig") or m.group("sig2") else f"Windows fatal exception: {m.group('win')}"),
+      H.HINT_SEGV, ("received by pid", "terminated by signal", "windows fatal exception")),
+    R("segv-words", _rx(r"received (?:signal )?SIGSEGV|SIGSEGV received|Signal 11 \(SIGSEGV\)|caught SIGSEGV"
+                        r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
+      ("sigsegv", "exitcode")),
+    R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
+                              r"|Floating point exception|Terminated|Hangup)"
+                              r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?\s*$"),
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+                                                     "terminated", "hangup")),
+    R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
+                               r"|Illegal instruction|Floating point exception|Killed)"
+                               r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?"
+                               r"[`*_.]{0,3}\s*$"),
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+                                                     "killed")),
+    R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
+                              r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
+      lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
+      "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
+      ("death signal", "got signal")),
+    R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
+                      r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
+                      r"|A worker died or was killed while executing"),
+      CRASH, CRIT,
+      lambda m, line: f"Ray: {m.group('what') or 'ActorDiedError'} (a task or actor died)",
+      "the Ray task's or actor's own error (above, or in its worker log) says why it died",
+      ("actordied", "raytaskerror", "rayactorerror", "workercrashederror", "actorunavailableerror", "actor died",
+       "actor is already dead", "died or was killed")),
+    R("c10-error-frames", _rx(r"^frame #0: c10::Error::Error\("), CRASH, CRIT,
+      "a C++ exception (c10::Error) was raised: its frames are printed, its message is above them", H.HINT_CRASH,
+      ("c10::error",), secondary=True),
+    R("elastic-error-file", _rx(r"\"py_callstack\": \"Traceback \(most recent call last\)"), CRASH, CRIT,
+      "a worker raised: its traceback is in torchelastic's error file (the JSON's py_callstack)", H.HINT_LAUNCHER,
+      ("py_callstack",)),
+    R("paddle-fatal", _rx(r"FatalError: `(?P<what>[^`]+)` is detected by the operating system"), CRASH, CRIT,
+      lambda m, line: (f"Paddle FatalError: {m.group('what')} (the OS signal killed the process)"
+                       + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,
+      ("fatalerror",)),
+    R("zsh-death", _rx(r"(?:^|(?<=[\]|%}]))(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?(?P<pid>\d+) )(?P<what>segmentation fault|killed|abort|bus error"
+                       r"|illegal hardware instruction|floating point exception)(?: \(core dumped\))?\s+(?P<cmd>\S.*)$"),
+      CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating")),
+    R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
+      "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, ("check fail",)),
+    R("tf-op-error", _rx(r"Graph execution error:"), CRASH, CRIT,
+      "TensorFlow/JAX raised an error in a compiled function (its node and call stack are printed)", H.HINT_CRASH,
+      ("graph execution error",)),
+    R("launcher-killing", _rx(r"Killing subprocess (?P<pid>\d+)"), CRASH, CRIT,
+      "the launcher killed its other workers (subprocess {pid}): a worker had failed", H.HINT_LAUNCHER,
+      ("killing subprocess",), secondary=True),
+    R("loguru-caught", _rx(r"An error has been caught in function '(?P<fn>[^']+)'"), CRASH, CRIT,
+      "loguru caught an error in function '{fn}' (its traceback follows)", H.HINT_CRASH, ("error has been caught",)),
+    R("glibc-abort", _rx(r"double free or corruption|free\(\): invalid (?:pointer|size)"), CRASH, CRIT,
+      "glibc aborted the process (heap corruption: double free / invalid pointer)", H.HINT_ABORT,
+      ("double free", "free():")),
+    R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
+      "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("exit code",)),
+    R("slurm-exit", _rx(r"srun: error: \S+: tasks? [\d,-]+: (?P<what>Exited with exit code [1-9]\d*|Segmentation fault"
+                        r"|Killed|Aborted|Bus error|Terminated)"), CRASH, CRIT, "srun: a task ended: {what}",
+      H.HINT_LAUNCHER, ("srun: error",)),
+    R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
+      "fatal: {what}", H.HINT_CRASH, ("fatal",)),
+    R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,
+      "C++ exception terminated the process: {what}", H.HINT_ABORT, ("terminate called",), secondary=True),
+    R("terminate-other", _rx(r"terminate called (?:without an active exception|recursively)"), CRASH, CRIT,
+      "std::terminate ended the process (a C++ thread or exception misuse)", H.HINT_ABORT, ("terminate called",),
+      secondary=True),
+    R("cuda-lib-error", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_(?P<st>(?!SUCCESS\b|ALLOC_FAILED\b)"
+                            r"[A-Z_]+)\b"), CRASH, CRIT, "CUDA library error: {lib}_STATUS_{st}", H.HINT_CUDA_FATAL,
+      ("error",), secondary=True),
+    R("child-failed", _rx(r"ChildFailedError"), CRASH, CRIT, "torchrun: a worker failed (ChildFailedError)",
+      "the first failing rank's own error is above the ChildFailedError block", ("childfailed",), secondary=True),
+    R("subprocess-status", _rx(r"returned non-zero exit status (?P<code>\d+)"), CRASH, CRIT,
+      "launched command returned non-zero exit status {code}", H.HINT_LAUNCHER, ("exit status",), secondary=True),
+    R("mp-spawn-code", _rx(r"process (?P<proc>\d+) terminated with exit code (?P<code>\d+)"), CRASH, CRIT,
+      "process {proc} terminated with exit code {code}", H.HINT_LAUNCHER, ("terminated with exit code",),
+      secondary=True),
+    # -- compile --------------------------------------------------------------------------
+    R("recompile-limit", _rx(r"hit config\.(?P<limit>(?:accumulated_)?(?:recompile_limit|cache_size_limit)) \((?P<n>\d+)\)"
+                             r"|hit recompilation cache limit \((?P<n2>\d+)\) for function '(?P<func>\w+)'"),
+      RECOMPILE, WARN, _recompile_limit, H.HINT_RECOMPILE, ("hit config", "recompil")),
+    R("flex-eager", _rx(r"flex_attention called without torch\.compile|materializes the full scores? matrix"),
+      RECOMPILE, WARN, "flex_attention runs unfused (eager): it materializes the full score matrix", H.HINT_FLEX,
+      ("flex_attention", "score matrix", "scores matrix")),
+    R("dynamo-cache-limited", _rx(r"Set torch\._dynamo\.config\.cache_size_limit to (?P<n>\d+) to avoid being cache limited"),
+      RECOMPILE, WARN, "torch.compile recompiled a function up to its cache size limit ({n}): that code may run eager",
+      H.HINT_RECOMPILE, ("cache limited",)),
+    R("recompiling", _rx(r"Recompiling function (\S+) in (\S+)"), RECOMPILE, INFO, _recompiling, H.HINT_RECOMPILE,
+      ("recompil",)),
+)
+
+TRIGGER_WORDS: tuple[str, ...] = tuple(sorted({w for r in RULES for w in r.triggers}))
+
+
+def triggered(low: str) -> bool:
+    """Could any rule match this (lower-cased) line? Plain substring tests run at C speed."""
+    for w in TRIGGER_WORDS:
+        if w in low:
+            return True
+    return False
+
+
+def classify(line: str, low: str | None = None) -> Hit | None:
+    """The first rule this line matches, as a Hit; None when none does."""
+    low = line.lower() if low is None else low
+    for rule in RULES:
+        if not any(w in low for w in rule.triggers):
+            continue
+        m = rule.pattern.search(line)
+        if not m:
+            continue
+        kind, severity, hint = rule.kind, rule.severity, rule.hint
+        if callable(rule.summary):
+            out = rule.summary(m, line)
+            if out is None:
+                continue  # the wording matched, its numbers say no failure
+            if isinstance(out, tuple):
+                kind, severity, summary, hint = out
+            else:
+                summary = out
+        else:
+            summary = rule.summary.format(**{k: (v or "").strip() for k, v in m.groupdict().items()})
+        return Hit(kind, severity, summary, hint, rule.secondary, rule.name)
+    return None
+
+
+def recoverable(hit: Hit) -> bool:
+    return any(r.name == hit.rule and r.recoverable for r in RULES)

@@ -1,0 +1,1 @@
+"""What dfctl keeps on this machine: the run registry (SQLite) and each run's metric history (Parquet)."""

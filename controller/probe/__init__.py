@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from controller import remote
 from controller.errors import UnreachableError
 from controller.probe.nvidia_smi import APPS_QUERY_FIELDS, GPU_QUERY_FIELDS
 from controller.probe.readings import decode_blob
@@ -106,15 +106,9 @@ class ProbeError(Exception):
         self.unreachable = unreachable
 
 
-_SOURCE: str | None = None
-
-
 def probe_source() -> str:
-    """The remote script's text (shipped as package data)."""
-    global _SOURCE
-    if _SOURCE is None:
-        _SOURCE = (Path(__file__).parents[1] / "remote" / "probe_agent.py").read_text(encoding="utf-8")
-    return _SOURCE
+    """The probe agent's text, as the remote kit ships it (controller/remote/__init__.py)."""
+    return remote.script("probe_agent")
 
 
 def probe_stdin(request: HostProbeRequest | dict[str, Any], source: str | None = None) -> bytes:

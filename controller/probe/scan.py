@@ -16,26 +16,21 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from controller import remote
 from controller.errors import BadInputError, UnreachableError
 from controller.playbook import TargetConfig
-from controller.probe import APPS_QUERY, GPU_QUERY, ProbeError, decode_blob, probe_source, probe_stdin, reply_document
+from controller.probe import APPS_QUERY, GPU_QUERY, ProbeError, decode_blob, probe_stdin, reply_document
 from controller.probe.cgroup import vmid_from_cgroup
+from controller.probe.gpu_owners import pid_seen_from
 from controller.probe.nvidia_smi import gpu_error_from, parse_compute_apps_csv, parse_gpu_csv
 from controller.transport.base import Transport
-
-_SCAN_SOURCE: str | None = None
 
 
 def scan_source() -> str:
     """What the scan ships: the probe's text, then process_scan.py's (its main wins)."""
-    global _SCAN_SOURCE
-    if _SCAN_SOURCE is None:
-        own = (Path(__file__).parents[1] / "remote" / "process_scan.py").read_text(encoding="utf-8")
-        _SCAN_SOURCE = probe_source() + "\n\n# ---- process_scan.py ----\n" + own
-    return _SCAN_SOURCE
+    return remote.script("probe_agent", "process_scan")
 
 
 @dataclass(frozen=True)
@@ -302,10 +297,11 @@ def _attribute_gpus(doc: dict[str, Any], procs: list[TrainingProcess]) -> str | 
     for app in parse_compute_apps_csv(apps.get("stdout", "")):
         pinfo = info.get(str(app.pid)) or {}
         vmid = vmid_from_cgroup(pinfo.get("cgroup"))
-        nspid = pinfo.get("nspid") or [app.pid]
-        # a CT's process: its own pid is the innermost NSpid; a host process: the host pid
-        key = (vmid, int(nspid[-1])) if vmid is not None and (vmid, int(nspid[-1])) in by_key else (None, app.pid)
-        owner = by_key.get(key) or by_key.get((vmid, app.pid))
+        nspid = pinfo.get("nspid")
+        # a CT's process by its pid inside the CT (controller/probe/gpu_owners.py), else a host one
+        seen = pid_seen_from(app.pid, vmid, nspid, vmid)
+        owner = (by_key.get((vmid, seen)) if vmid is not None and seen is not None else None) \
+            or by_key.get((None, app.pid))
         if owner is not None:
             owner.gpus.append(GpuHeld(index_of.get(app.gpu_uuid), app.gpu_uuid, app.used_mib))
     return None

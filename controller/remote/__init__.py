@@ -1,1 +1,25 @@
-"""The stdlib-only scripts that run on the node (probe agent, process scan, launcher); they import nothing of ours."""
+"""The stdlib-only kit that runs on the node: the probe agent, the process scan, the launcher.
+
+Nothing here imports anything of ours (tests/test_house.py): each file is shipped as text and
+run by the node's own Python, which may be as old as 3.6 and has none of our packages.
+`script()` is the one way the controller side takes that text, so every script is assembled
+the same way: a script that builds on another (the scan runs inside the probe's bootstrap)
+is the concatenation of both, the later one's `main` winning.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+KIT_DIR = Path(__file__).resolve().parent
+KIT_SCRIPTS = ("probe_agent", "process_scan", "launcher")
+
+
+@lru_cache(maxsize=None)
+def script(*names: str) -> str:
+    """The text shipped for `names` (kit modules, in order), read once per process."""
+    unknown = [n for n in names if n not in KIT_SCRIPTS]
+    if not names or unknown:
+        raise ValueError(f"not a script of the remote kit: {unknown or names!r} (kit: {', '.join(KIT_SCRIPTS)})")
+    parts = [(KIT_DIR / f"{n}.py").read_text(encoding="utf-8") for n in names]
+    return "".join(p if i == 0 else f"\n\n# ---- {names[i]}.py ----\n{p}" for i, p in enumerate(parts))

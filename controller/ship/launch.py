@@ -21,9 +21,9 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from controller import remote
 from controller.errors import (
     ContainerStateError,
     DeployError,
@@ -37,13 +37,12 @@ from controller.errors import (
 )
 from controller.playbook import Playbook, TargetConfig, looks_secret
 from controller.records import ENDED_STATES
-from controller.remote import launcher
 from controller.ship.deploy import LOCK_WAIT_S, lock_owner
 from controller.store.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 from controller.transport.factory import describe_command, target_label
 
-LAUNCHER_SOURCE = Path(launcher.__file__).read_text(encoding="utf-8")
+LAUNCHER_SOURCE = remote.script("launcher")
 
 
 @dataclass

@@ -25,6 +25,7 @@ from controller.follow.logparse import LineParser, split_lines
 from controller.judge.state import cleared, unreadable_file
 from controller.playbook import TargetConfig, total_steps_of, watch_config_from
 from controller.probe import RunProbeRequest
+from controller.probe.gpu_owners import pid_seen_from
 from controller.probe.procfs import cpu_pct
 from controller.probe.readings import HostReading, RunReading
 from controller.records import (
@@ -390,9 +391,8 @@ class RunFollower:
             g = by_uuid.get(p.gpu_uuid)
             if g is None:
                 continue
-            ns = reading.gpu_pid_nspids.get(p.pid) or [p.pid]
             in_ct = vmid is not None and p.vmid == vmid
-            if (vmid is None and p.pid in tree) or (in_ct and ns[-1] in tree):
+            if pid_seen_from(p.pid, p.vmid, reading.gpu_pid_nspids.get(p.pid), vmid) in tree:
                 mine.add(p.gpu_uuid)
                 continue                      # labelled by the run id below
             g.users.append(f"ct {p.vmid}" if p.vmid is not None else f"pid {p.pid}")

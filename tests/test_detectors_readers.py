@@ -283,3 +283,21 @@ def test_a_logging_error_is_printed_not_raised_and_a_later_crash_is_still_found(
                            capture_output=True, text=True, timeout=60)
     found = scan_lines((crash.stdout + crash.stderr).splitlines())
     assert [f.kind for f in found] == ["crash"] and "RuntimeError" in found[0].summary
+
+
+def test_a_logging_error_whose_traceback_is_a_chain_is_printed_not_raised():
+    """The SIGTERM of a `dfctl stop` raised torch's SignalException inside the agent's log call:
+    logging printed a *chained* traceback before `Call stack:` (real run of the program below);
+    the chain's second traceback is part of the same printing, so only the stop itself is found."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    prog = Path(__file__).parent / "corpus" / "programs" / "logging_error_during_sigterm.py"
+    out = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=120)
+    printed = (out.stdout + out.stderr).splitlines()
+    assert out.returncode == 0 and "--- Logging error ---" in printed and any(ln.startswith(TB_CHAIN_HEAD) for ln in printed)
+    assert [f.kind for f in scan_lines(printed) if "death signal" not in f.summary] == []
+
+
+TB_CHAIN_HEAD = "During handling of the above exception"

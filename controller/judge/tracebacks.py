@@ -127,6 +127,8 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
             prev = last_done.get(key)
             if prev is not None:
                 prev.superseded = True
+                if prev.ignored:  # one chain is one printing: a logging error's chain is printed too
+                    pending_ignored[key] = True
             continue
         m = _THREAD.match(text)
         if m:

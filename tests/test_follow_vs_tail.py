@@ -1,6 +1,8 @@
 """dfctl's log following beside GNU `tail -F` on the same scripted writer (~370 lines/s,
 local target, the watch's agent): copytruncate, truncate-then-rewrite-longer, delete and
-recreate, and a rename under a writer that keeps its descriptor (nohup).
+recreate, and a rename under a writer that keeps its descriptor (nohup). Both of dfctl's
+followers run beside tail -F: the watch's (ticks driven here) and `dfctl logs -f`'s
+LogStream (its own loop, in a thread, writing the bytes it reads to a file).
 
 dfctl must lose nothing the files (or a descriptor it holds) still have, deliver no
 broken line, say what happened (the log's `event`), and lose at most what tail -F loses.
@@ -16,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +26,7 @@ import pytest
 
 from controller.store.runstore import RunRecord, RunStore
 from controller.watch import Watch
+from controller.watch.logstream import LogStream
 
 WRITER = textwrap.dedent("""
     import os, sys, time
@@ -59,6 +63,18 @@ class Run:
         self.watch = Watch(self.store.runs(), self.store, gpu=False)
         self.lines: list[str] = []
         self.events: set[str] = set()
+        # `dfctl logs -f`: the whole log so far, then followed until the writer has ended
+        self.stream = LogStream(self.store.runs()[0], poll_s=0.1)
+        self.stream_out = tmp / "logs-f.out"
+        self.stream_events: list[str] = []
+        with self.stream_out.open("wb") as out:
+            out.write(self.stream.tail(10 ** 7).data)
+        self.stream_thread = threading.Thread(target=self._follow_stream, daemon=True)
+        self.stream_thread.start()
+
+    def _follow_stream(self) -> None:
+        with self.stream_out.open("ab") as out:
+            self.stream.follow(out, self.stream_events.append)
 
     def tick(self) -> None:
         rep = self.watch.tick()
@@ -81,16 +97,27 @@ class Run:
         while self.tail_out.stat().st_size != size:   # tail -F drained
             size = self.tail_out.stat().st_size
             time.sleep(0.5)
+        self.stream_thread.join(60)                   # logs -f ends after the writer
+        assert not self.stream_thread.is_alive(), "dfctl logs -f did not end after the run"
         self.close()
         want = set(range(N_LINES))
         got = {int(m.group(1)) for m in map(LINE.match, self.lines) if m}
+        stream_lines = self.stream_out.read_text(errors="replace").splitlines()
+        self.stream_got = {int(m.group(1)) for m in map(LINE.match, stream_lines) if m}
+        self.stream_lost = want - self.stream_got
+        self.stream_broken = [ln for ln in stream_lines if not LINE.match(ln) and not ln.startswith("rewrite ")]
+        self.stream_rewrites = sum(ln.startswith("rewrite ") for ln in stream_lines)
+        self.watch_got = got
         tail_got = {int(m.group(1)) for m in map(LINE.match, self.tail_out.read_text().splitlines()) if m}
         broken = [ln for ln in self.lines if not LINE.match(ln) and not ln.startswith("rewrite ")]
-        print(f"\n[follow-vs-tail] dfctl lost {len(want - got)}, tail -F lost {len(want - tail_got)}, broken {len(broken)}")
+        print(f"\n[follow-vs-tail] watch lost {len(want - got)}, logs -f lost {len(self.stream_lost)}, "
+              f"tail -F lost {len(want - tail_got)}, broken {len(broken)} / {len(self.stream_broken)}")
         return want - got, want - tail_got, broken
 
     def close(self) -> None:
         self.watch.close()
+        if not self.stream_thread.is_alive():
+            self.stream.close()
         for p in (self.tail, self.writer):
             if p.poll() is None:
                 p.kill()
@@ -122,6 +149,14 @@ def in_files(*paths: Path) -> set[int]:
     return out
 
 
+def only_what_was_unread_when_destroyed(lost: set[int], got: set[int], first_after: int) -> bool:
+    """Every lost line lay past the follower's read point when the truncation destroyed it:
+    newer than anything the follower had read from the old content, older than the new
+    content's first line. (A follower that skipped a line it could still read fails.)"""
+    read_before = [seq for seq in got if seq < first_after]
+    return all(max(read_before, default=-1) < seq < first_after for seq in lost)
+
+
 def test_copytruncate(run_factory):
     r = run_factory("hold")
     r.tick_for(0.8)
@@ -138,6 +173,10 @@ def test_copytruncate(run_factory):
     # about once in 50 runs on a loaded machine: a line landed in that window.)
     assert all(max(copied) < seq < min(after) for seq in lost), (sorted(lost)[:10], max(copied), min(after))
     assert not broken and "copytruncate" in r.events
+    # logs -f, never paused: the same rule (and it reads the copy, not a rotation)
+    assert not ((copied | after) & r.stream_lost), sorted((copied | after) & r.stream_lost)[:10]
+    assert all(max(copied) < seq < min(after) for seq in r.stream_lost), sorted(r.stream_lost)[:10]
+    assert not r.stream_broken and any("copytruncate" in e for e in r.stream_events), r.stream_events
 
 
 def test_truncate_then_rewrite_longer_before_the_next_read(run_factory):
@@ -158,6 +197,32 @@ def test_truncate_then_rewrite_longer_before_the_next_read(run_factory):
     assert "truncated" in r.events
     assert sum(ln.startswith("rewrite ") for ln in r.lines) == size // 14 + 50   # the new file from its start
     assert len(lost) <= len(tail_lost)
+    # logs -f: the same file, the same answer
+    assert not r.stream_lost and not r.stream_broken, (sorted(r.stream_lost)[:10], r.stream_broken[:3])
+    assert r.stream_rewrites == size // 14 + 50
+    assert any("truncated" in e and "from its start" in e for e in r.stream_events), r.stream_events
+
+
+def test_truncate_then_rewrite_longer_under_a_live_writer(run_factory):
+    """The writer keeps going: the lines written after a follower's last read and before
+    the truncation are gone from every file (tail -F, woken per write, may have them).
+    Nothing else may be lost: the rewrite from its first line, the writer's lines after it."""
+    r = run_factory("hold")
+    r.tick_for(0.8)
+    size = r.log.stat().st_size
+    n_rewrite = size // 14 + 50
+    with open(r.log, "r+b") as f:                     # truncated, at once rewritten past the old offset
+        f.truncate(0)
+        f.write(b"".join(b"rewrite %06d\n" % i for i in range(n_rewrite)))
+    lost, tail_lost, broken = r.finish()
+    first_after = min(in_files(r.log))
+    for who, gone, got in (("watch", lost, r.watch_got), ("logs -f", r.stream_lost, r.stream_got)):
+        assert only_what_was_unread_when_destroyed(gone, got, first_after), (who, sorted(gone)[:10], first_after)
+        assert all(seq in got for seq in range(first_after, N_LINES)), who   # everything after, all of it
+    assert not broken and not r.stream_broken, (broken[:3], r.stream_broken[:3])
+    assert sum(ln.startswith("rewrite ") for ln in r.lines) == n_rewrite
+    assert r.stream_rewrites == n_rewrite
+    assert "truncated" in r.events and any("truncated" in e for e in r.stream_events), r.stream_events
 
 
 def test_delete_and_recreate(run_factory):
@@ -169,6 +234,7 @@ def test_delete_and_recreate(run_factory):
     assert not lost and not broken, sorted(lost)[:10]   # the deleted file's tail read through the held fd
     assert {"deleted"} <= r.events
     assert len(lost) <= len(tail_lost)
+    assert not r.stream_lost and not r.stream_broken, sorted(r.stream_lost)[:10]   # logs -f too
 
 
 def test_rename_under_a_nohup_writer(run_factory):
@@ -180,3 +246,5 @@ def test_rename_under_a_nohup_writer(run_factory):
     assert not lost and not broken, sorted(lost)[:10]
     assert "renamed" in r.events
     assert len(lost) <= len(tail_lost)
+    assert not r.stream_lost and not r.stream_broken, sorted(r.stream_lost)[:10]   # logs -f too
+    assert any("renamed" in e for e in r.stream_events), r.stream_events

@@ -301,3 +301,17 @@ def test_the_agent_exits_when_no_request_comes_for_its_idle_time():
     proc.wait(10)                                        # no request, stdin still open: it exits
     assert proc.returncode == 0
     sess.close()
+
+
+def test_a_transport_without_a_streaming_channel_says_so_and_the_session_falls_back():
+    """`Transport.open_channel` is public: pct (no stream) raises ChannelUnsupported, which the
+    session turns into SessionUnsupported (the poller's cue for the one-shot probe)."""
+    from controller.probe.session import SessionUnsupported
+    from controller.transport.base import ChannelUnsupported
+    from controller.transport.pct import PctTransport
+
+    pct = PctTransport(LocalTransport(), 101)
+    with pytest.raises(ChannelUnsupported, match="no streaming channel"):
+        pct.open_channel(["true"])
+    with pytest.raises(SessionUnsupported, match="no streaming channel"):
+        ProbeSession(pct, sys.executable)

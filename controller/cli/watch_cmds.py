@@ -464,12 +464,6 @@ def job_closing_lines(job) -> list[str]:
     return out
 
 
-def _sleep_until(deadline: float) -> None:
-    left = deadline - time.monotonic()
-    if left > 0:
-        time.sleep(left)
-
-
 def _report_errors(w, shown: set) -> None:
     for msg in w.errors:
         if msg not in shown:
@@ -486,8 +480,7 @@ def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = ST
     last_status = float("-inf")
     shown: set = set()
     ended_shown: set[str] = set()
-    while True:
-        t0 = time.monotonic()
+    for _ in w.ticks():
         rep = w.tick()
         _report_errors(w, shown)
         if json_out:
@@ -507,8 +500,8 @@ def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = ST
             for j in rep.jobs:
                 print(job_status_line(j), flush=True)
         if w.all_done:
-            return w.exit_code()
-        _sleep_until(t0 + interval_s)
+            break
+    return w.exit_code()
 
 
 def _live_loop(w, interval_s: float) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from controller.probe import ProbeError, probe_source
 from controller.remote import probe_agent
-from controller.transport.base import Transport, join_argv
+from controller.transport.base import ChannelUnsupported, Transport
 from controller.transport.local import LocalTransport
 
 BOOT = probe_agent.agent_bootstrap()
@@ -45,14 +45,10 @@ class ProbeSession:
                                           stderr=subprocess.DEVNULL, start_new_session=True, cwd=transport.cwd,
                                           env=transport.env)
         else:
-            from controller.transport.ssh import SshTransport  # paramiko: only for an SSH host (start-up)
-
-            if not isinstance(transport, SshTransport):
-                raise SessionUnsupported(f"{self.where}: no streaming channel")
             try:
-                # the transport's own reused connection (ssh.py has no public channel call yet)
-                chan = transport._connected().get_transport().open_session(timeout=connect_timeout_s)
-                chan.exec_command(join_argv(argv))
+                chan = transport.open_channel(argv, timeout_s=connect_timeout_s)
+            except ChannelUnsupported:
+                raise SessionUnsupported(f"{self.where}: no streaming channel") from None
             except Exception as exc:  # noqa: BLE001 - paramiko raises many kinds
                 raise ProbeError(f"{self.where}: cannot start the probe agent: {exc}", unreachable=False) from None
             self._chan = chan

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol, Self, Sequence
+from typing import Any, Protocol, Self, Sequence
 
 
 class ReadableBytes(Protocol):
@@ -53,6 +53,10 @@ class Result:
         return f"{self.where or 'command'}: exit {self.exited}" + (f": {tail}" if tail else "")
 
 
+class ChannelUnsupported(Exception):
+    """This transport cannot hold a streaming channel (`Transport.open_channel`)."""
+
+
 class Transport(ABC):
     """Runs argv lists somewhere. Implementations: local, ssh, pct (wraps another)."""
 
@@ -72,6 +76,15 @@ class Transport(ABC):
                    shell: str = "sh") -> Result:
         """Run a POSIX shell script. The script is one argv element: no extra quoting layer."""
         return self.run([shell, "-c", script], stdin=stdin, timeout_s=timeout_s)
+
+    def open_channel(self, argv: Sequence[str], *, timeout_s: float = 10.0) -> Any:
+        """Start argv with a live two-way byte stream (a long-lived agent), not one reply.
+
+        Why public: the probe agent needs the transport's own reused connection; reaching
+        into a transport's private connection broke each time that code moved. A transport
+        that cannot stream raises `ChannelUnsupported` and the caller uses `run` instead.
+        """
+        raise ChannelUnsupported(f"{self.name}: no streaming channel")
 
     def close(self) -> None:  # noqa: B027 (not abstract: a no-op is the right default)
         """Release connections. Safe to call twice."""

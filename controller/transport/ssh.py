@@ -253,6 +253,14 @@ class SshTransport(Transport):
             self._client = self._connect()
             return self._client
 
+    def open_channel(self, argv: Sequence[str], *, timeout_s: float = 10.0) -> paramiko.Channel:
+        """A session channel on this host's reused connection with argv exec'd in it."""
+        transport = self._connected().get_transport()
+        assert transport is not None                 # _connected checked it is active
+        chan = transport.open_session(timeout=timeout_s)
+        chan.exec_command(join_argv(argv))
+        return chan
+
     def _open_sock(self) -> paramiko.Channel | paramiko.ProxyCommand | None:
         ep = self.ep
         if ep.proxy_jump:

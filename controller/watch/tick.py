@@ -15,7 +15,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from controller import judge
 from controller.records import Finding, HostSample, JobState, RunState, TickObservation
@@ -26,6 +26,38 @@ from controller.watch.follower import FindingHook, LogBytesHook, ProgressHook, R
 from controller.watch.job_follower import JobFollower
 from controller.watch.poller import HostHealth, HostPoller, TransportFor, default_transport, host_key
 from controller.watch.settings import WatchSettings, resolve_settings
+
+Waiter = Callable[[float], Any]
+"""wait(timeout_s): block up to timeout_s; a truthy answer (threading.Event.wait's, once
+set) means stop. The default sleeps and never stops."""
+
+
+def _sleep(timeout_s: float) -> bool:
+    time.sleep(timeout_s)
+    return False
+
+
+def ticks_every(interval_s: float, *, clock: Callable[[], float] = time.monotonic,
+                wait: Waiter | None = None) -> Iterator[int]:
+    """Yield 0, 1, 2, ... one per tick, `interval_s` apart on a fixed schedule.
+
+    Why a schedule and not "sleep interval_s after the work": the work's own time does not
+    push later ticks back (no drift). A tick that overran its slot is followed at once by the
+    next, re-anchored to now -- not by a full wait, and not by a burst of catch-up ticks.
+    `clock` and `wait` are injectable so a test drives this with a fake clock and an event."""
+    wait = wait or _sleep
+    due = clock()
+    n = 0
+    while True:
+        yield n
+        n += 1
+        due += interval_s
+        left = due - clock()
+        if left <= 0:
+            due = clock()           # overran: go now, schedule from here
+            left = 0.0
+        if wait(left):              # wait(0) still hears a stop
+            return
 
 
 @dataclass
@@ -112,6 +144,11 @@ class Watch:
             r.on_log_bytes = hook
 
     on_log_bytes = property(lambda self: self.runs[0].on_log_bytes if self.runs else None, set_log_bytes_hook)
+
+    def ticks(self, *, clock: Callable[[], float] = time.monotonic, wait: Waiter | None = None) -> Iterator[int]:
+        """The loops' pacing: ticks_every(settings.interval_s) -- the CLI loops call tick()
+        once per item instead of sleeping themselves."""
+        return ticks_every(self.settings.interval_s, clock=clock, wait=wait)
 
     # -- the tick ----------------------------------------------------------------------
     def tick(self) -> TickReport:

@@ -478,7 +478,7 @@ def resume(s: Session) -> None:
     """--resume: weights, optimizer, scheduler and the data position of the latest checkpoint."""
     if not s.args.resume:
         return
-    ck = checkpoint.latest(s.run_dir)
+    ck = checkpoint.newest_complete(s.run_dir)
     if ck is None:
         s.out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(s.run_dir)}; starting fresh")
         return
@@ -489,6 +489,7 @@ def resume(s: Session) -> None:
     s.replicas.optimizer.load_state_dict(state["optimizer"])
     s.replicas.scheduler.load_state_dict(state["scheduler"])
     s.replicas.sync_replicas()
+    checkpoint.restore_rng(state)
     s.start_step, s.next_pos = int(state["step"]), int(state["next_pos"])
     s.out(f"resume: {ck} step={s.start_step} next_batch_pos={s.next_pos}")
 

@@ -222,3 +222,16 @@ def test_million_samples_open_in_constant_memory(tmp_path):
     assert after_open - before < 80 * 2 ** 20, (after_open - before) / 2 ** 20
     assert after_open - before < file_bytes / 2
     assert after_iter - after_open < 16 * 2 ** 20, (after_iter - after_open) / 2 ** 20
+
+
+def test_newest_complete_checkpoint_ignores_temp_files_and_a_missing_pointer(tmp_path):
+    from trainer import checkpoint
+    cdir = checkpoint.checkpoint_dir(tmp_path)
+    assert checkpoint.newest_complete(tmp_path) is None
+    cdir.mkdir(parents=True)
+    (cdir / "step-00000004.pt").write_bytes(b"x")
+    (cdir / "step-00000008.pt").write_bytes(b"x")
+    (cdir / "step-00000012.pt.tmp").write_bytes(b"half")
+    assert checkpoint.newest_complete(tmp_path) == cdir / "step-00000008.pt"
+    (cdir / "latest").write_text("step-00000004.pt\n")
+    assert checkpoint.newest_complete(tmp_path) == cdir / "step-00000004.pt"

@@ -14,7 +14,8 @@ import pytest
 
 from tests.test_watch import ROOT
 
-COMMANDS = ["deploy", "runs", "logs", "stop", "prune", "doctor", "watch", "check-log", "compare-runs", "import", "version"]
+COMMANDS = ["deploy", "runs", "logs", "stop", "prune", "doctor", "watch", "export-metrics", "check-log", "compare-runs",
+            "import", "version"]
 
 
 def dfctl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

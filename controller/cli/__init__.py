@@ -22,6 +22,7 @@ import typer
 # isort: off
 from controller.cli import deploy_cmds as _deploy_cmds  # noqa: F401
 from controller.cli import watch_cmds as _watch_cmds  # noqa: F401
+from controller.cli import metrics_cmds as _metrics_cmds  # noqa: F401
 from controller.cli import attach_cmds as _attach_cmds  # noqa: F401
 from controller.cli import compare_cmds as _compare_cmds  # noqa: F401
 from controller.cli import checklog_cmds as _checklog_cmds  # noqa: F401

@@ -329,6 +329,8 @@ def watch(
     once: bool = typer.Option(False, "--once", help="One tick, print, exit with the verdict."),
     json_out: bool = typer.Option(False, "--json", help="JSON lines (with --once: one document)."),
     notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell)."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", metavar="PORT", help="Serve the runs' metrics for Prometheus at http://ADDR:PORT/metrics while watching (0: a free port, named on stderr)."),
+    metrics_addr: Optional[str] = typer.Option(None, "--metrics-addr", metavar="ADDR", help="Address the --metrics-port endpoint listens on (default 127.0.0.1)."),
 ) -> None:
     """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong.
 
@@ -354,11 +356,17 @@ def watch(
         if notify_hook is not None:
             notify_hook(state, f)
 
+    endpoint = metrics_endpoint(metrics_port, metrics_addr, once)   # a port taken: refused before any probe
     history = _HistoryHook()
-    # --interval is the watch's one interval: its ticks, GPU sampling, waits and back-off
-    w = Watch(records, store, on_finding=on_finding, on_progress=history, interval_s=interval)
-    w.on_tick = history.record_gpus
-    _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
+    try:
+        # --interval is the watch's one interval: its ticks, GPU sampling, waits and back-off
+        w = Watch(records, store, on_finding=on_finding, on_progress=history, interval_s=interval)
+        w.on_tick = tick_hooks(history.record_gpus, *([endpoint.collector.publish_report] if endpoint else []))
+        _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
+    except BaseException:
+        if endpoint is not None:
+            endpoint.close()
+        raise
     interval_s = w.settings.interval_s
     signals = contextlib.ExitStack()
     signals.enter_context(interrupts_unwind())   # SIGTERM/SIGHUP unwind through the finally below
@@ -393,8 +401,44 @@ def watch(
     finally:
         w.close()
         history.close()
+        if endpoint is not None:
+            endpoint.close()
         store.close()
         signals.close()
+
+
+def metrics_endpoint(port: Optional[int], addr: Optional[str], once: bool = False):
+    """`--metrics-port`/`--metrics-addr` -> a serving MetricsEndpoint (its URL said on stderr),
+    or None without a port."""
+    if port is None:
+        if addr is not None:
+            raise BadInputError(f"--metrics-addr {addr}: needs --metrics-port PORT", hint="--metrics-port 9464 "
+                                "(or 0 for a free port)")
+        return None
+    if once:
+        raise BadInputError("--metrics-port with --once: the watch ends after one tick, nothing would stay to scrape",
+                            hint="drop --once, or serve every live run with `dfctl export-metrics --metrics-port "
+                                 f"{port}`")
+    from controller.expose.scrape_endpoint import DEFAULT_ADDR, MetricsEndpoint
+
+    endpoint = MetricsEndpoint(port, addr or DEFAULT_ADDR)
+    print(f"dfctl: metrics at {endpoint.url}", file=sys.stderr, flush=True)
+    return endpoint
+
+
+def tick_hooks(*hooks: Callable) -> Callable:
+    """Several Watch.on_tick hooks as one: each runs even when one before it failed (the
+    first failure is raised after, for the watch's error list)."""
+    def on_tick(report) -> None:
+        failed: Optional[BaseException] = None
+        for hook in hooks:
+            try:
+                hook(report)
+            except Exception as exc:  # noqa: BLE001 - the others still run; raised below
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+    return on_tick
 
 
 def _show_imported(store, records: list, json_out: bool, once: bool) -> tuple[list, int]:

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -36,7 +37,7 @@ from controller.records import (
     RestartEvent,
     RunState,
 )
-from controller.store.runstore import RunStore
+from controller.store.runstore import RunRecord, RunStore
 from controller.watch import Watch
 from tests.deploy_support import dfctl, wait_for
 from tests.test_probe import launch_local
@@ -276,6 +277,40 @@ def test_live_fleet_picks_up_a_run_registered_after_it_started(tmp_path):
         fleet.close()
         store.close()
         for r in (a, b):
+            if r.proc.poll() is None:
+                r.proc.kill()
+
+
+def test_a_jobs_nodes_carry_its_id_and_their_rank_in_a_real_watch(tmp_path, endpoint):
+    """A job row and one member row per node (the registry's job contract), each node a
+    real local program: the members' series are labelled job/node, the job has its own."""
+    store = RunStore(tmp_path / "reg.sqlite")
+    nodes = [launch_local(tmp_path / f"n{i}", PROGRESS_PROGRAM) for i in (0, 1)]
+    store.add_run(RunRecord(run_id="jb", name="jb", target_kind="job", target="job: 2 nodes", started_s=time.time(),
+                            playbook={"distributed": {"nproc_per_node": 1, "max_restarts": 0}}))
+    for i, run in enumerate(nodes):
+        rec = record_for(run, f"jb.node{i}")
+        rec.name, rec.job_id, rec.node_rank = "jb", "jb", i
+        store.add_run(rec)
+    fleet = LiveFleet(store, gpu=False, interval_s=0.3, on_tick=endpoint.collector.publish_report)
+    try:
+        assert fleet.refresh() == ["jb"]                       # the job once; its nodes come with it
+        wait_for(lambda: all(s.progress for s in fleet.tick().states), timeout_s=40, interval_s=0.2,
+                 what="a step on both nodes")
+        _, got = scrape(endpoint.url)
+        job = fleet.watch.job_states[0] if fleet.watch else None
+        assert job is not None and job.step is not None and job.tok_per_s is not None and job.state == "running"
+        for i in (0, 1):
+            st = next(s for s in fleet.states if s.run_id == f"jb.node{i}")
+            assert value(got, "dfctl_run_step", run=f"jb.node{i}", job="jb", node=str(i), name="jb node%d" % i) == \
+                st.progress[-1].step
+        assert value(got, "dfctl_job_step", job="jb") == job.step
+        assert value(got, "dfctl_job_tokens_per_second", job="jb") == job.tok_per_s
+        assert value(got, "dfctl_job_state", job="jb", state=job.state) == 1.0
+    finally:
+        fleet.close()
+        store.close()
+        for r in nodes:
             if r.proc.poll() is None:
                 r.proc.kill()
 

@@ -414,6 +414,8 @@ def test_cli_refuses_a_taken_port_a_lone_addr_and_once(tmp_path, _dfctl_home, ca
     assert code == 2 and "--metrics-addr 127.0.0.1: needs --metrics-port PORT" in err
     code, _, err = dfctl(capsys, "watch", "ref-r", "--once", "--metrics-port", "0")
     assert code == 2 and "--metrics-port with --once" in err
+    code, _, err = dfctl(capsys, "watch", "no-such-run", "--once", "--metrics-port", "0")   # the flags first
+    assert code == 2 and "--metrics-port with --once" in err and "no-such-run" not in err
     code, _, err = dfctl(capsys, "export-metrics", "--metrics-port", "0", "--metrics-addr", "no-such-host.invalid")
     assert code == 2 and "--metrics-addr no-such-host.invalid" in err
     assert errno.EADDRINUSE   # the errno the refusal is keyed on exists on this platform

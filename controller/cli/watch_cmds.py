@@ -342,6 +342,7 @@ def watch(
 
     store = RunStore()
     notify_hook = _notifier(notify) if notify else None   # a bad one is refused before anything else
+    check_metrics_flags(metrics_port, metrics_addr, once)
     records = _resolve_records(store, list(runs or []), playbook)
     records, imported_code = _show_imported(store, records, json_out, once)
     if not records:   # only imported runs: nothing to probe, their verdict is known
@@ -407,18 +408,23 @@ def watch(
         signals.close()
 
 
-def metrics_endpoint(port: Optional[int], addr: Optional[str], once: bool = False):
-    """`--metrics-port`/`--metrics-addr` -> a serving MetricsEndpoint (its URL said on stderr),
-    or None without a port."""
-    if port is None:
-        if addr is not None:
-            raise BadInputError(f"--metrics-addr {addr}: needs --metrics-port PORT", hint="--metrics-port 9464 "
-                                "(or 0 for a free port)")
-        return None
-    if once:
+def check_metrics_flags(port: Optional[int], addr: Optional[str], once: bool = False) -> None:
+    """The flags' combinations refused before anything is read or served."""
+    if port is None and addr is not None:
+        raise BadInputError(f"--metrics-addr {addr}: needs --metrics-port PORT", hint="--metrics-port 9464 "
+                            "(or 0 for a free port)")
+    if port is not None and once:
         raise BadInputError("--metrics-port with --once: the watch ends after one tick, nothing would stay to scrape",
                             hint="drop --once, or serve every live run with `dfctl export-metrics --metrics-port "
                                  f"{port}`")
+
+
+def metrics_endpoint(port: Optional[int], addr: Optional[str], once: bool = False):
+    """`--metrics-port`/`--metrics-addr` -> a serving MetricsEndpoint (its URL said on stderr),
+    or None without a port."""
+    check_metrics_flags(port, addr, once)
+    if port is None:
+        return None
     from controller.expose.scrape_endpoint import DEFAULT_ADDR, MetricsEndpoint
 
     endpoint = MetricsEndpoint(port, addr or DEFAULT_ADDR)

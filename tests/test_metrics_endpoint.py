@@ -281,6 +281,22 @@ def test_live_fleet_picks_up_a_run_registered_after_it_started(tmp_path):
                 r.proc.kill()
 
 
+def test_an_exporter_with_no_live_run_still_says_it_ticks(tmp_path, endpoint):
+    store = RunStore(tmp_path / "reg.sqlite")
+    store.add_run(RunRecord(run_id="old", name="old", target_kind="local", target="local", state="finished"))
+    fleet = LiveFleet(store, gpu=False, on_tick=endpoint.collector.publish_report)
+    try:
+        assert fleet.refresh() == [] and fleet.watch is None           # an ended run is not watched
+        before = time.time()
+        fleet.tick()
+        _, got = scrape(endpoint.url)
+        assert names(got) == {"dfctl_watch_last_tick_time_seconds", "dfctl_watch_last_tick_duration_seconds"}
+        assert value(got, "dfctl_watch_last_tick_time_seconds") >= before
+    finally:
+        fleet.close()
+        store.close()
+
+
 def test_a_jobs_nodes_carry_its_id_and_their_rank_in_a_real_watch(tmp_path, endpoint):
     """A job row and one member row per node (the registry's job contract), each node a
     real local program: the members' series are labelled job/node, the job has its own."""

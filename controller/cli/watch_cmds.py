@@ -96,6 +96,33 @@ def _notifier(command: str):
     return notify
 
 
+def _notify_setup(playbook: Optional[Path]):
+    """The [notify] table that applies, where it was written (for messages) and the secrets a
+    message must not carry: --playbook's table when it writes one, else the user's config.toml's."""
+    from controller.playbook import NotifyConfig, load_playbook
+    from controller.userconfig import load_user_config
+
+    if playbook is not None:
+        pb = load_playbook(playbook, require_target=False)
+        secrets = [v for k, v in pb.run.env.items() if k in set(pb.secret_names())]
+        secrets += [os.environ[k] for k in pb.secret_names() if os.environ.get(k)]
+        if pb.notify != NotifyConfig():
+            return pb.notify, f"{playbook}: notify", secrets
+        cfg = load_user_config()
+        return cfg.notify_setup, f"{cfg.path}: notify", secrets
+    cfg = load_user_config()
+    return cfg.notify_setup, f"{cfg.path}: notify", []
+
+
+def _notify_command(ctx: typer.Context, flag: Optional[str], setup) -> Optional[str]:
+    """--notify / DFCTL_NOTIFY win; else the applying [notify] table's command (the config
+    file's reaches the flag as its default, which a playbook's table replaces)."""
+    source = ctx.get_parameter_source("notify")
+    if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+        return flag
+    return setup.command or flag
+
+
 class _HistoryHook:
     """Feeds new progress samples to the Parquet history (controller.store.history): one writer
     per run (the watch's only coupling to history is this call). Progress rows are flushed
@@ -322,6 +349,7 @@ def _check_reachable_once(w) -> None:
 
 @app.command()
 def watch(
+    ctx: typer.Context,
     runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name); default: the one "
                                                 "live run, else the newest."),
     playbook: Optional[Path] = typer.Option(None, "--playbook", help="Watch this playbook's latest run."),
@@ -336,10 +364,14 @@ def watch(
     tok/s, torchrun's restarts) and, when ranks fail, one finding names the rank that
     failed first and lists the others as its consequences. Exit: 0 healthy, 4 failure, 5 regression."""
     from controller.store.runstore import RunStore
+    from controller.view.webhook_notifier import WebhookNotifier
     from controller.watch import Watch
 
-    store = RunStore()
+    setup, setup_where, secrets = _notify_setup(playbook)
+    notify = _notify_command(ctx, notify, setup)
     notify_hook = _notifier(notify) if notify else None   # a bad one is refused before anything else
+    webhooks = WebhookNotifier(setup, secrets=secrets, where=setup_where)   # an unset $NAME: refused here too
+    store = RunStore()
     records = _resolve_records(store, list(runs or []), playbook)
     records, imported_code = _show_imported(store, records, json_out, once)
     if not records:   # only imported runs: nothing to probe, their verdict is known
@@ -353,11 +385,17 @@ def watch(
             print(finding_line(state, f), flush=True)
         if notify_hook is not None:
             notify_hook(state, f)
+        webhooks.on_finding(state, f)
 
     history = _HistoryHook()
     # --interval is the watch's one interval: its ticks, GPU sampling, waits and back-off
     w = Watch(records, store, on_finding=on_finding, on_progress=history, interval_s=interval)
-    w.on_tick = history.record_gpus
+
+    def on_tick(report) -> None:
+        history.record_gpus(report)
+        webhooks.on_tick()
+
+    w.on_tick = on_tick
     _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
     interval_s = w.settings.interval_s
     signals = contextlib.ExitStack()
@@ -393,6 +431,7 @@ def watch(
     finally:
         w.close()
         history.close()
+        webhooks.close()   # after the last tick: what the rate limit held, then the queue (bounded)
         store.close()
         signals.close()
 

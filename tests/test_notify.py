@@ -363,3 +363,31 @@ def test_a_watch_of_a_failing_run_posts_one_message_per_webhook(tmp_path, capsys
     assert set(by_path["services"]) == {"text"} and by_path["api"]["allowed_mentions"] == {"parse": []}
     everything = everything_of(p)
     assert SLACK_TOKEN not in everything and DISCORD_TOKEN not in everything and "notify:" not in p.stderr
+
+
+def test_which_command_wins_flag_then_env_then_the_playbook_table_then_the_config_file(tmp_path):
+    """Through the real `dfctl` process: a missing command is refused up front naming itself,
+    which shows the one that won."""
+    (tmp_path / "cfg" / "dfctl").mkdir(parents=True)
+    (tmp_path / "cfg" / "dfctl" / "config.toml").write_text('notify = "/from/file"\n')
+    pb = tmp_path / "pb.toml"
+    pb.write_text('[run]\nname = "x"\n[notify]\ncommand = "/from/playbook"\nmin_severity = "critical"\n')
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[run]\nname = "x"\n')
+    env = {k: v for k, v in os.environ.items() if k != "DFCTL_NOTIFY"}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "cfg"), DFCTL_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+
+    def refused(*args: str, **extra: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "controller", "watch", *args], cwd=ROOT, env={**env, **extra},
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, p.stderr
+        return p.stderr
+
+    assert "--notify /from/playbook: not an executable file" in refused("--playbook", str(pb))
+    assert "--notify /from/file: not an executable file" in refused("--playbook", str(plain))
+    assert "--notify /from/env:" in refused("--playbook", str(pb), DFCTL_NOTIFY="/from/env")
+    assert "--notify /from/flag:" in refused("--playbook", str(pb), "--notify", "/from/flag", DFCTL_NOTIFY="/from/env")
+    # a webhook "$NAME" that is not set: refused before anything is watched, naming the variable;
+    # this table has no command, and it replaces the file's: no /from/file
+    pb.write_text('[run]\nname = "x"\n[notify]\nslack_webhook = "$DFCTL_UNSET_HOOK"\n')
+    assert f"{pb}: notify.slack_webhook: $DFCTL_UNSET_HOOK is not set or empty" in refused("--playbook", str(pb))

@@ -115,12 +115,13 @@ def _notify_setup(playbook: Optional[Path]):
 
 
 def _notify_command(ctx: typer.Context, flag: Optional[str], setup) -> Optional[str]:
-    """--notify / DFCTL_NOTIFY win; else the applying [notify] table's command (the config
-    file's reaches the flag as its default, which a playbook's table replaces)."""
+    """--notify / DFCTL_NOTIFY win; else the applying [notify] table's command, none if it
+    has none (the config file's reaches the flag as its default; a playbook's table
+    replaces the file's, its command included)."""
     source = ctx.get_parameter_source("notify")
     if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
         return flag
-    return setup.command or flag
+    return setup.command
 
 
 class _HistoryHook:

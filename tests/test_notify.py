@@ -212,6 +212,41 @@ def test_a_failed_post_is_said_once_without_the_url_and_never_raises(hook):
     assert "discord webhook (127.0.0.1): URLError" in err.getvalue() and DISCORD_TOKEN not in err.getvalue()
 
 
+def test_a_slow_webhook_never_holds_up_the_tick_and_a_raising_post_never_reaches_it(hook):
+    gate = threading.Event()
+    hook.script = [(200, {}, b"ok")]
+    orig = hook.server.RequestHandlerClass.do_POST
+
+    def slow_post(handler) -> None:
+        gate.wait(30)                                              # the service answers when the test says
+        orig(handler)
+
+    hook.server.RequestHandlerClass.do_POST = slow_post
+    n = WebhookNotifier(NotifyConfig(slack_webhook=hook.url("/s"), min_interval_s=0), env={}, err=io.StringIO())
+    t0 = time.monotonic()
+    for i in range(5):
+        n.on_finding(_state(), _finding(n=i))
+    assert time.monotonic() - t0 < 0.5                              # queued, not posted, on the caller's thread
+    assert hook.posts == []
+    gate.set()
+    n.close()
+    assert [p["body"]["text"].count("GPU") for p in hook.posts] == [1] * 5   # then all, in order
+    assert ["GPU %d" % i in p["body"]["text"] for i, p in enumerate(hook.posts)] == [True] * 5
+
+    def raising_post(*args, **kw):   # a stand-in for a post that breaks (post_json itself never raises)
+        raise RuntimeError("boom")
+
+    err = io.StringIO()
+    n = WebhookNotifier(NotifyConfig(discord_webhook=hook.url("/d")), env={}, err=err, post=raising_post)
+    n.hold_messages()                                               # as under the live dashboard
+    n.on_finding(_state(), _finding())
+    n.on_tick()
+    assert err.getvalue() == ""                                     # held until close
+    n.close()
+    assert err.getvalue() == "dfctl: notify: discord webhook (127.0.0.1): RuntimeError: boom (later failures are " \
+                             "counted, not printed)\n"
+
+
 # -- what is sent, and how often -------------------------------------------------------------
 
 

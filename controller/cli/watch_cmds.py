@@ -357,7 +357,7 @@ def watch(
     interval: Optional[float] = typer.Option(None, "--interval", min=0.05, help="Seconds between ticks (default: the playbook's watch.interval_s)."),
     once: bool = typer.Option(False, "--once", help="One tick, print, exit with the verdict."),
     json_out: bool = typer.Option(False, "--json", help="JSON lines (with --once: one document)."),
-    notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell)."),
+    notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell). Slack/Discord webhooks: a [notify] table in config.toml or the --playbook."),
 ) -> None:
     """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong.
 
@@ -379,6 +379,8 @@ def watch(
         store.close()
         raise typer.Exit(imported_code)
     tty_mode = not json_out and sys.stdout.isatty() and not once
+    if tty_mode:
+        webhooks.hold_messages()   # said after the dashboard quits, not drawn over by it
     line_mode = not json_out and not tty_mode
 
     def on_finding(state: RunState, f: Finding) -> None:

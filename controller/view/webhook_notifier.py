@@ -94,6 +94,13 @@ class WebhookNotifier:
         self._queue: queue.Queue = queue.Queue()
         self._abort = threading.Event()
         self._worker: threading.Thread | None = None
+        self._said_later: list[str] | None = None
+
+    def hold_messages(self) -> None:
+        """Keep what would go to stderr until close(): the live dashboard owns the screen
+        (a line printed under it would be drawn over at the next refresh)."""
+        if self._said_later is None:
+            self._said_later = []
 
     def __bool__(self) -> bool:
         return bool(self.webhooks)
@@ -159,6 +166,9 @@ class WebhookNotifier:
                           f"not printed)")
 
     def _say(self, text: str) -> None:
+        if self._said_later is not None:
+            self._said_later.append(text)
+            return
         try:
             print(f"dfctl: notify: {text}", file=self._err or sys.stderr, flush=True)
         except (OSError, ValueError):   # stderr gone: nothing to tell
@@ -176,6 +186,9 @@ class WebhookNotifier:
                 self._abort.set()          # cut a Retry-After wait; what is left counts as failed
                 self._worker.join(5.0)
             self._worker = None
+        held, self._said_later = self._said_later or [], None
+        for text in held:
+            self._say(text)
         for hook in self.webhooks:
             if hook.failed > 1 or (hook.failed and hook.sent):
                 self._say(f"{hook.label}: {hook.failed} of {hook.sent + hook.failed} message(s) not delivered")

@@ -142,6 +142,49 @@ class WatchConfig:
     gpu_idle_s: float = doc("A GPU counts as idle only after this many seconds without a busy sample.", default=60.0)
 
 
+NOTIFY_SEVERITIES = ("info", "warning", "critical")
+WEBHOOK_ENV_RE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+"""A webhook written as `$NAME`: its URL is that environment variable's value."""
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    command: str | None = doc("Command run on each new finding, the finding as JSON on stdin, no shell (what `watch --notify CMD` runs; the flag and DFCTL_NOTIFY win over it). It gets every new finding: the keys below shape only what the webhooks are sent.", default=None)
+    slack_webhook: str | None = doc("Slack incoming-webhook URL, or \"$NAME\": the URL is in that environment variable (keep the token out of a committed file). Posted `{\"text\": ...}`. A URL is never printed, stored or put into --json.", default=None)
+    discord_webhook: str | None = doc("Discord webhook URL, or \"$NAME\" as for slack_webhook. Posted `{\"content\": ...}` (at most 2000 characters).", default=None)
+    min_severity: Literal["info", "warning", "critical"] = doc("Least severity of a finding that is posted to the webhooks.", default="warning")
+    kinds: tuple[str, ...] = doc("Finding kinds posted to the webhooks (oom, crash, hang, nan, regression, ...); empty: every kind.", default=())
+    min_interval_s: float = doc("Rate limit per run and finding kind: after a message, the next waits this long, and the findings held meanwhile come as one message with their count.", default=300.0)
+
+    def webhooks(self) -> tuple[tuple[str, str], ...]:
+        """(kind, url or "$NAME") of each webhook written."""
+        return tuple((k, u) for k, u in (("slack", self.slack_webhook), ("discord", self.discord_webhook)) if u)
+
+
+def check_notify(cfg: NotifyConfig, src: str, where: str = "notify") -> None:
+    """A [notify] table's values. A webhook's value is never echoed: a URL carries its token."""
+    for kind, url in cfg.webhooks():
+        if WEBHOOK_ENV_RE.fullmatch(url):
+            continue
+        if not re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", url):
+            raise PlaybookError(f"{src}: {where}.{kind}_webhook: expected an http(s):// URL or \"$NAME\" (an "
+                                f"environment variable holding it); the value is not shown, it may carry a token")
+    if not (0 <= cfg.min_interval_s <= MAX_DURATION_S):
+        raise PlaybookError(f"{src}: {where}.min_interval_s: expected 0..{MAX_DURATION_S:g} seconds, got {cfg.min_interval_s:g}")
+    for i, kind in enumerate(cfg.kinds):
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", kind):
+            raise PlaybookError(f"{src}: {where}.kinds[{i}]: expected a finding kind such as \"oom\", got {_describe(kind)}")
+    if cfg.command is not None and not cfg.command.strip():
+        raise PlaybookError(f"{src}: {where}.command: must not be empty")
+
+
+def parse_notify_table(table: dict[str, Any], src: str) -> NotifyConfig:
+    """A [notify] table wherever it is written (a playbook, the user's config.toml)."""
+    cfg = _build(NotifyConfig, table, "notify", src)
+    check_notify(cfg, src)
+    return cfg
+
+
 def watch_config_from(playbook: dict[str, Any] | None) -> WatchConfig:
     """The run's [watch] table as the registry stored it (asdict) -> WatchConfig (the
     watch and compare-runs judge a run by the same values)."""
@@ -158,6 +201,7 @@ class Playbook:
     watch: WatchConfig = doc("How to watch and what counts as a failure.", default_factory=WatchConfig)
     nodes: tuple[NodeConfig, ...] = doc("A job across several nodes instead of one [target]: one [[nodes]] table per node, in node-rank order (node 0 hosts the rendezvous). Each takes every [target] key, plus:", default=())
     distributed: DistributedConfig = doc("How torchrun joins the nodes of a [[nodes]] job.", default_factory=DistributedConfig)
+    notify: NotifyConfig = doc("Where `dfctl watch --playbook` sends new findings: a command, Slack and Discord webhooks (this table replaces the one in your config.toml).", default_factory=NotifyConfig)
     source: str = doc("File this playbook was loaded from (set by the loader).", default="<memory>")
 
     @property
@@ -184,6 +228,8 @@ class Playbook:
         data = dataclasses.asdict(self)
         secrets = set(self.secret_names())
         data["run"]["env"] = {k: ("<redacted>" if k in secrets else v) for k, v in self.run.env.items()}
+        for kind, url in self.notify.webhooks():   # a webhook URL is its own secret; "$NAME" is not
+            data["notify"][f"{kind}_webhook"] = url if WEBHOOK_ENV_RE.fullmatch(url) else "<redacted>"
         return data
 
     def for_registry(self) -> dict[str, Any]:
@@ -386,6 +432,7 @@ def _check(pb: Playbook) -> None:
     if w.hang_factor <= 0:
         raise PlaybookError(f"{src}: watch.hang_factor: expected a positive number, got {w.hang_factor}")
     _check_bounds(pb)
+    check_notify(pb.notify, src)
     if w.progress_pattern is not None:
         try:
             rx = re.compile(w.progress_pattern)

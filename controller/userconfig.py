@@ -3,6 +3,11 @@
     playbook = "playbooks/proxmox-ct200.toml"   # deploy / doctor PLAYBOOK when none is given
     notify = "notify-send dfctl"                # watch --notify when none is given
 
+    [notify]                                    # or, instead of the line above, a table:
+    command = "notify-send dfctl"               #   the same command
+    slack_webhook = "$DFCTL_SLACK_WEBHOOK"      #   webhooks (a URL, or $NAME: read from the environment)
+    min_severity = "warning"                    #   playbook.py NotifyConfig: every key
+
     [hosts]                                     # target.host aliases (before ~/.ssh/config)
     pve = "root@10.1.2.6:22"
 
@@ -21,13 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.errors import BadInputError
+from controller.playbook import NotifyConfig, parse_notify_table
 
 
 @dataclass(frozen=True)
 class UserConfig:
     path: Path | None = None
     playbook: str | None = None
-    notify: str | None = None
+    notify: str | None = None            # the command (`notify = "..."`, or [notify].command)
+    notify_setup: NotifyConfig = field(default_factory=NotifyConfig)
+    """The whole [notify] table (webhooks, filters, rate limit); `notify = "CMD"` is its command alone."""
     hosts: dict[str, str] = field(default_factory=dict)
 
 
@@ -54,13 +62,21 @@ def load_user_config(path: Path | None = None) -> UserConfig:
     unknown = sorted(set(raw) - {"playbook", "notify", "hosts"})
     if unknown:
         raise BadInputError(f"{p}: unknown key {unknown[0]!r} (known: playbook, notify, hosts)")
-    for key in ("playbook", "notify"):
-        if key in raw and not isinstance(raw[key], str):
-            raise BadInputError(f"{p}: {key}: expected a string, got {type(raw[key]).__name__}")
+    if "playbook" in raw and not isinstance(raw["playbook"], str):
+        raise BadInputError(f"{p}: playbook: expected a string, got {type(raw['playbook']).__name__}")
+    notify = raw.get("notify")
+    if isinstance(notify, dict):
+        setup = parse_notify_table(notify, str(p))
+    elif notify is None or isinstance(notify, str):
+        setup = NotifyConfig(command=notify)
+    else:
+        raise BadInputError(f"{p}: notify: expected a string (a command) or a [notify] table, "
+                            f"got {type(notify).__name__}")
     hosts = raw.get("hosts", {})
     if not isinstance(hosts, dict) or not all(isinstance(v, str) and v for v in hosts.values()):
         raise BadInputError(f"{p}: hosts: expected a table of alias = \"user@host[:port]\" strings")
-    return UserConfig(path=p, playbook=raw.get("playbook"), notify=raw.get("notify"), hosts=dict(hosts))
+    return UserConfig(path=p, playbook=raw.get("playbook"), notify=setup.command, notify_setup=setup,
+                      hosts=dict(hosts))
 
 
 def default_map(cfg: UserConfig) -> dict[str, dict[str, str]]:

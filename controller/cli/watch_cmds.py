@@ -96,6 +96,34 @@ def _notifier(command: str):
     return notify
 
 
+def _notify_setup(playbook: Optional[Path]):
+    """The [notify] table that applies, where it was written (for messages) and the secrets a
+    message must not carry: --playbook's table when it writes one, else the user's config.toml's."""
+    from controller.playbook import NotifyConfig, load_playbook
+    from controller.userconfig import load_user_config
+
+    if playbook is not None:
+        pb = load_playbook(playbook, require_target=False)
+        secrets = [v for k, v in pb.run.env.items() if k in set(pb.secret_names())]
+        secrets += [os.environ[k] for k in pb.secret_names() if os.environ.get(k)]
+        if pb.notify != NotifyConfig():
+            return pb.notify, f"{playbook}: notify", secrets
+        cfg = load_user_config()
+        return cfg.notify_setup, f"{cfg.path}: notify", secrets
+    cfg = load_user_config()
+    return cfg.notify_setup, f"{cfg.path}: notify", []
+
+
+def _notify_command(ctx: typer.Context, flag: Optional[str], setup) -> Optional[str]:
+    """--notify / DFCTL_NOTIFY win; else the applying [notify] table's command, none if it
+    has none (the config file's reaches the flag as its default; a playbook's table
+    replaces the file's, its command included)."""
+    source = ctx.get_parameter_source("notify")
+    if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+        return flag
+    return setup.command
+
+
 class _HistoryHook:
     """Feeds new progress samples to the Parquet history (controller.store.history): one writer
     per run (the watch's only coupling to history is this call). Progress rows are flushed
@@ -322,13 +350,14 @@ def _check_reachable_once(w) -> None:
 
 @app.command()
 def watch(
+    ctx: typer.Context,
     runs: list[str] = typer.Argument(None, help="Run ids or names (newest of that name); default: the one "
                                                 "live run, else the newest."),
     playbook: Optional[Path] = typer.Option(None, "--playbook", help="Watch this playbook's latest run."),
     interval: Optional[float] = typer.Option(None, "--interval", min=0.05, help="Seconds between ticks (default: the playbook's watch.interval_s)."),
     once: bool = typer.Option(False, "--once", help="One tick, print, exit with the verdict."),
     json_out: bool = typer.Option(False, "--json", help="JSON lines (with --once: one document)."),
-    notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell)."),
+    notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell). Slack/Discord webhooks: a [notify] table in config.toml or the --playbook."),
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", metavar="PORT", help="Serve the runs' metrics for Prometheus at http://ADDR:PORT/metrics while watching (0: a free port, named on stderr)."),
     metrics_addr: Optional[str] = typer.Option(None, "--metrics-addr", metavar="ADDR", help="Address the --metrics-port endpoint listens on (default 127.0.0.1)."),
 ) -> None:
@@ -338,17 +367,23 @@ def watch(
     tok/s, torchrun's restarts) and, when ranks fail, one finding names the rank that
     failed first and lists the others as its consequences. Exit: 0 healthy, 4 failure, 5 regression."""
     from controller.store.runstore import RunStore
+    from controller.view.webhook_notifier import WebhookNotifier
     from controller.watch import Watch
 
-    store = RunStore()
+    setup, setup_where, secrets = _notify_setup(playbook)
+    notify = _notify_command(ctx, notify, setup)
     notify_hook = _notifier(notify) if notify else None   # a bad one is refused before anything else
     check_metrics_flags(metrics_port, metrics_addr, once)
+    webhooks = WebhookNotifier(setup, secrets=secrets, where=setup_where)   # an unset $NAME: refused here too
+    store = RunStore()
     records = _resolve_records(store, list(runs or []), playbook)
     records, imported_code = _show_imported(store, records, json_out, once)
     if not records:   # only imported runs: nothing to probe, their verdict is known
         store.close()
         raise typer.Exit(imported_code)
     tty_mode = not json_out and sys.stdout.isatty() and not once
+    if tty_mode:
+        webhooks.hold_messages()   # said after the dashboard quits, not drawn over by it
     line_mode = not json_out and not tty_mode
 
     def on_finding(state: RunState, f: Finding) -> None:
@@ -356,13 +391,15 @@ def watch(
             print(finding_line(state, f), flush=True)
         if notify_hook is not None:
             notify_hook(state, f)
+        webhooks.on_finding(state, f)
 
     endpoint = metrics_endpoint(metrics_port, metrics_addr, once)   # a port taken: refused before any probe
     history = _HistoryHook()
     try:
         # --interval is the watch's one interval: its ticks, GPU sampling, waits and back-off
         w = Watch(records, store, on_finding=on_finding, on_progress=history, interval_s=interval)
-        w.on_tick = tick_hooks(history.record_gpus, *([endpoint.collector.publish_report] if endpoint else []))
+        w.on_tick = tick_hooks(history.record_gpus, lambda _report: webhooks.on_tick(),
+                               *([endpoint.collector.publish_report] if endpoint else []))
         _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
     except BaseException:
         if endpoint is not None:
@@ -404,6 +441,7 @@ def watch(
         history.close()
         if endpoint is not None:
             endpoint.close()
+        webhooks.close()   # after the last tick: what the rate limit held, then the queue (bounded)
         store.close()
         signals.close()
 

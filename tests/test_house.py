@@ -34,6 +34,7 @@ LAYERS: list[tuple[int, str, str]] = [
     (4, "adopt", "runs dfctl did not start: attach, import"),
     (5, "compare", "compare-runs: statistics and renderings"),
     (5, "watch", "the tick: HostPoller, RunFollower, JobFollower, Watch; logs -f"),
+    (6, "act", "recovery: decide what to do about a failed run ([recover]) and do it"),
     (7, "cli", "parse, call, render, map errors to exit codes"),
 ]
 LAYER_OF = {wing: layer for layer, wing, _ in LAYERS}

@@ -92,6 +92,13 @@ def kill_group(run: LaunchedRun) -> None:
     wait_for(lambda: not _alive(run.pid), what=f"pid {run.pid} gone")
 
 
+def kill_trainer(run: LaunchedRun) -> None:
+    """kill -9 of the training process alone (launch.json's trainer_pid): its wrapper records
+    exit 137, as after the kernel's OOM killer or an operator's kill -9 of the trainer."""
+    os.kill(int(run.info["trainer_pid"]), signal.SIGKILL)
+    wait_for(lambda: os.path.exists(os.path.join(run.run_dir, "exit_code")), what="the wrapper's exit_code")
+
+
 def _alive(pid: int) -> bool:
     try:
         state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]

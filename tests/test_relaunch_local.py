@@ -148,3 +148,15 @@ def test_two_controllers_never_resume_one_run_twice(tmp_path, _dfctl_home):
     runs_dir = Path(first.run_dir).parent
     assert sorted(p.name for p in runs_dir.iterdir()) == sorted([first.run_id, launched[0]["launched"]])
     os.killpg(launched[0]["pid"], 9)
+
+
+def test_runs_list_shows_the_chain_under_a_resumed_run():
+    from controller.view.runs_list import render_runs
+
+    rows = [{"run_id": "r-2", "state": "running", "previous_run_id": "r-1", "attempt": 1, "next_run_id": None},
+            {"run_id": "r-1", "state": "failed", "previous_run_id": None, "attempt": 0, "next_run_id": "r-2"},
+            {"run_id": "other", "state": "finished"}]
+    text = render_runs(rows, 200, now_s=0.0)
+    assert "  chain: r-1 -> this (attempt 1) -> (newest)" in text
+    assert "  chain: (first) -> this (attempt 0) -> r-2" in text
+    assert text.count("chain:") == 2

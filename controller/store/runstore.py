@@ -137,6 +137,9 @@ CREATE TABLE IF NOT EXISTS attachments (
 CREATE TABLE IF NOT EXISTS stacks (
   run_id TEXT, taken_s REAL, doc TEXT, PRIMARY KEY (run_id, taken_s)
 );
+CREATE TABLE IF NOT EXISTS actions (
+  run_id TEXT, time_s REAL, action TEXT, reason TEXT, new_run_id TEXT, PRIMARY KEY (run_id, time_s, action)
+);
 CREATE TABLE IF NOT EXISTS findings (
   run_id TEXT, kind TEXT, summary TEXT, severity TEXT, first_seen_s REAL, evidence TEXT,
   hint TEXT, line INTEGER, cleared_s REAL, PRIMARY KEY (run_id, kind, summary)
@@ -370,6 +373,17 @@ class RunStore:
         rows = self._db.execute("SELECT taken_s, doc FROM stacks WHERE run_id = ? ORDER BY taken_s",
                                 (run_id,)).fetchall()
         return [(r["taken_s"], json.loads(r["doc"])) for r in rows]
+
+    # -- recovery actions ---------------------------------------------------------------
+    def add_action(self, run_id: str, time_s: float, action: str, reason: str, new_run_id: str | None = None) -> None:
+        """What `dfctl watch --recover` did about a run (controller/act/executor.py): resume,
+        stop, give_up, refused (another controller resumed it), failed."""
+        self._db.execute("INSERT OR REPLACE INTO actions VALUES (?, ?, ?, ?, ?)",
+                         (run_id, time_s, action, reason, new_run_id))
+
+    def actions(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT * FROM actions WHERE run_id = ? ORDER BY time_s", (run_id,)).fetchall()
+        return [dict(r) for r in rows]
 
     # -- findings -----------------------------------------------------------------------
     def add_findings(self, run_id: str, found: Iterable[Finding]) -> list[Finding]:

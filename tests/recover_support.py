@@ -29,6 +29,7 @@ p.add_argument("--interval-s", type=float, default=0.05)
 p.add_argument("--checkpoint-every", type=int, default=5)
 p.add_argument("--token-budget", type=int, default=64)
 p.add_argument("--resume-from", default=None)
+p.add_argument("--hang-after", type=int, default=0)
 a = p.parse_args()
 start = 0
 if a.resume_from:
@@ -43,6 +44,8 @@ os.makedirs(cdir, exist_ok=True)
 for step in range(start + 1, a.steps + 1):
     time.sleep(a.interval_s)
     print("[progress] step=%d loss=%.4f" % (step, 10.0 / step), flush=True)
+    if a.hang_after and step == a.hang_after:
+        time.sleep(3600)      # a hang: alive, silent, idle
     if step % a.checkpoint_every == 0:
         path = os.path.join(cdir, "step-%08d.pt" % step)
         open(path + ".tmp", "w").write(str(step))

@@ -247,11 +247,20 @@ def test_link_down_acts_only_after_the_window(tmp_path):
         rec.after_tick(w)
         acts = store.actions(run.run_id)
         assert [a["action"] for a in acts] == ["failed"] and "connection lost" in acts[0]["reason"]
+        for dt in (42.0, 53.0):                                             # tried again, the same failure not re-said
+            now[0] = down_s + dt
+            w.tick()
+            rec.after_tick(w)
+        assert [a["action"] for a in store.actions(run.run_id)] == ["failed"]
         link.down.clear()                                                   # back: the finding clears, no resume
-        now[0] += 11.0
-        w.tick()
-        rec.after_tick(w)
+        for _ in range(20):                                                 # (past the poller's back-off)
+            now[0] += 15.0
+            w.tick()
+            rec.after_tick(w)
+            if w.states[0].state == "running":
+                break
         assert w.states[0].state == "running" and store.successor(run.run_id) is None
+        assert not rec.pending
         assert [a["action"] for a in store.actions(run.run_id)] == ["failed"]
     finally:
         link.down.clear()
@@ -291,3 +300,78 @@ def test_two_watching_controllers_resume_a_crashed_run_once(tmp_path, capsys):
                     os.killpg(int(pid), signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+
+
+def _watch_until(w: Watch, rec: Recoverer, cond, timeout_s: float, what: str):
+    """Tick the watch (and its recovery step) on its own schedule until cond() holds."""
+    end = time.monotonic() + timeout_s
+    for _ in w.ticks():
+        w.tick()
+        rec.after_tick(w)
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def test_a_hang_is_stopped_only_after_its_stack_dump_is_saved(tmp_path):
+    root, pb = resumable_project(tmp_path / "proj", args='"--steps", "100000", "--hang-after", "8"',
+                                 recover='hang_min_s = 1\nhang_factor = 1\n[recover]\non = ["hang"]\nbackoff_s = 0\n'
+                                         '[recover.hang]\naction = "stop"\n')
+    store = RunStore()
+    run = deploy_and_launch(root, pb, store)
+    said: list[str] = []
+    w = Watch([store.get_run(run.run_id)], store, interval_s=0.5)
+    rec = Recoverer(store, lambda line, doc: said.append(line))
+    try:
+        acts = _watch_until(w, rec, lambda: [a for a in store.actions(run.run_id) if a["action"] == "stop"], 90,
+                            "the stop of the hung run")
+        hang = next(f for f in w.states[0].findings if f.kind == "hang")
+        dumps = store.stacks(run.run_id)
+        assert dumps and acts[0]["time_s"] >= dumps[0][0]      # the dump was saved before the stop
+        assert any(line.startswith("stacks: ") and "resumable/__main__.py" in line for line in hang.evidence)
+        waited = [i for i, line in enumerate(said) if "waiting for its stack dump" in line]
+        stopped = [i for i, line in enumerate(said) if f"recover {run.run_id}: stop: hang" in line]
+        assert waited and stopped and waited[0] < stopped[0], said
+        assert store.get_run(run.run_id).state == "stopped" and store.successor(run.run_id) is None
+        assert "dfctl watch --recover" in (Path(run.run_dir) / "stop_request").read_text()
+    finally:
+        w.close()
+        store.close()
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_after_max_attempts_it_gives_up(tmp_path):
+    root, pb = resumable_project(tmp_path / "proj", recover='[recover]\non = ["crash", "oom"]\nbackoff_s = 0\n'
+                                                          'max_attempts = 1\n')
+    store = RunStore()
+    run = deploy_and_launch(root, pb, store)
+    said: list[str] = []
+    w = Watch([store.get_run(run.run_id)], store, interval_s=0.5)
+    rec = Recoverer(store, lambda line, doc: said.append(line))
+    try:
+        _watch_until(w, rec, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
+        kill_trainer(run)
+        nxt = _watch_until(w, rec, lambda: store.successor(run.run_id), 60, "the resume")
+        from controller.ship.launch import LaunchedRun
+
+        launched = json.loads(_wait_file(Path(nxt.run_dir) / "launch.json"))
+        _watch_until(w, rec, lambda: checkpoints(nxt.run_dir), 60, "the resumed run's checkpoint")
+        kill_trainer(LaunchedRun(nxt.run_id, nxt.run_dir, launched["pid"], nxt.release_id or "", 0.0, launched))
+        gave_up = _watch_until(w, rec, lambda: [a for a in store.actions(nxt.run_id) if a["action"] == "give_up"],
+                               60, "give_up")
+        assert "recover.max_attempts = 1" in gave_up[0]["reason"]
+        assert store.successor(nxt.run_id) is None and [r.attempt for r in store.chain(run.run_id)] == [0, 1]
+        assert any(f"recover {nxt.run_id}: give_up: " in line for line in said)
+        assert rec.exit_code(w) == 4                          # the chain's newest run failed
+    finally:
+        w.close()
+        store.close()
+
+
+def _wait_file(p: Path) -> str:
+    return wait_for(lambda: p.read_text() if p.exists() else "", what=str(p))

@@ -31,7 +31,8 @@ Say = Callable[[str, dict[str, Any]], None]
 """say(line, doc): one action, as a line a person reads and as a JSON-able document."""
 
 RETRY_AFTER_FAILURE_S = 10.0
-"""A resume that failed (target unreachable, launch refused) is tried again no sooner."""
+"""A resume that failed (target unreachable, launch refused) is tried again no sooner; the
+same failure again is not said or recorded again."""
 
 
 def _open(record: RunRecord) -> Transport:
@@ -48,6 +49,7 @@ class Recoverer:
         self.store, self.say, self.transport_for, self.clock = store, say, transport_for, clock
         self._said: set[tuple[str, ...]] = set()
         self._failed_at: dict[str, float] = {}
+        self._last_failure: dict[str, str] = {}
         self._waiting: set[str] = set()        # runs with a decision due later (window, back-off, stacks)
         self._finished: set[str] = set()       # runs acted on for good (resumed, stopped, given up)
 
@@ -119,7 +121,11 @@ class Recoverer:
         except DfctlError as exc:
             self._failed_at[rec.run_id] = now
             self._waiting.add(rec.run_id)
-            return self._record(rec.run_id, "failed", f"{action.reason}: {exc.message}", now)
+            reason = f"{action.reason}: {exc.message}"
+            if self._last_failure.get(rec.run_id) == reason:
+                return None              # the same failure again (a long outage): tried, not said again
+            self._last_failure[rec.run_id] = reason
+            return self._record(rec.run_id, "failed", reason, now)
         self._finished.add(rec.run_id)
         watch.add_run(self.store.get_run(run.run_id))
         return self._record(rec.run_id, "resume", f"{action.reason}: {describe(run, rec)}", now, run.run_id)

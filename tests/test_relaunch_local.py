@@ -160,3 +160,31 @@ def test_runs_list_shows_the_chain_under_a_resumed_run():
     assert "  chain: r-1 -> this (attempt 1) -> (newest)" in text
     assert "  chain: (first) -> this (attempt 0) -> r-2" in text
     assert text.count("chain:") == 2
+
+
+def test_an_older_registry_gains_the_chain_columns_and_the_actions_table(tmp_path):
+    import sqlite3
+
+    from controller.store.runstore import RunRecord
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, name TEXT, target_kind TEXT, target TEXT, host TEXT, "
+               "vmid INTEGER, workdir TEXT, run_dir TEXT, log_path TEXT, pid INTEGER, release_id TEXT, "
+               "git_commit TEXT, git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, "
+               "wandb_run_id TEXT, state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT, pid_start_ticks INTEGER, "
+               "job_id TEXT, node_rank INTEGER)")
+    db.execute("INSERT INTO runs (run_id, name, target_kind, target, playbook, state, started_s) "
+               "VALUES ('old-1', 'old', 'local', 'local', '{}', 'failed', 1.0)")
+    db.commit()
+    db.close()
+    store = RunStore(path)
+    old = store.get_run("old-1")
+    assert (old.previous_run_id, old.attempt) == (None, 0)
+    store.add_run(RunRecord(run_id="new-1", name="old", target_kind="local", target="local", started_s=2.0,
+                            previous_run_id="old-1", attempt=1))
+    assert [r.run_id for r in store.chain("new-1")] == ["old-1", "new-1"] == [r.run_id for r in store.chain("old-1")]
+    store.add_action("old-1", 3.0, "resume", "crash: ...", "new-1")
+    assert store.actions("old-1") == [{"run_id": "old-1", "time_s": 3.0, "action": "resume", "reason": "crash: ...",
+                                       "new_run_id": "new-1"}]
+    store.close()

@@ -375,3 +375,40 @@ def test_after_max_attempts_it_gives_up(tmp_path):
 
 def _wait_file(p: Path) -> str:
     return wait_for(lambda: p.read_text() if p.exists() else "", what=str(p))
+
+
+def test_a_resume_that_failed_after_its_stop_is_tried_again(tmp_path):
+    """An OOM line in a live run: the run is stopped for the resume, whose launch then fails
+    (its release was moved away); the run now reads `stopped`, and the resume is still done
+    once the release is back -- no row of the failed launch claims the run was resumed."""
+    root, pb = resumable_project(tmp_path / "proj", recover='[recover]\non = ["oom"]\nbackoff_s = 0\n')
+    store = RunStore()
+    run = deploy_and_launch(root, pb, store)
+    release = Path(run.run_dir).parents[1] / "releases" / run.release_id
+    offset = [0.0]
+    said: list[str] = []
+    w = Watch([store.get_run(run.run_id)], store, interval_s=0.5)
+    rec = Recoverer(store, lambda line, doc: said.append(line), clock=lambda: time.time() + offset[0])
+    try:
+        _watch_until(w, rec, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
+        release.rename(release.with_name("moved"))
+        with open(Path(run.run_dir) / "train.log", "a") as fh:
+            fh.write(CUDA_OOM_LINE)
+        failed = _watch_until(w, rec, lambda: [a for a in store.actions(run.run_id) if a["action"] == "failed"], 60,
+                              "the failed resume")
+        assert "is gone" in failed[0]["reason"] and store.successor(run.run_id) is None
+        assert store.get_run(run.run_id).state == "stopped"
+        release.with_name("moved").rename(release)
+        offset[0] = 11.0                                                   # past RETRY_AFTER_FAILURE_S
+        nxt = _watch_until(w, rec, lambda: store.successor(run.run_id), 60, "the resume, tried again")
+        assert nxt.attempt == 1 and [a["action"] for a in store.actions(run.run_id)] == ["failed", "resume"]
+    finally:
+        w.close()
+        for d in Path(run.run_dir).parent.iterdir():
+            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
+            if pid:
+                try:
+                    os.killpg(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        store.close()

@@ -50,6 +50,7 @@ class Recoverer:
         self._said: set[tuple[str, ...]] = set()
         self._failed_at: dict[str, float] = {}
         self._last_failure: dict[str, str] = {}
+        self._stopped_for_resume: dict[str, Action] = {}
         self._waiting: set[str] = set()        # runs with a decision due later (window, back-off, stacks)
         self._finished: set[str] = set()       # runs acted on for good (resumed, stopped, given up)
 
@@ -69,6 +70,10 @@ class Recoverer:
             successor = self.store.successor(rec.run_id)
             action = decide(r.state, recover_config_from(rec.playbook), rec.attempt, now,
                             successor=successor.run_id if successor else None)
+            if rec.run_id in self._stopped_for_resume and successor is None:
+                # stopped by us for a resume whose launch failed: now it reads as an
+                # operator's stop, which decide() never acts on -- the resume is still ours
+                action = self._stopped_for_resume[rec.run_id]
             self._waiting.discard(rec.run_id)
             if action.kind == "none":
                 if action.due_s is not None:
@@ -113,7 +118,8 @@ class Recoverer:
                 self._finished.add(rec.run_id)
                 return self._record(rec.run_id, "give_up", f"{action.reason}: a resume on another target "
                                                            f"is not built yet; nothing launched", now)
-            self._stop(transport, rec, r, "dfctl watch --recover (resume)")
+            if self._stop(transport, rec, r, "dfctl watch --recover (resume)"):
+                self._stopped_for_resume[rec.run_id] = action
             run = relaunch(self.store, transport, rec, action.changes)
         except AlreadyResumedError as exc:
             self._finished.add(rec.run_id)
@@ -130,14 +136,17 @@ class Recoverer:
         watch.add_run(self.store.get_run(run.run_id))
         return self._record(rec.run_id, "resume", f"{action.reason}: {describe(run, rec)}", now, run.run_id)
 
-    def _stop(self, transport: Transport, rec: RunRecord, r: RunFollower, by: str) -> None:
-        """Stop the run if a process of it may still live (SIGTERM, its stop_grace_s, SIGKILL)."""
-        if r.state.state in ("failed", "finished", "stopped", "ended") or rec.pid is None:
-            return
+    def _stop(self, transport: Transport, rec: RunRecord, r: RunFollower, by: str) -> bool:
+        """Stop the run if a process of it may still live (SIGTERM, its stop_grace_s, SIGKILL);
+        whether it was stopped here."""
+        if r.state.state in ("failed", "finished", "stopped", "ended") or rec.pid is None \
+                or rec.run_id in self._stopped_for_resume:
+            return False
         grace = float(((rec.playbook or {}).get("run") or {}).get("stop_grace_s", 60.0))
         res = stop_recorded(self.store, transport, rec, grace, by=by)
         if res.get("left"):
             raise DfctlError(f"run {rec.run_id}: processes still alive after SIGKILL: {res['left']}")
+        return True
 
     def _stacks_done(self, watch: Watch, rec: RunRecord, f: Finding | None) -> bool:
         """The hang's stack dump is saved in the registry -- or the watch's dump of it has

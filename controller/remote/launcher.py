@@ -295,7 +295,7 @@ def launch(spec):
     its live-run check to the start, so two deploys at once cannot both launch."""
     workdir = spec["workdir"]
     current = os.path.join(workdir, "current")
-    if not os.path.isdir(current):
+    if not spec.get("release_id") and not os.path.isdir(current):     # a resume names its release (_launch)
         return {"error": "no release at %s (deploy first)" % current}
     excl = spec.get("exclusive")
     resume_of = spec.get("resume_of")
@@ -376,11 +376,12 @@ def _resume_args(spec):
 def _launch(spec):
     workdir = spec["workdir"]
     runs = os.path.join(workdir, "runs")
-    release_dir = os.path.realpath(os.path.join(workdir, "current"))   # fixed now: a later deploy cannot change this run's code
     if spec.get("release_id"):             # a resume: the previous run's release, whatever `current` is now
         release_dir = os.path.join(workdir, "releases", spec["release_id"])
         if not os.path.isdir(release_dir):
             return {"error": "release %s is gone from %s (pruned?)" % (spec["release_id"], workdir)}
+    else:
+        release_dir = os.path.realpath(os.path.join(workdir, "current"))   # fixed now: a later deploy cannot change this run's code
     spec_args, resumed_from = _resume_args(spec)
     os.makedirs(runs, exist_ok=True)
     base, n = spec["run_id"], 1

@@ -20,7 +20,7 @@ import dataclasses
 import os
 from typing import Mapping
 
-from controller.errors import BadInputError
+from controller.errors import BadInputError, DeployError
 from controller.playbook import Playbook, changed_args, load_playbook
 from controller.ship.deploy import LOCK_WAIT_S, lock_owner
 from controller.ship.launch import LaunchedRun, launch_registered, launch_spec
@@ -99,9 +99,15 @@ def relaunch(store: RunStore, transport: Transport, previous: RunRecord, changes
     spec.update(release_id=previous.release_id, resume_of=previous.run_dir,
                 resume_from_dirs=chain_dirs(store, previous),
                 lock={"owner": lock_owner(f"resume of {previous.run_id}"), "lock_wait_s": LOCK_WAIT_S})
-    return launch_registered(store, transport, pb, previous.workdir, spec, git_commit=previous.git_commit,
-                             git_dirty=previous.git_dirty, previous_run_id=previous.run_id,
-                             attempt=previous.attempt + 1)
+    try:
+        return launch_registered(store, transport, pb, previous.workdir, spec, git_commit=previous.git_commit,
+                                 git_dirty=previous.git_dirty, previous_run_id=previous.run_id,
+                                 attempt=previous.attempt + 1)
+    except DeployError:
+        # the target answered and started nothing: no row may say this run was resumed
+        if store.has_run(spec["run_id"]) and store.get_run(spec["run_id"]).pid is None:
+            store.remove_run(spec["run_id"])
+        raise
 
 
 def describe(run: LaunchedRun, previous: RunRecord) -> str:

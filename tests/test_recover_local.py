@@ -274,13 +274,13 @@ def test_two_watching_controllers_resume_a_crashed_run_once(tmp_path, capsys):
     store = RunStore()
     run = deploy_and_launch(root, pb, store)
     store.close()
-    watchers = [Watcher(run.run_id), Watcher(run.run_id)]
+    watchers = [Watcher(run.run_id), Watcher(run.run_id, "--json")]     # lines, and JSON lines
+    resumed = rf'recover {run.run_id}: resume: |^{{"recover": {{"run_id": "{run.run_id}", "action": "resume"'
     try:
         wait_for(lambda: checkpoints(run.run_dir) and all(w.saw(r"running") for w in watchers), timeout_s=60,
                  what="a checkpoint and both watches ticking")
         kill_trainer(run)
-        wait_for(lambda: any(w.saw(rf"recover {run.run_id}: resume: ") for w in watchers), timeout_s=60,
-                 what=f"a resume; the watches said {[w.lines[-8:] for w in watchers]}")
+        wait_for(lambda: any(w.saw(resumed) for w in watchers), timeout_s=60, what="a resume")
         store = RunStore()
         nxt = store.successor(run.run_id)
         wait_for(lambda: first_progress(nxt.run_dir) or (Path(nxt.run_dir) / "train.log").exists(), timeout_s=30,
@@ -288,7 +288,10 @@ def test_two_watching_controllers_resume_a_crashed_run_once(tmp_path, capsys):
         runs_dir = Path(run.run_dir).parent
         assert sorted(p.name for p in runs_dir.iterdir()) == sorted([run.run_id, nxt.run_id])
         assert [a["action"] for a in store.actions(run.run_id)].count("resume") == 1
-        assert sum(1 for w in watchers if w.saw(rf"recover {run.run_id}: resume: ")) == 1
+        assert sum(1 for w in watchers if w.saw(resumed)) == 1
+        docs = [json.loads(x)["recover"] for x in watchers[1].lines if x.startswith('{"recover"')]
+        assert all(set(d) == {"run_id", "action", "reason", "new_run_id", "time_s"} for d in docs), docs
+        assert [d["new_run_id"] for d in docs if d["action"] == "resume"] in ([], [nxt.run_id])
         store.close()
     finally:
         for w in watchers:

@@ -1,6 +1,7 @@
 """Helpers for the recovery tests: a tiny resumable program (a stand-in for the trainer
 where the trainer is not the point -- the lock and chain tests; tests/test_recover_local.py
-runs the real trainer), a deployed project, and a previous run that died.
+runs the real trainer), a deployed project, a previous run that died, and `dfctl watch
+--recover` as a real process (Watcher).
 
 The program keeps the bundled trainer's checkpoint layout (checkpoints/step-N.pt, a
 `latest` pointer, written by rename) so the target's launcher finds its checkpoints as it
@@ -9,7 +10,11 @@ finds the trainer's."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 from controller.playbook import Playbook, load_playbook
@@ -19,6 +24,10 @@ from controller.ship.launch import LaunchedRun, launch_registered, launch_spec
 from controller.store.runstore import RunStore
 from controller.transport.local import LocalTransport
 from tests.deploy_support import make_project, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+INTERVAL_S = 0.5
+"""The recovery tests' watch interval."""
 
 RESUMABLE = '''"""A resumable counter: --resume-from DIR_OR_FILE continues at the saved step."""
 import argparse, os, sys, time
@@ -108,3 +117,33 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+class Watcher:
+    """`dfctl watch RUN --recover` as a real process; its stdout lines collected as they come."""
+
+    def __init__(self, run_id: str, *extra: str):
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "controller", "watch", run_id, "--recover",
+                                      "--interval", str(INTERVAL_S), *extra], env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def saw(self, pattern: str) -> str | None:
+        rx = re.compile(pattern)
+        return next((ln for ln in list(self.lines) if rx.search(ln)), None)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,10 +22,9 @@ from controller.store.runstore import RunStore
 from controller.transport.local import LocalTransport
 from controller.watch import Watch
 from tests.deploy_support import dfctl, make_project, wait_for
-from tests.recover_support import checkpoints, deploy_and_launch, kill_trainer, resumable_project
+from tests.recover_support import INTERVAL_S, Watcher, checkpoints, deploy_and_launch, kill_trainer, resumable_project
 
 ROOT = Path(__file__).resolve().parents[1]
-INTERVAL_S = 0.5
 
 # The wording torch's caching allocator prints (the form controller/judge/rules.py
 # _OOM_NEW, lines 74-76, reads), as the exception line a training script's traceback ends with.
@@ -60,36 +56,6 @@ interval_s = {INTERVAL_S}
 {recover}
 """)
     return pb
-
-
-class Watcher:
-    """`dfctl watch RUN --recover` as a real process; its stdout lines collected as they come."""
-
-    def __init__(self, run_id: str, *extra: str):
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "controller", "watch", run_id, "--recover",
-                                      "--interval", str(INTERVAL_S), *extra], env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def saw(self, pattern: str) -> str | None:
-        rx = re.compile(pattern)
-        return next((ln for ln in list(self.lines) if rx.search(ln)), None)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 def first_progress(run_dir: str) -> tuple[int, float] | None:

@@ -14,8 +14,8 @@ import pytest
 
 from controller.store.runstore import RunStore
 from tests.deploy_support import dfctl, wait_for
+from tests.recover_support import Watcher
 from tests.test_deploy_rig import PROJECT, live_pids_of_run, target_toml
-from tests.test_recover_local import Watcher
 
 pytestmark = pytest.mark.rig
 

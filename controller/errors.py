@@ -90,6 +90,11 @@ class RunConflictError(DfctlError):
     exit_code = EXIT_BAD_INPUT
 
 
+class AlreadyResumedError(RunConflictError):
+    """The previous run of a resume was already resumed (its run dir's resumed_by marker,
+    written under the deploy lock): this controller's resume is refused, nothing launched."""
+
+
 # Characters that some reader (str.splitlines, a terminal, a log shipper) treats as a line
 # break, plus the other C0/C1 controls: a message printed on one line must show none raw.
 _LINE_BREAKING = {ord(c): f"\\x{ord(c):02x}" for c in "\x0b\x0c\x1c\x1d\x1e\x85"}

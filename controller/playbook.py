@@ -185,6 +185,61 @@ def parse_notify_table(table: dict[str, Any], src: str) -> NotifyConfig:
     return cfg
 
 
+RECOVER_KINDS = ("crash", "oom", "hang", "unreachable")
+"""Finding kinds (records.FindingKind) a recovery policy may act on. An operator's stop
+(dfctl stop, deploy --replace) raises no finding at all (judge/state.py _process_end), so
+it can never be acted on."""
+
+ARG_CHANGE_OPS = ("half", "double")
+"""Arithmetic on an integer flag's current value; any other string is the new value."""
+
+
+@dataclass(frozen=True)
+class RecoverKindConfig:
+    """What to do about one finding kind."""
+
+    action: Literal["resume", "stop"] = doc("resume: a new run, linked to this one, from its newest complete checkpoint with the same release; stop: stop it (a hang only after its stack dump is saved) and leave it.", default="resume")
+    args: dict[str, str] = doc('Changes to the run\'s args for the resumed run: flag -> "half" or "double" (an integer flag already in run.args; half rounds down, at least 1) or a new value, e.g. { "--token-budget" = "half" }. They add up over a chain.', default_factory=dict)
+    window_s: float | None = doc("This kind's own window (default: [recover].window_s).", default=None)
+
+
+@dataclass(frozen=True)
+class RecoverConfig:
+    on: tuple[str, ...] = doc('Finding kinds to act on: "crash", "oom", "hang", "unreachable". Empty: never act (the default). Only critical crash/oom/hang findings count (a recovered OOM is a warning); an operator\'s stop is never acted on.', default=())
+    max_attempts: int = doc("Resumes at most this many times along one chain; then give up (said and recorded).", default=3)
+    backoff_s: float = doc("Wait before the n-th resume of a chain: backoff_s x 2^(n-1) after the finding was first seen (0: none).", default=30.0)
+    window_s: float = doc("A finding must hold this long before anything is done (a link down for less never acts).", default=0.0)
+    targets: tuple[str, ...] = doc("Playbook files of other targets, in order: attempt n goes to the n-th (the last one keeps the rest); empty: the run's own target.", default=())
+    crash: RecoverKindConfig = doc("[recover.crash]: the process died (non-zero exit, vanished).", default_factory=RecoverKindConfig)
+    oom: RecoverKindConfig = doc("[recover.oom]: out of memory (CUDA OOM line, OOM killer).", default_factory=RecoverKindConfig)
+    hang: RecoverKindConfig = doc("[recover.hang]: no progress with idle GPUs.", default_factory=RecoverKindConfig)
+    unreachable: RecoverKindConfig = doc("[recover.unreachable]: the host or run files do not answer.", default_factory=RecoverKindConfig)
+
+    def for_kind(self, kind: str) -> RecoverKindConfig:
+        return typing.cast(RecoverKindConfig, getattr(self, kind))
+
+    def window_for(self, kind: str) -> float:
+        own = self.for_kind(kind).window_s
+        return self.window_s if own is None else own
+
+
+def recover_config_from(playbook: dict[str, Any] | None) -> RecoverConfig:
+    """The run's [recover] table as the registry stored it (asdict) -> RecoverConfig
+    (values were validated when the playbook was loaded)."""
+    raw = dict((playbook or {}).get("recover") or {})
+    known = {f.name for f in dataclasses.fields(RecoverConfig)}
+    kw: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k not in known:
+            continue
+        if k in RECOVER_KINDS:
+            kk = {f.name for f in dataclasses.fields(RecoverKindConfig)}
+            kw[k] = RecoverKindConfig(**{a: b for a, b in dict(v or {}).items() if a in kk})
+        else:
+            kw[k] = tuple(v) if k in ("on", "targets") else v
+    return RecoverConfig(**kw)
+
+
 def watch_config_from(playbook: dict[str, Any] | None) -> WatchConfig:
     """The run's [watch] table as the registry stored it (asdict) -> WatchConfig (the
     watch and compare-runs judge a run by the same values)."""
@@ -202,6 +257,7 @@ class Playbook:
     nodes: tuple[NodeConfig, ...] = doc("A job across several nodes instead of one [target]: one [[nodes]] table per node, in node-rank order (node 0 hosts the rendezvous). Each takes every [target] key, plus:", default=())
     distributed: DistributedConfig = doc("How torchrun joins the nodes of a [[nodes]] job.", default_factory=DistributedConfig)
     notify: NotifyConfig = doc("Where `dfctl watch --playbook` sends new findings: a command, Slack and Discord webhooks (this table replaces the one in your config.toml).", default_factory=NotifyConfig)
+    recover: RecoverConfig = doc("What `dfctl watch --recover` does when the run fails (README: Unattended).", default_factory=RecoverConfig)
     source: str = doc("File this playbook was loaded from (set by the loader).", default="<memory>")
 
     @property
@@ -433,6 +489,7 @@ def _check(pb: Playbook) -> None:
         raise PlaybookError(f"{src}: watch.hang_factor: expected a positive number, got {w.hang_factor}")
     _check_bounds(pb)
     check_notify(pb.notify, src)
+    _check_recover(pb)
     if w.progress_pattern is not None:
         try:
             rx = re.compile(w.progress_pattern)
@@ -440,6 +497,93 @@ def _check(pb: Playbook) -> None:
             raise PlaybookError(f"{src}: watch.progress_pattern: not a valid regex: {exc}") from None
         if "step" not in rx.groupindex:
             raise PlaybookError(f"{src}: watch.progress_pattern: needs a named group (?P<step>...)")
+
+
+FLAG_RE = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
+RESERVED_FLAGS = ("--run-dir", "--resume-from", "--resume")
+"""Flags a resume sets itself: a declared change may not touch them."""
+
+
+def flag_value(args: Iterable[str], flag: str) -> str | None:
+    """The value of `flag V` / `flag=V` in argv, if given (the last one wins, as argparse's)."""
+    args = list(args)
+    found = None
+    for i, a in enumerate(args):
+        if a.startswith(flag + "="):
+            found = a.split("=", 1)[1]
+        elif a == flag and i + 1 < len(args):
+            found = args[i + 1]
+    return found
+
+
+def changed_args(args: Iterable[str], changes: dict[str, str]) -> list[str]:
+    """`args` with each declared change applied (RecoverKindConfig.args): "half"/"double" of
+    the flag's integer value (half rounds down, at least 1), any other string the new value.
+    A flag not in `args` is appended with the value (half/double of a missing flag were
+    refused when the playbook was loaded). `flag=V` spellings are rewritten in place."""
+    out = [str(a) for a in args]
+    for flag, change in changes.items():
+        current = flag_value(out, flag)
+        if change in ARG_CHANGE_OPS:
+            if current is None or not current.isdigit():
+                raise BadInputError(f'recover: "{change}" of {flag} needs an integer value in the run\'s args, '
+                                    f"got {_describe(current) if current is not None else 'none'}")
+            n = int(current)
+            new = str(max(1, n // 2) if change == "half" else n * 2)
+        else:
+            new = change
+        if current is None:
+            out += [flag, new]
+            continue
+        for i, a in enumerate(out):
+            if a.startswith(flag + "="):
+                out[i] = f"{flag}={new}"
+            elif a == flag and i + 1 < len(out):
+                out[i + 1] = new
+    return out
+
+
+def _check_recover(pb: Playbook) -> None:
+    """[recover]: known kinds only, sane numbers, changes a resume can make."""
+    src, r = pb.source, pb.recover
+    known = ", ".join(f'"{k}"' for k in RECOVER_KINDS)
+    for i, kind in enumerate(r.on):
+        if kind == "stop":
+            raise PlaybookError(f"{src}: recover.on[{i}]: \"stop\" is an operator's stop, never acted on (known: {known})")
+        if kind not in RECOVER_KINDS:
+            raise PlaybookError(f"{src}: recover.on[{i}]: unknown finding kind {_describe(kind)} (known: {known})")
+    if r.on and pb.is_job:
+        raise PlaybookError(f"{src}: recover.on: not for a [[nodes]] job yet (single-target runs only)")
+    if not (0 <= r.max_attempts <= 100):
+        raise PlaybookError(f"{src}: recover.max_attempts: expected 0..100, got {r.max_attempts}")
+    for name, value in (("backoff_s", r.backoff_s), ("window_s", r.window_s)):
+        if not (0 <= value <= MAX_DURATION_S):
+            raise PlaybookError(f"{src}: recover.{name}: expected 0..{MAX_DURATION_S:g} seconds, got {value:g}")
+    for i, t in enumerate(r.targets):
+        path = Path(src).parent / t if src != "<memory>" else Path(t)
+        if not t.strip() or not path.is_file():
+            raise PlaybookError(f"{src}: recover.targets[{i}]: no such playbook file {_describe(t)} "
+                                f"(relative to the playbook's directory)")
+    for kind in RECOVER_KINDS:
+        k = r.for_kind(kind)
+        where = f"recover.{kind}"
+        if k.window_s is not None and not (0 <= k.window_s <= MAX_DURATION_S):
+            raise PlaybookError(f"{src}: {where}.window_s: expected 0..{MAX_DURATION_S:g} seconds, got {k.window_s:g}")
+        if k.args and k.action != "resume":
+            raise PlaybookError(f"{src}: {where}.args: changes apply to a resume; action is {_describe(k.action)}")
+        for flag, change in k.args.items():
+            at = f'{where}.args."{flag}"'
+            if not FLAG_RE.fullmatch(flag):
+                raise PlaybookError(f"{src}: {at}: expected a flag such as --token-budget, got {_describe(flag)}")
+            if flag in RESERVED_FLAGS:
+                raise PlaybookError(f"{src}: {at}: set by the resume itself; not a change to declare")
+            if not change.strip():
+                raise PlaybookError(f"{src}: {at}: expected \"half\", \"double\" or a value, got an empty string")
+            if change in ARG_CHANGE_OPS:
+                current = flag_value(pb.run.args, flag)
+                if current is None or not current.isdigit():
+                    raise PlaybookError(f"{src}: {at}: \"{change}\" needs {flag} with an integer in run.args, "
+                                        f"got {_describe(current) if current is not None else 'none'}")
 
 
 SYSTEM_DIRS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run",
@@ -591,12 +735,28 @@ def reference_markdown() -> str:
         else:
             out.append(f"### [{sec.name}] — {sec.metadata['doc']}\n")
         out.append("| key | type | default | meaning |\n|---|---|---|---|")
+        nested = []
         for f in shown_fields:
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else "")
-            tp = _type_name(typing.get_type_hints(cls)[f.name])
-            shown = "required" if f.metadata.get("required") else (
-                "—" if default is None else f"`{_toml_value(default)}`")
-            out.append(f"| `{f.name}` | {tp} | {shown} | {f.metadata.get('doc', '')} |")
+            sub = typing.get_type_hints(cls)[f.name]
+            if isinstance(sub, type) and dataclasses.is_dataclass(sub):
+                nested.append((f, sub))
+                out.append(f"| `{f.name}` | table | — | {f.metadata.get('doc', '')} |")
+                continue
+            out.append(_reference_row(cls, f))
         out.append("")
+        if nested:
+            names = ", ".join(f"[{sec.name}.{f.name}]" for f, _ in nested)
+            sub = nested[0][1]
+            out.append(f"#### {names} — {(sub.__doc__ or '').strip()}\n")
+            out.append("| key | type | default | meaning |\n|---|---|---|---|")
+            out += [_reference_row(sub, f) for f in dataclasses.fields(sub)]
+            out.append("")
     return "\n".join(out)
+
+
+def _reference_row(cls: type, f: dataclasses.Field) -> str:
+    default = f.default if f.default is not dataclasses.MISSING else (
+        f.default_factory() if f.default_factory is not dataclasses.MISSING else "")
+    tp = _type_name(typing.get_type_hints(cls)[f.name])
+    shown = "required" if f.metadata.get("required") else ("—" if default is None else f"`{_toml_value(default)}`")
+    return f"| `{f.name}` | {tp} | {shown} | {f.metadata.get('doc', '')} |"

@@ -35,6 +35,7 @@ LAYERS: list[tuple[int, str, str]] = [
     (5, "compare", "compare-runs: statistics and renderings"),
     (5, "watch", "the tick: HostPoller, RunFollower, JobFollower, Watch; logs -f"),
     (6, "expose", "the watch's numbers for Prometheus: metric families, the scrape endpoint, the live fleet"),
+    (6, "act", "recovery: decide what to do about a failed run ([recover]) and do it"),
     (7, "cli", "parse, call, render, map errors to exit codes"),
 ]
 LAYER_OF = {wing: layer for layer, wing, _ in LAYERS}

@@ -173,3 +173,76 @@ def test_local_nodes_default_to_loopback():
     pb = parse_playbook('[[nodes]]\nkind = "local"\nworkdir = "a"\n[[nodes]]\nkind = "local"\nworkdir = "b"\n'
                         '[distributed]\nmaster_port = 29611', "x.toml")
     assert pb.rdzv_endpoint() == "127.0.0.1:29611" and pb.nodes[1].reach_addr == "127.0.0.2"
+
+
+# -- [recover] (issue 25 item 1) ---------------------------------------------------------
+RECOVER_OK = LOCAL + '''[run]
+args = ["--token-budget", "64", "--steps=40"]
+[recover]
+on = ["crash", "oom", "hang"]
+max_attempts = 2
+backoff_s = 5
+window_s = 1
+[recover.oom]
+args = { "--token-budget" = "half", "--steps" = "double", "--seed" = "7" }
+[recover.hang]
+action = "stop"
+[recover.unreachable]
+window_s = 600
+'''
+
+
+def test_recover_table_loads_and_resolves_per_kind():
+    from controller.playbook import recover_config_from
+
+    pb = parse_playbook(RECOVER_OK, "x.toml")
+    r = pb.recover
+    assert r.on == ("crash", "oom", "hang") and r.max_attempts == 2 and r.backoff_s == 5
+    assert r.for_kind("hang").action == "stop" and r.for_kind("crash").action == "resume"
+    assert r.window_for("unreachable") == 600 and r.window_for("crash") == 1
+    # the registry's copy (asdict) comes back as the same policy
+    assert recover_config_from(pb.for_registry()) == r
+    assert recover_config_from({}).on == ()
+
+
+def test_default_recover_never_acts():
+    assert parse_playbook(LOCAL).recover.on == ()
+
+
+def test_changed_args_half_double_and_values():
+    from controller.playbook import changed_args
+
+    pb = parse_playbook(RECOVER_OK, "x.toml")
+    out = changed_args(pb.run.args, pb.recover.oom.args)
+    assert out == ["--token-budget", "32", "--steps=80", "--seed", "7"]
+    # they add up along a chain; half never goes below 1
+    assert changed_args(changed_args(["--n", "3"], {"--n": "half"}), {"--n": "half"}) == ["--n", "1"]
+
+
+@pytest.mark.parametrize("recover,message", [
+    ('on = ["crash", "explode"]', 'x.toml: recover.on[1]: unknown finding kind "explode" (known: "crash"'),
+    ('on = ["stop"]', "x.toml: recover.on[0]: \"stop\" is an operator's stop, never acted on"),
+    ('max_attempts = -1', "x.toml: recover.max_attempts: expected 0..100"),
+    ('window_s = -5', "x.toml: recover.window_s: expected 0.."),
+    ('targets = ["nope.toml"]', 'x.toml: recover.targets[0]: no such playbook file "nope.toml"'),
+    ('[recover.oom]\naction = "restart"', 'x.toml: recover.oom.action: expected one of "resume", "stop", got "restart"'),
+    ('[recover.oom]\nargs = { "--token-budget" = "half" }', 'x.toml: recover.oom.args."--token-budget": "half" needs --token-budget with an integer in run.args, got none'),
+    ('[recover.oom]\nargs = { "batch" = "8" }', 'x.toml: recover.oom.args."batch": expected a flag such as --token-budget'),
+    ('[recover.oom]\nargs = { "--resume-from" = "x" }', 'x.toml: recover.oom.args."--resume-from": set by the resume itself'),
+    ('[recover.hang]\naction = "stop"\nargs = { "--x" = "1" }', 'x.toml: recover.hang.args: changes apply to a resume; action is "stop"'),
+    ('[recover.oom]\nwindow = 3', 'x.toml: recover.oom.window: unknown key (did you mean "window_s"?)'),
+    ('[recover.crashh]\naction = "stop"', 'x.toml: recover.crashh: unknown key (did you mean "crash"?)'),
+])
+def test_bad_recover_tables_name_the_key(recover, message):
+    text = LOCAL + ("[recover]\n" + recover if not recover.startswith("[") else recover)
+    with pytest.raises(PlaybookError) as info:
+        parse_playbook(text, "x.toml")
+    assert message in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_recover_targets_are_playbooks_next_to_this_one(tmp_path):
+    (tmp_path / "other.toml").write_text(LOCAL)
+    pb = tmp_path / "pb.toml"
+    pb.write_text(LOCAL + '[recover]\non = ["crash"]\ntargets = ["other.toml"]\n')
+    assert load_playbook(pb).recover.targets == ("other.toml",)

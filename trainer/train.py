@@ -56,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--grad-checkpointing", action="store_true", help="recompute draft layers in backward")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="save every N steps (0: only on SIGTERM/end)")
     ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
+    ap.add_argument("--resume-from", default=None, metavar="PATH",
+                    help="continue from ANOTHER run: its run dir (its newest complete checkpoint) or a checkpoint "
+                         "file; this run writes to its own --run-dir (dfctl's resume)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after N steps of this invocation with a checkpoint (time-sliced jobs; resume later)")
     ap.add_argument("--target-model", default=None, help="safetensors file or model directory for the target")
@@ -475,10 +478,17 @@ def build(args: argparse.Namespace) -> Session:
 
 
 def resume(s: Session) -> None:
-    """--resume: weights, optimizer, scheduler and the data position of the latest checkpoint."""
-    if not s.args.resume:
+    """--resume / --resume-from: weights, optimizer, scheduler, RNG and the data position of
+    the newest complete checkpoint (this run's own, or another run's)."""
+    if s.args.resume_from:
+        src = Path(s.args.resume_from)
+        ck = src if src.is_file() else checkpoint.newest_complete(src)
+        if ck is None:
+            raise ConfigError(f"--resume-from {src}: no complete checkpoint there")
+    elif not s.args.resume:
         return
-    ck = checkpoint.newest_complete(s.run_dir)
+    else:
+        ck = checkpoint.newest_complete(s.run_dir)
     if ck is None:
         s.out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(s.run_dir)}; starting fresh")
         return

@@ -38,6 +38,8 @@ def compare_runs(
     warmup_s: Optional[float] = typer.Option(None, "--warmup-s", help="Seconds after the first sample left out of "
                                                                      "throughput figures, for every run (default: "
                                                                      "each run's playbook watch.warmup_s, else 60)."),
+    chain: bool = typer.Option(False, "--chain", help="Each registry RUN stands for its whole resume chain (first "
+                                                      "run to newest resume, `dfctl watch --recover`), side by side."),
     warmup_steps: Optional[int] = typer.Option(None, "--warmup-steps", help="Samples after the first one left out "
                                                                           "of throughput figures, for every run "
                                                                           "(default: each run's playbook, else 3)."),
@@ -64,6 +66,8 @@ def compare_runs(
             raise BadInputError(f"--plot-x {plot_x!r}: expected one of {', '.join(X_AXES)}")
     store = RunStore()
     try:
+        if chain:
+            runs = _chains(runs, store)
         base = None
         if baseline is not None:
             base = runs.index(baseline) if baseline in runs else compare.resolve(baseline, store)
@@ -86,6 +90,21 @@ def compare_runs(
         console = Console()
         fits = compare.columns_fit(result, console.width)
         console.print(compare.render_table(result) if fits else compare.render_table_by_run(result, console.width))
+
+
+def _chains(specs: list[str], store) -> list[str]:
+    """--chain: each RUN that names a registry run becomes the ids of its chain, in order
+    (a RUN that is a file or a wandb path stays itself); a run listed twice, once."""
+    from controller.errors import UnknownRunError
+
+    out: list[str] = []
+    for spec in specs:
+        try:
+            ids = [r.run_id for r in store.chain(store.get_run(spec).run_id)]
+        except UnknownRunError:
+            ids = [spec]
+        out += [i for i in ids if i not in out]
+    return out
 
 
 def _prefetched(specs: list[str], store):

@@ -309,7 +309,8 @@ def _run_row(rec: RunRecord) -> dict[str, Any]:
     state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
             "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
-            "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty}
+            "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty,
+            "previous_run_id": rec.previous_run_id, "attempt": rec.attempt}
 
 
 @app.command()
@@ -344,7 +345,8 @@ def runs(
     errors = {rec.run_id: message for label, message, recs in unreadable for rec in recs}
     for label, message, _ in unreadable:
         print(f"dfctl: {label}: {message}", file=sys.stderr)
-    rows = [{**_run_row(r), "read_error": errors.get(r.run_id)} for r in records]
+    nexts = {r.previous_run_id: r.run_id for r in reversed(records) if r.previous_run_id}   # the newest resume wins
+    rows = [{**_run_row(r), "next_run_id": nexts.get(r.run_id), "read_error": errors.get(r.run_id)} for r in records]
     for row in rows:                   # a job: its nodes (each one's run dir, pid and state)
         if row["run_id"] in members:
             row["nodes"] = [{"node": m.node_rank, "run_id": m.run_id, "target": m.target, "run_dir": m.run_dir,

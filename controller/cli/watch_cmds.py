@@ -360,6 +360,10 @@ def watch(
     notify: Optional[str] = typer.Option(None, "--notify", help="Command run on each new finding, the finding as JSON on stdin (no shell). Slack/Discord webhooks: a [notify] table in config.toml or the --playbook."),
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", metavar="PORT", help="Serve the runs' metrics for Prometheus at http://ADDR:PORT/metrics while watching (0: a free port, named on stderr)."),
     metrics_addr: Optional[str] = typer.Option(None, "--metrics-addr", metavar="ADDR", help="Address the --metrics-port endpoint listens on (default 127.0.0.1)."),
+    recover: bool = typer.Option(False, "--recover", help="Act on each run's playbook [recover] policy after every "
+                                                        "tick: resume a failed run as a new linked run, stop a hung "
+                                                        "one once its stack dump is saved; each action printed and "
+                                                        "recorded (README: Unattended)."),
 ) -> None:
     """Watch runs: one probe per host per tick over log, GPUs, process and wandb; flag what is wrong.
 
@@ -395,16 +399,24 @@ def watch(
 
     endpoint = metrics_endpoint(metrics_port, metrics_addr, once)   # a port taken: refused before any probe
     history = _HistoryHook()
+    recoverer, said_later = _recoverer(store, json_out=json_out, line_mode=line_mode) if recover else (None, [])
     try:
         # --interval is the watch's one interval: its ticks, GPU sampling, waits and back-off
         w = Watch(records, store, on_finding=on_finding, on_progress=history, interval_s=interval)
         w.on_tick = tick_hooks(history.record_gpus, lambda _report: webhooks.on_tick(),
-                               *([endpoint.collector.publish_report] if endpoint else []))
+                               *([endpoint.collector.publish_report] if endpoint else []),
+                               *([lambda _report: recoverer.after_tick(w)] if recoverer is not None else []))
         _HistoryHook.seed(w, keep=PROGRESS_SEED_LEN)
     except BaseException:
         if endpoint is not None:
             endpoint.close()
         raise
+
+    def finished() -> bool:
+        return w.all_done and not (recoverer is not None and recoverer.pending)
+
+    def exit_code() -> int:
+        return w.exit_code() if recoverer is None else recoverer.exit_code(w)
     interval_s = w.settings.interval_s
     signals = contextlib.ExitStack()
     signals.enter_context(interrupts_unwind())   # SIGTERM/SIGHUP unwind through the finally below
@@ -425,12 +437,16 @@ def watch(
                     print(status_line(s), flush=True)
                 for j in rep.jobs:
                     print(job_status_line(j), flush=True)
-            raise typer.Exit(w.exit_code())
+            raise typer.Exit(exit_code())
         if tty_mode:
-            code = _live_loop(w, interval_s)
+            _live_loop(w, interval_s, finished)
         else:
-            code = _plain_loop(w, interval_s, json_out,
-                               status_every_s=interval_s if interval is not None else max(STATUS_EVERY_S, interval_s))
+            _plain_loop(w, interval_s, json_out,
+                        status_every_s=interval_s if interval is not None else max(STATUS_EVERY_S, interval_s),
+                        finished=finished)
+        code = exit_code()
+        for line in said_later:          # the dashboard's recovery actions, once its screen is gone
+            print(line, flush=True)
         if w.all_done:
             for line in closing_lines(w.states, {r.record.run_id: r.cfg for r in w.runs}) + \
                     [ln for j in w.job_states for ln in job_closing_lines(j)]:
@@ -444,6 +460,23 @@ def watch(
         webhooks.close()   # after the last tick: what the rate limit held, then the queue (bounded)
         store.close()
         signals.close()
+
+
+def _recoverer(store, *, json_out: bool, line_mode: bool):
+    """--recover: the act wing's Recoverer, saying each action as the watch's face does --
+    a JSON line {"recover": {...}}, a line, or (the dashboard) kept for after it quits."""
+    from controller.act.executor import Recoverer
+
+    later: list[str] = []
+
+    def say(line: str, doc: dict) -> None:
+        if json_out:
+            print(json.dumps({"recover": doc}, ensure_ascii=False), flush=True)
+        elif line_mode:
+            print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+        else:
+            later.append(line)
+    return Recoverer(store, say), later
 
 
 def check_metrics_flags(port: Optional[int], addr: Optional[str], once: bool = False) -> None:
@@ -559,12 +592,14 @@ def _report_errors(w, shown: set) -> None:
             print(f"dfctl: watch: {msg}", file=sys.stderr, flush=True)
 
 
-def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = STATUS_EVERY_S) -> int:
+def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = STATUS_EVERY_S,
+                finished: Callable[[], bool] | None = None) -> int:
     """Not a terminal: JSON lines, or a status line per run every `status_every_s` (the
     --interval the user gave, else STATUS_EVERY_S) -- an ended run's line once, not again
     at every later status round nor at the end."""
     from controller.records import ENDED_STATES
 
+    finished = finished or (lambda: w.all_done)
     last_status = float("-inf")
     shown: set = set()
     ended_shown: set[str] = set()
@@ -577,7 +612,7 @@ def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = ST
                 print(json.dumps(tick_document(s, seen.get(s.run_id)), ensure_ascii=False), flush=True)
             for j in rep.jobs:
                 print(json.dumps({"job": to_jsonable(j)}, ensure_ascii=False), flush=True)
-        elif time.monotonic() - last_status >= status_every_s or w.all_done:
+        elif time.monotonic() - last_status >= status_every_s or finished():
             last_status = time.monotonic()
             for s in rep.states:
                 if s.run_id in ended_shown:
@@ -587,17 +622,18 @@ def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = ST
                     ended_shown.add(s.run_id)
             for j in rep.jobs:
                 print(job_status_line(j), flush=True)
-        if w.all_done:
+        if finished():
             break
     return w.exit_code()
 
 
-def _live_loop(w, interval_s: float) -> int:
+def _live_loop(w, interval_s: float, finished: Callable[[], bool] | None = None) -> int:
     from rich.console import Console
     from rich.live import Live
 
     from controller.view.dashboard import render
 
+    finished = finished or (lambda: w.all_done)
     console = Console()
     selected = 0
     frame_s = 1.0 / MAX_REFRESH_HZ
@@ -612,7 +648,7 @@ def _live_loop(w, interval_s: float) -> int:
                 w.tick()
                 next_tick = time.monotonic() + interval_s
                 dirty = True
-                if w.all_done:
+                if finished():
                     live.update(render(w.states, selected, jobs=w.job_states), refresh=True)
                     break
             now = time.monotonic()

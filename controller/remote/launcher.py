@@ -24,6 +24,10 @@ import time
 RUN_FILES = ("train.log", "pid", "exit_code", "launch.json", "env")
 STOP_REQUEST_FILE = "stop_request"
 """Written into the run dir by `stop` before its SIGTERM: who stopped the run and when."""
+RESUMED_BY_FILE = "resumed_by"
+"""Written into a run dir (under the deploy lock, O_EXCL) once a resume of it has started:
+the new run's id. A second resume of the same run -- another controller's -- is refused."""
+RESUME_FROM = "{resume_from}"
 
 
 def _write_atomic(path, text, mode=0o644):
@@ -291,12 +295,14 @@ def launch(spec):
     its live-run check to the start, so two deploys at once cannot both launch."""
     workdir = spec["workdir"]
     current = os.path.join(workdir, "current")
-    if not os.path.isdir(current):
+    if not spec.get("release_id") and not os.path.isdir(current):     # a resume names its release (_launch)
         return {"error": "no release at %s (deploy first)" % current}
     excl = spec.get("exclusive")
-    if excl is None:
+    resume_of = spec.get("resume_of")
+    if excl is None and not resume_of:
         return _launch(spec)
-    fd, held_by = _take_deploy_lock(workdir, excl.get("owner") or "launch", float(excl.get("lock_wait_s", 10)))
+    lock = excl or spec.get("lock") or {}
+    fd, held_by = _take_deploy_lock(workdir, lock.get("owner") or "launch", float(lock.get("lock_wait_s", 10)))
     if fd is None:
         return {"error": "deploy lock %s is held by: %s" % (os.path.join(workdir, ".deploy.lock"), held_by),
                 "locked": True}
@@ -304,19 +310,79 @@ def launch(spec):
         own = os.path.join(workdir, "runs", spec["run_id"])
         if spec.get("adopt") and os.path.isdir(own):
             return _adopt(own)       # our own earlier attempt: never a conflict with itself
-        live = _live_runs(workdir, excl.get("runs") or [])
+        if resume_of:
+            marker = os.path.join(resume_of, RESUMED_BY_FILE)
+            if os.path.exists(marker):
+                with open(marker) as fh:
+                    by = fh.read().strip() or "unknown"
+                return {"error": "run %s was already resumed by %s" % (os.path.basename(resume_of), by),
+                        "resumed": by}
+        live = _live_runs(workdir, excl.get("runs") or []) if excl else []
         if live:
             return {"error": "run %s is still alive" % ", ".join("%s (pid %d)" % (r["run_id"], r["pid"]) for r in live),
                     "conflict": live}
-        return _launch(spec)
+        info = _launch(spec)
+        if resume_of and "pid" in info:
+            fd2 = os.open(os.path.join(resume_of, RESUMED_BY_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd2, "w") as fh:
+                fh.write(info["run_id"] + "\n")
+        return info
     finally:
         os.close(fd)
+
+
+def newest_checkpoint(run_dir):
+    """The newest complete checkpoint of the bundled trainer's layout under run_dir (its
+    checkpoints/latest pointer, else the highest checkpoints/step-*.pt; *.pt.tmp are
+    partial saves and never count -- trainer/checkpoint.py newest_complete's rule), or None."""
+    cdir = os.path.join(run_dir, "checkpoints")
+    try:
+        with open(os.path.join(cdir, "latest")) as fh:
+            path = os.path.join(cdir, fh.read().strip())
+        if path != cdir and os.path.isfile(path):
+            return path
+    except OSError:
+        pass
+    try:
+        found = sorted(n for n in os.listdir(cdir) if n.startswith("step-") and n.endswith(".pt"))
+    except OSError:
+        return None
+    return os.path.join(cdir, found[-1]) if found else None
+
+
+def _resume_args(spec):
+    """spec["args"] with {resume_from} replaced by the newest complete checkpoint of the
+    first of spec["resume_from_dirs"] that has one (the previous run, then its own
+    predecessors); none anywhere: the flag and its value are dropped (a fresh start).
+    Returns (args, the checkpoint or None)."""
+    args = list(spec.get("args", []))
+    if RESUME_FROM not in args:
+        return args, None
+    found = None
+    for d in spec.get("resume_from_dirs") or []:
+        found = newest_checkpoint(d)
+        if found:
+            break
+    i = args.index(RESUME_FROM)
+    if found:
+        args[i] = found
+        return args, found
+    del args[i]
+    if i > 0 and args[i - 1].startswith("--"):
+        del args[i - 1]
+    return args, None
 
 
 def _launch(spec):
     workdir = spec["workdir"]
     runs = os.path.join(workdir, "runs")
-    release_dir = os.path.realpath(os.path.join(workdir, "current"))   # fixed now: a later deploy cannot change this run's code
+    if spec.get("release_id"):             # a resume: the previous run's release, whatever `current` is now
+        release_dir = os.path.join(workdir, "releases", spec["release_id"])
+        if not os.path.isdir(release_dir):
+            return {"error": "release %s is gone from %s (pruned?)" % (spec["release_id"], workdir)}
+    else:
+        release_dir = os.path.realpath(os.path.join(workdir, "current"))   # fixed now: a later deploy cannot change this run's code
+    spec_args, resumed_from = _resume_args(spec)
     os.makedirs(runs, exist_ok=True)
     base, n = spec["run_id"], 1
     while True:
@@ -348,7 +414,7 @@ def _launch(spec):
     for k, v in spec.get("env", {}).items():
         env[k] = expand(v)
     env.update(spec.get("secrets", {}))
-    argv = [spec["python"], "-u", "-m", spec["module"]] + [expand(a) for a in spec.get("args", [])]
+    argv = [spec["python"], "-u", "-m", spec["module"]] + [expand(a) for a in spec_args]
     # stdbuf line-buffers C tools the trainer may start (python itself is unbuffered by -u).
     stdbuf = shutil.which("stdbuf", path=path)
     full_argv = ([stdbuf, "-oL", "-eL"] if stdbuf else []) + argv
@@ -361,6 +427,8 @@ def _launch(spec):
             "run_dir": run_dir, "workdir": workdir, "started_s": started_s,
             "oom_kill_at_launch": _oom_kill_count(), "env_names": sorted(env),
             "secret_env_names": sorted(spec.get("secrets", {}))}
+    if spec.get("resume_of"):
+        info.update(resume_of=spec["resume_of"], resumed_from=resumed_from)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 from controller import remote
 from controller.errors import (
+    AlreadyResumedError,
     ContainerStateError,
     DeployError,
     DfctlError,
@@ -96,6 +97,9 @@ def _remote(transport: Transport, target: TargetConfig, command: str, spec: dict
         raise RemoteCommandError(f"{command} on {transport.name} failed: {r.summary()}", result=r)
     if reply.get("conflict"):
         raise conflict_error(target, [(c["run_id"], c.get("pid")) for c in reply["conflict"]])
+    if reply.get("resumed"):
+        raise AlreadyResumedError(f"{command} on {transport.name}: {reply['error']}",
+                                  hint=f"another controller resumed it: dfctl watch {reply['resumed']}")
     if reply.get("locked"):
         raise LockedError(f"{command} on {transport.name}: {reply['error']}",
                           hint="another deploy to this target is running; wait for it and retry")
@@ -171,7 +175,8 @@ def _adopt_after_drop(transport: Transport, target: TargetConfig, spec: dict, fi
 
 
 def register_launch(store: RunStore, spec: dict, playbook: Playbook, *, workdir: str,
-                    git_commit: str | None, git_dirty: bool | None) -> RunRecord:
+                    git_commit: str | None, git_dirty: bool | None, previous_run_id: str | None = None,
+                    attempt: int = 0) -> RunRecord:
     """Record the run as `launching` BEFORE the launch exec, under the exact run id the
     target will use: a controller killed or cut off mid-launch leaves a row that `dfctl
     runs` resolves (the run dir's pid file), never a run nobody knows about."""
@@ -184,7 +189,8 @@ def register_launch(store: RunStore, spec: dict, playbook: Playbook, *, workdir:
             run_id=run_id, name=spec["name"], target_kind=t.kind, target=target_label(t), host=t.host,
             vmid=t.vmid, workdir=workdir, run_dir=run_dir, log_path=f"{run_dir}/train.log", pid=None,
             release_id=None, git_commit=git_commit, git_dirty=git_dirty, playbook=playbook.for_registry(),
-            playbook_path=playbook.source, started_s=time.time(), state="launching")
+            playbook_path=_abs_source(playbook.source), started_s=time.time(), state="launching",
+            previous_run_id=previous_run_id, attempt=attempt)
         if store.add_run_if_new(rec):        # atomic: two controllers on one registry cannot both take it
             break
         n += 1
@@ -192,14 +198,23 @@ def register_launch(store: RunStore, spec: dict, playbook: Playbook, *, workdir:
     return rec
 
 
+def _abs_source(source: str) -> str:
+    """The playbook's path made absolute (a resume reloads the file from a watch that may
+    run in another directory); "<memory>" stays as it is."""
+    return os.path.abspath(source) if os.path.isfile(source) else source
+
+
 def launch_registered(store: RunStore, transport: Transport, playbook: Playbook, workdir: str, spec: dict, *,
-                      git_commit: str | None, git_dirty: bool | None) -> LaunchedRun:
+                      git_commit: str | None, git_dirty: bool | None, previous_run_id: str | None = None,
+                      attempt: int = 0) -> LaunchedRun:
     """Register the run (`launching`), launch it, record what the target answered. A
     launch the target refused leaves the row `failed`: nothing runs. An exclusive run's
     target checks for live runs and starts this one under the deploy lock, in one exec:
     of two deploys at once exactly one launches, the other gets RunConflictError naming
-    it (and its row is removed: no run dir was made)."""
-    rec = register_launch(store, spec, playbook, workdir=workdir, git_commit=git_commit, git_dirty=git_dirty)
+    it (and its row is removed: no run dir was made). `previous_run_id`/`attempt`: a resume
+    (controller/ship/relaunch.py) links the new run to the one it continues."""
+    rec = register_launch(store, spec, playbook, workdir=workdir, git_commit=git_commit, git_dirty=git_dirty,
+                          previous_run_id=previous_run_id, attempt=attempt)
     if playbook.run.exclusive:
         mine = [r for r in store.target_runs() if r.run_id != rec.run_id and r.state not in ENDED_STATES
                 and target_identity(target_of(r)) == target_identity(playbook.target)]

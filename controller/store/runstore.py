@@ -77,6 +77,10 @@ class RunRecord:
     """/proc/<pid>/stat start time of `pid` (attached runs): with the pid, which process is the run's."""
     job_id: str | None = None
     """A job's member row (one node of a multi-node job): the job row's run id. NULL otherwise."""
+    previous_run_id: str | None = None
+    """A resume (controller/ship/relaunch.py): the run this one continues; NULL for a first run."""
+    attempt: int = 0
+    """Resumes before this run in its chain (0: the first run; n: the n-th resume)."""
     node_rank: int | None = None
     """A job member's node rank: its [[nodes]] index (0 hosts the rendezvous; torchrun's c10d numbers
     the nodes by their addrs, the same order when those sort in node order)."""
@@ -110,7 +114,8 @@ def target_of(rec: RunRecord) -> TargetConfig:
 
 _CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
 _RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER",
-                      "job_id": "TEXT", "node_rank": "INTEGER"}
+                      "job_id": "TEXT", "node_rank": "INTEGER", "previous_run_id": "TEXT",
+                      "attempt": "INTEGER DEFAULT 0"}
 _FINDING_COLUMNS_ADDED = {"cleared_s": "REAL"}
 
 _SCHEMA = """
@@ -119,7 +124,7 @@ CREATE TABLE IF NOT EXISTS runs (
   workdir TEXT, run_dir TEXT, log_path TEXT, pid INTEGER, release_id TEXT, git_commit TEXT,
   git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, wandb_run_id TEXT,
   state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT DEFAULT 'launched', pid_start_ticks INTEGER,
-  job_id TEXT, node_rank INTEGER
+  job_id TEXT, node_rank INTEGER, previous_run_id TEXT, attempt INTEGER DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS cursors (
   run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
@@ -131,6 +136,9 @@ CREATE TABLE IF NOT EXISTS attachments (
 );
 CREATE TABLE IF NOT EXISTS stacks (
   run_id TEXT, taken_s REAL, doc TEXT, PRIMARY KEY (run_id, taken_s)
+);
+CREATE TABLE IF NOT EXISTS actions (
+  run_id TEXT, time_s REAL, action TEXT, reason TEXT, new_run_id TEXT, PRIMARY KEY (run_id, time_s, action)
 );
 CREATE TABLE IF NOT EXISTS findings (
   run_id TEXT, kind TEXT, summary TEXT, severity TEXT, first_seen_s REAL, evidence TEXT,
@@ -241,6 +249,7 @@ class RunStore:
         d["playbook"] = json.loads(d["playbook"] or "{}")
         d["git_dirty"] = None if d["git_dirty"] is None else bool(d["git_dirty"])
         d["origin"] = d.get("origin") or "launched"
+        d["attempt"] = d.get("attempt") or 0
         return RunRecord(**d)
 
     def runs(self, *, members: bool = False) -> list[RunRecord]:
@@ -273,6 +282,28 @@ class RunStore:
             raise UnknownRunError(f"dfctl {command}: {len(live)} runs are live ({', '.join(r.run_id for r in live[:5])}); "
                                   f"name one", hint=f"dfctl {command} RUN (`dfctl runs` lists them)")
         return live[0] if live else runs[0]
+
+    def successor(self, run_id: str) -> RunRecord | None:
+        """The run launched to continue this one (a resume), if any: the newest such row."""
+        row = self._db.execute("SELECT * FROM runs WHERE previous_run_id = ? ORDER BY started_s DESC LIMIT 1",
+                               (run_id,)).fetchone()
+        return self._record(row) if row is not None else None
+
+    def chain(self, run_id: str) -> list[RunRecord]:
+        """Every run of this run's resume chain, first run first: back along previous_run_id,
+        then forward along successors (a cycle, which no launch makes, ends the walk)."""
+        rec = self.get_run(run_id)
+        seen = {rec.run_id}
+        back = [rec]
+        while back[0].previous_run_id and back[0].previous_run_id not in seen and self.has_run(back[0].previous_run_id):
+            back.insert(0, self.get_run(back[0].previous_run_id))
+            seen.add(back[0].run_id)
+        nxt = self.successor(rec.run_id)
+        while nxt is not None and nxt.run_id not in seen:
+            back.append(nxt)
+            seen.add(nxt.run_id)
+            nxt = self.successor(nxt.run_id)
+        return back
 
     def has_run(self, run_id: str) -> bool:
         """Is this exact run id registered?"""
@@ -342,6 +373,17 @@ class RunStore:
         rows = self._db.execute("SELECT taken_s, doc FROM stacks WHERE run_id = ? ORDER BY taken_s",
                                 (run_id,)).fetchall()
         return [(r["taken_s"], json.loads(r["doc"])) for r in rows]
+
+    # -- recovery actions ---------------------------------------------------------------
+    def add_action(self, run_id: str, time_s: float, action: str, reason: str, new_run_id: str | None = None) -> None:
+        """What `dfctl watch --recover` did about a run (controller/act/executor.py): resume,
+        stop, give_up, refused (another controller resumed it), failed."""
+        self._db.execute("INSERT OR REPLACE INTO actions VALUES (?, ?, ?, ?, ?)",
+                         (run_id, time_s, action, reason, new_run_id))
+
+    def actions(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT * FROM actions WHERE run_id = ? ORDER BY time_s", (run_id,)).fetchall()
+        return [dict(r) for r in rows]
 
     # -- findings -----------------------------------------------------------------------
     def add_findings(self, run_id: str, found: Iterable[Finding]) -> list[Finding]:

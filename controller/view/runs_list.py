@@ -51,8 +51,11 @@ def render_runs(rows: Sequence[dict[str, Any]], width: int, now_s: float | None 
     under = [c for c in ("target", "run dir") if c not in cols]
     widths = [need[c] for c in cols]
     out = [_line(cols, widths)]
-    for x in cells:
+    for r, x in zip(rows, cells):
         out.append(_line([x[c] for c in cols], widths))
         if under:
             out.append("  " + GAP.join(x[c] for c in under))
+        if r.get("previous_run_id") or r.get("next_run_id"):     # a resume chain (dfctl watch --recover)
+            out.append(f"  chain: {r.get('previous_run_id') or '(first)'} -> this (attempt {r.get('attempt') or 0})"
+                       f" -> {r.get('next_run_id') or '(newest)'}")
     return "\n".join(out)

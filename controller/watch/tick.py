@@ -87,8 +87,9 @@ class Watch:
         records = list(records)
         job_members = {rec.run_id: store.job_members(rec.run_id) for rec in records if rec.target_kind == "job"}
         runs = [m for rec in records for m in (job_members[rec.run_id] if rec.target_kind == "job" else [rec])]
-        self.runs = [RunFollower(rec, target_of(rec), store, on_finding=on_finding, on_progress=on_progress,
-                                 on_log_bytes=on_log_bytes, errors=self.errors) for rec in runs]
+        self._hooks: dict[str, Any] = {"on_finding": on_finding, "on_progress": on_progress, "on_log_bytes": on_log_bytes}
+        self._transport_for = transport_for or default_transport
+        self.runs = [RunFollower(rec, target_of(rec), store, errors=self.errors, **self._hooks) for rec in runs]
         self.settings = settings or resolve_settings([r.cfg for r in self.runs], **setting_overrides)
         # a job: its members are followed as runs above (no extra probe); the job folds them
         by_id = {r.record.run_id: r for r in self.runs}
@@ -103,11 +104,22 @@ class Watch:
         for r in self.runs:
             key = host_key(r.target)
             if key not in self.pollers:
-                self.pollers[key] = HostPoller(key, r.target, self.settings, transport_for or default_transport, clock)
+                self.pollers[key] = HostPoller(key, r.target, self.settings, self._transport_for, clock)
         self._pending: dict[str, tuple[Future, list[RunFollower], float]] = {}
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(16, len(self.pollers))))
         self.auto_stacks = AutoStacks(deadline_s=self.settings.auto_stacks_deadline_s) \
             if self.settings.auto_stacks else None
+
+    def add_run(self, record: RunRecord) -> RunFollower:
+        """Follow one more run from the next tick on (a resume launched by the watch itself,
+        controller/act/executor.py), with the watch's hooks and settings; its host gets a
+        poller if it has none."""
+        r = RunFollower(record, target_of(record), self.store, errors=self.errors, **self._hooks)
+        self.runs.append(r)
+        key = host_key(r.target)
+        if key not in self.pollers:
+            self.pollers[key] = HostPoller(key, r.target, self.settings, self._transport_for, self.clock)
+        return r
 
     # -- what the faces read ---------------------------------------------------------
     @property

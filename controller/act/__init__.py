@@ -1,0 +1,1 @@
+"""Acting on what the watch found: recovery policies ([recover]) decided and carried out."""

@@ -62,7 +62,9 @@ PUSH_SCRIPT = r"""set -u
 # so the clean-up below still runs after a message cannot be written.
 trap '' PIPE
 W=$1; ID=$2; RAND=$3; OWNER=$4; MODE=$5; WAIT=${6:-10}; T=
-alive() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat")" != Z ]; }
+# alive: the State line of /proc/PID/status, not stat: status escapes the name a process
+# chose (fs/proc/array.c, proc_task_name), so no line of it can be forged from inside
+alive() { S=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null) && [ -n "$S" ] && [ "$S" != Z ]; }
 mkdir -p "$W/releases" "$W/runs" || exit 70
 if [ "$MODE" = push ] && [ ! -d "$W/releases/$ID" ]; then
   T="$W/releases/.tmp-$ID-$RAND-$$"

@@ -237,7 +237,7 @@ def _become_wrapper(run_dir, run_id, path, report_fd):
 
 
 def _take_deploy_lock(workdir, owner, wait_s):
-    """(fd, None) holding the workdir's deploy lock (flock(2), the lock deploy.py's
+    """(fd, None) holding the workdir's deploy lock (flock(2), the lock ship/push.py's
     PUSH_SCRIPT takes with flock(1)), or (None, who holds it) after wait_s."""
     import fcntl
     fd = os.open(os.path.join(workdir, ".deploy.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

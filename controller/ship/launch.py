@@ -242,24 +242,32 @@ def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir
     return rec
 
 
+def attached_pid_ns(store: RunStore, records: list[RunRecord]) -> dict[str, str | None]:
+    """The pid namespace attach recorded for each attached run among `records` (read here,
+    on the registry's thread, for a status read that may run on another)."""
+    return {r.run_id: (store.attachment(r.run_id) or {}).get("pid_ns") for r in records if r.origin == "attached"}
+
+
 def runs_status(transport: Transport, target: TargetConfig, records: list[RunRecord],
-                store: RunStore | None = None) -> list[dict]:
+                store: RunStore | None = None, pid_ns_of: Mapping[str, str | None] | None = None) -> list[dict]:
     """For each record: exists, alive_pids, exit_code, log_size (one exec for all). On a pct
     target whether the run's process lives is the node's view (node_identity: the pid in the
     CT, and for an attached run its start time and the namespace in `store`'s attachment
-    row), not what the CT's /proc, which its root can fake, tells the exec inside the CT."""
+    row, or `pid_ns_of`'s), not what the CT's /proc, which its root can fake, tells the exec
+    inside the CT."""
     spec = {"runs": [_status_entry(r) for r in records]}
     statuses = _remote(transport, target, "status", spec)["runs"]
     if target.kind != "pct":
         return statuses
     from controller.probe.node_identity import check_on_node
 
+    if pid_ns_of is None:
+        pid_ns_of = attached_pid_ns(store, records) if store is not None else {}
     for rec, st in zip(records, statuses):
         pid = rec.pid or st.get("pid")
         if not pid or not st.get("exists"):
             continue
-        pid_ns = (store.attachment(rec.run_id) or {}).get("pid_ns") \
-            if store is not None and rec.origin == "attached" else None
+        pid_ns = pid_ns_of.get(rec.run_id) if rec.origin == "attached" else None
         verdict = check_on_node(target, dataclasses.replace(rec, pid=int(pid)), pid_ns)
         if not verdict.present and (rec.origin == "attached" or verdict.fake_proc):
             # (a launched run's group may outlive its leader: the CT's real procfs lists it)

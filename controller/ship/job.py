@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping
 
 from controller.errors import BadInputError, DfctlError
@@ -202,6 +201,8 @@ def stop_job(store: RunStore, job: RunRecord, grace_s: float, *, by: str = "dfct
 
     def one(m: RunRecord) -> dict:
         return stop_run(transports[m.run_id], target_of(m), m, grace_s, by=by)
+
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=max(1, len(todo)), thread_name_prefix="job-stop") as pool:
         futures = {m.run_id: pool.submit(_catching, one, m) for m in todo}

@@ -12,7 +12,6 @@ theirs); what a node's thread needs from it is read before (attach's pid namespa
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -75,6 +74,8 @@ def on_each(nodes: list[JobNode], fn: Callable[[JobNode], Any]) -> list[tuple[Jo
 
     if len(nodes) == 1:
         return [one(nodes[0])]
+    from concurrent.futures import ThreadPoolExecutor  # (a single run's deploy needs no thread)
+
     with ThreadPoolExecutor(max_workers=max(1, len(nodes)), thread_name_prefix="job-node") as pool:
         return list(pool.map(one, nodes))
 

@@ -56,3 +56,29 @@ def test_a_dead_push_s_temp_is_removed_a_live_one_kept(tmp_path):
     r, path = _push_tool(tmp_path / "w", data, hashlib.sha256(data).hexdigest())
     assert r.ok, r.summary()
     assert not stale.exists() and live.exists() and path.read_bytes() == data
+
+
+def test_a_live_push_whose_process_names_itself_a_zombie_is_still_alive(tmp_path):
+    """alive() reads the State line of /proc/PID/status, where the kernel escapes the name a
+    process chose: a name holding a newline and `State:\tZ` forges nothing."""
+    import sys
+
+    tools = tmp_path / "w" / "tools"
+    tools.mkdir(parents=True)
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import ctypes, sys\n"
+        "ctypes.CDLL(None).prctl(15, b'x\\nState:\\tZ (zombie)', 0, 0, 0)\n"
+        "print('named', flush=True)\n"
+        "sys.stdin.read()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"named\n"
+        assert Path(f"/proc/{child.pid}/comm").read_bytes() == b"x\nState:\tZ (zombie)"[:15] + b"\n"   # as set
+        live = tools / f".tmp-tool-y-r1-{child.pid}"
+        live.write_bytes(b"in flight")
+        data = b"y" * 10
+        r, _ = _push_tool(tmp_path / "w", data, hashlib.sha256(data).hexdigest())
+        assert r.ok, r.summary()
+        assert live.exists()
+    finally:
+        child.kill()
+        child.wait()

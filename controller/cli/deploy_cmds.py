@@ -450,19 +450,15 @@ def prune(
 ) -> None:
     """Remove old releases of the target: never `current`, never one a live run uses."""
     from controller.ship.bundle import project_root
-    from controller.ship.deploy import prune_releases, resolve_workdir
-    from controller.ship.launch import live_runs_of
-    from controller.transport.factory import open_transport, target_label
+    from controller.ship.plan import prune as prune_target
+    from controller.transport.factory import target_label
 
     pb = node_playbook(load_playbook(playbook), node, "prune")
-    transport = open_transport(pb.target)
     store = RunStore()
     try:
-        live = live_runs_of(store, transport, pb.target)
+        res = prune_target(pb, project_root(), store, keep=keep, dry_run=dry_run)
     finally:
         store.close()
-    res = prune_releases(transport, resolve_workdir(pb.target, project_root()), keep=keep,
-                         live_release_ids=[r.release_id for r in live if r.release_id], dry_run=dry_run)
     if json_out:
         _emit_json({"target": target_label(pb.target), **dataclasses.asdict(res)})
         return

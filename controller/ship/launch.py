@@ -351,33 +351,9 @@ def refresh_states(store: RunStore, records: list[RunRecord],
     return unreadable
 
 
-def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecord], store: RunStore) -> list[RunRecord]:
-    """The records (runs of this target not known to have ended) whose processes are alive,
-    in one exec; the ended ones are recorded so, and not asked about again. Why deploy
-    asks: a second training launched into a container whose GPUs the first still holds
-    ends in a CUDA OOM, or halves both runs."""
-    maybe = [r for r in records if r.state not in ENDED_STATES]
-    if not maybe:
-        return []
-    record_statuses(store, maybe, runs_status(transport, target, maybe, store))
-    return [r for r in maybe if r.state == "running"]
-
-
-def live_runs_of(store: RunStore, transport: Transport, target: TargetConfig) -> list[RunRecord]:
-    """The registry's runs of this target (same machine or container) that are alive."""
-    mine = [r for r in store.target_runs() if target_identity(target_of(r)) == target_identity(target)]
-    return live_runs(transport, target, mine, store)
-
-
-def refuse_if_live(target: TargetConfig, live: list[RunRecord]) -> None:
-    """An exclusive run's launch while others of the target live: exit 2, nothing changed."""
-    if live:
-        raise conflict_error(target, [(r.run_id, r.pid) for r in live])
-
-
 def conflict_error(target: TargetConfig, live: list[tuple[str, int | None]]) -> RunConflictError:
-    """The one wording of "a run of this target is still alive" (deploy's early check and
-    the target's own check under the lock)."""
+    """The one wording of "a run of this target is still alive" (deploy's early check,
+    ship/nodes.py, and the target's own check under the lock)."""
     alive = ", ".join(f"{run_id} (pid {pid or '?'})" for run_id, pid in live)
     return RunConflictError(
         f"{target_label(target)}: run {alive} is still alive; a second run would share its GPUs",

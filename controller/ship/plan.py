@@ -5,7 +5,7 @@ plan's nodes (ship/nodes.py): an exclusive run's live runs read on every node at
 deploy refused, exit 2, before anything is pushed while one lives, unless --replace); the
 release pushed to every node at once; --replace's stops (a single run); the launch: one
 registered run (launch.launch_registered) or torchrun on every node (job.launch_job). A
-stop is the run's process group, or every node's at once. The CLI passes a ShipReport
+stop is the run's process group, or every node's at once; a prune keeps what a live run uses. The CLI passes a ShipReport
 (a transfer's progress, a release in place, a run stopped) and renders what comes back.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Callable
 from controller.errors import BadInputError, DfctlError
 from controller.playbook import Playbook, RunConfig, TargetConfig
 from controller.ship.bundle import Bundle, build_bundle, local_git_state
-from controller.ship.deploy import DeployResult, plan_commands
+from controller.ship.deploy import DeployResult, PruneResult, plan_commands, prune_releases
 from controller.ship.job import job_label, launch_job, stop_job, torchrun_args
 from controller.ship.launch import (
     LaunchedRun,
@@ -138,6 +138,15 @@ def ship(plan: ShipPlan, store: RunStore, *, launch: bool = True, replace: bool 
                                    on_stopped=report.stopped)
     out.launched = [launch_registered(store, n.transport, pb, n.workdir, spec, git_commit=commit, git_dirty=dirty)]
     return out
+
+
+def prune(pb: Playbook, root: str | Path, store: RunStore, *, keep: int, dry_run: bool = False) -> PruneResult:
+    """Old releases of the playbook's target removed (a job's: pb.for_node first): never
+    `current`, never one a live run uses -- the live runs read as a deploy reads them."""
+    n = single_node(pb, root)
+    live = live_on_nodes([n], store)[n.rank]
+    return prune_releases(n.transport, n.workdir, keep=keep, dry_run=dry_run,
+                          live_release_ids=[r.release_id for r in live if r.release_id])
 
 
 # -- stop --------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Multi-node deploy benchmark on the test rig: one release to 1, 2 and 4 nodes at once.
 
 A [[nodes]] job's deploy reaches every node and pushes the bundle to each concurrently
-(controller.ship.job.deploy_nodes: one thread and one tar stream per node), so its time should
+(controller.ship.nodes.deploy_nodes: one thread and one tar stream per node), so its time should
 stay near one node's. Side by side in one run, interleaved per repeat, on 4 fake hosts
 (real sshd, real LXC CT 200 each, the pct stand-in), every case cold (new SSH connections,
 as a fresh `dfctl deploy` process has) into a new workdir:
@@ -50,7 +50,7 @@ def main() -> int:
     sys.path.insert(0, str(PROJECT))
     from controller.ship.bundle import build_bundle
     from controller.ship.deploy import deploy_bundle
-    from controller.ship.job import deploy_nodes, open_nodes
+    from controller.ship.nodes import deploy_nodes, open_nodes
     from controller.store.runstore import RunStore
     from controller.transport.factory import close_all
     from tests.rig.rig import Rig
@@ -98,8 +98,8 @@ def main() -> int:
         "CT 200 on each, pct stand-in",
         f"- bundle: trainer/ = {len(bundle.files)} files, {bundle.total_bytes} bytes; {REPEATS} repeats, cases "
         "interleaved in each repeat, median shown; every case cold (new SSH connections) into a new workdir",
-        "- a job's deploy (controller.ship.job.deploy_nodes): per node, in one thread each, the live-run check and "
-        "the release probe + one tar-stream push + verify + switch",
+        "- a job's deploy (controller.ship.nodes.deploy_nodes): per node, in one thread each, the live-run check "
+        "(none in a new workdir: no run is known there), then the release probe + one tar-stream push + verify + switch",
         "",
         "| case | median s | vs 1 node | runs (s) |",
         "|---|---:|---:|---|",

@@ -165,16 +165,16 @@ def dfctl(capsys, *argv: str) -> tuple[int, str, str]:
 # playbook at the same moment, made certain instead of likely.
 BARRIER_DEPLOY = r'''
 import os, sys, time
-import controller.ship.launch as launch
+import controller.ship.plan as plan
 barrier, tag = sys.argv[1], sys.argv[2]
-real = launch.live_runs_of
-def live_runs_of(*a, **k):
+real = plan.live_runs
+def live_runs(*a, **k):
     live = real(*a, **k)
     open(os.path.join(barrier, "ready-" + tag), "w").close()
     while not os.path.exists(os.path.join(barrier, "go")):
         time.sleep(0.02)
     return live
-launch.live_runs_of = live_runs_of
+plan.live_runs = live_runs
 from controller.cli import main
 main(sys.argv[3:])
 '''

@@ -1,6 +1,7 @@
 """CLI commands of the deploy area: deploy, runs, logs, stop, doctor (wiring only).
 
-Each command parses, calls controller.ship.deploy / controller.ship.launch, and renders. Errors are
+Each command parses, calls controller.ship (deploy and stop of a single run or a job: ship/plan.py,
+where a single run is a job of one node), and renders. Errors are
 our own types (controller.errors) and become exit codes in controller/cli/__init__.py.
 --json prints exactly one JSON document on stdout; human hints go to stderr.
 """
@@ -19,8 +20,8 @@ import typer
 
 from controller.cli.app import app
 from controller.errors import BadInputError, DeployError, DfctlError, UnreachableError, one_line
-from controller.playbook import Playbook, RunConfig, TargetConfig, check_run_name, load_playbook
-from controller.store.runstore import RunRecord, RunStore, target_of
+from controller.playbook import Playbook, TargetConfig, check_run_name, load_playbook
+from controller.store.runstore import RunRecord, RunStore
 from controller.transport.base import Transport
 
 # Heavy modules (paramiko, rich.progress) are imported inside the commands that use them,
@@ -68,6 +69,7 @@ class _LazyProgress:
     def close(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+            self.progress = None
 
 
 @app.command()
@@ -91,97 +93,109 @@ def deploy(
 
     A run is exclusive by default (run.exclusive): while another run of the target is
     alive, deploy refuses (exit 2, nothing changed) unless --replace."""
-    from controller.ship.bundle import build_bundle, project_root
-    from controller.ship.deploy import resolve_workdir
-    from controller.ship.launch import live_runs_of, refuse_if_live
-    from controller.transport.factory import open_transport, target_label
+    from controller.ship.bundle import project_root
+    from controller.ship.plan import ShipReport, live_runs, plan_deploy, ship
 
     _check_deploy_flags(name, follow=follow, until=until, no_launch=no_launch, dry_run=dry_run)
     pb = _with_accept(load_playbook(playbook), accept_new_host_key)
-    root = project_root()
-    if pb.is_job:
-        if replace or follow:
-            raise BadInputError(f"{'--replace' if replace else '--follow'}: not for a [[nodes]] job yet",
-                                hint="dfctl stop JOB first; dfctl watch JOB follows it")
-        return _deploy_job(pb, root, name, no_launch=no_launch, dry_run=dry_run, json_out=json_out)
-    bundle, workdir, transport = build_bundle(root, pb.bundle), resolve_workdir(pb.target, root), open_transport(pb.target)
+    if pb.is_job and (replace or follow):
+        raise BadInputError(f"{'--replace' if replace else '--follow'}: not for a [[nodes]] job yet",
+                            hint="dfctl stop JOB first; dfctl watch JOB follows it")
+    plan = plan_deploy(pb, project_root())
+    if dry_run and plan.is_job:          # a job's dry run asks its nodes nothing
+        return _print_dry_run(plan, None, no_launch=no_launch, replace=replace, json_out=json_out)
     store = RunStore()
     try:
-        live = live_runs_of(store, transport, pb.target) if not no_launch and pb.run.exclusive else []
+        live = live_runs(plan, store, launch=not no_launch)
         if dry_run:
-            return _print_dry_run(pb, transport, workdir, bundle, live, no_launch=no_launch, replace=replace,
-                                  json_out=json_out)
-        if not replace:
-            refuse_if_live(pb.target, live)
-        result = _push(transport, workdir, bundle)
-        out: dict[str, Any] = {"target": target_label(pb.target), "release": dataclasses.asdict(result), "run": None}
-        if not json_out:
-            typer.echo(_release_text(result, target_label(pb.target)))
-        if not no_launch:
-            _launch_into(out, store, transport, pb, workdir, root, name, live, json_out=json_out)
+            return _print_dry_run(plan, live, no_launch=no_launch, replace=replace, json_out=json_out)
+        # a single run's transfer shows a bar once it takes a while (a job's nodes push at once: none)
+        progress = None if plan.is_job else _LazyProgress(f"deploy {plan.bundle.content_id}")
+
+        def released(n, result) -> None:
+            if progress is not None:
+                progress.close()
+            if not json_out:
+                typer.echo(_release_text(result, n.where))
+
+        report = ShipReport(progress=(lambda n, done, total: progress(done, total)) if progress else None,
+                            released=released, stopped=None if json_out else _echo_stopped)
+        try:
+            shipped = ship(plan, store, launch=not no_launch, replace=replace, name=name, report=report, live=live)
+        finally:
+            if progress is not None:
+                progress.close()
     finally:
         store.close()
+    out = _shipped_document(plan, shipped)
+    if not json_out and shipped.launched:
+        _echo_launched(plan, shipped)
     if json_out:
         _emit_json(out)
-    if follow and out["run"] is not None:
+    if follow and out.get("run") is not None:
         _follow_launched(out["run"]["run_id"], until, json_out)
 
 
-def _deploy_job(pb: Playbook, root, name: str | None, *, no_launch: bool, dry_run: bool, json_out: bool) -> None:
-    """deploy of a [[nodes]] playbook: every node reached and given the release at once,
-    then torchrun launched on each (controller.ship.job); any node failing aborts the whole job."""
-    from controller.ship.bundle import build_bundle, local_git_state
-    from controller.ship.job import deploy_nodes, job_label, launch_job, open_nodes
-
-    bundle, nodes = build_bundle(root, pb.bundle), open_nodes(pb, root)
-    if dry_run:
-        return _print_job_dry_run(pb, nodes, bundle, json_out=json_out)
-    store = RunStore()
-    try:
-        results = deploy_nodes(nodes, bundle, store, check_live=not no_launch and pb.run.exclusive)
-        out: dict[str, Any] = {"target": job_label(pb), "job": None, "nodes": [
-            {"node": n.rank, "target": n.where, "release": dataclasses.asdict(r), "run": None}
-            for n, r in zip(nodes, results)]}
-        if not json_out:
-            for n, r in zip(nodes, results):
-                typer.echo(_release_text(r, n.where))
-        if not no_launch:
-            commit, dirty = local_git_state(root)
-            job, launched = launch_job(store, pb, nodes, name=name, git_commit=commit, git_dirty=dirty)
-            out["job"] = job.run_id
-            for row, run in zip(out["nodes"], launched):
-                row["run"] = _launched_row(run)
-            if not json_out:
-                pids = ", ".join(f"node{i} pid {run.pid}" for i, run in enumerate(launched))
-                typer.echo(f"launched job {job.run_id} on {len(nodes)} nodes ({pids}); run dir runs/{job.run_id} "
-                           f"on each node")
-                typer.echo(f"watch it: dfctl watch {job.run_id}; a node's log: dfctl logs {job.run_id} --node N",
-                           err=True)
-    finally:
-        store.close()
-    if json_out:
-        _emit_json(out)
+def _shipped_document(plan, shipped) -> dict[str, Any]:
+    """deploy --json: a single run's release and run, or a job's id and a row per node."""
+    if plan.is_job:
+        return {"target": plan.label, "job": shipped.job.run_id if shipped.job else None, "nodes": [
+            {"node": n.rank, "target": n.where, "release": dataclasses.asdict(r),
+             "run": _launched_row(shipped.launched[n.rank]) if shipped.launched else None}
+            for n, r in zip(plan.nodes, shipped.releases)]}
+    out: dict[str, Any] = {"target": plan.label, "release": dataclasses.asdict(shipped.releases[0]), "run": None}
+    if shipped.stopped is not None:
+        out["stopped"] = shipped.stopped
+    if shipped.launched:
+        out["run"] = _launched_row(shipped.launched[0])
+    return out
 
 
-def _print_job_dry_run(pb: Playbook, nodes, bundle, *, json_out: bool) -> None:
-    from controller.ship.deploy import plan_commands
-    from controller.ship.job import job_label, torchrun_args
-    from controller.ship.launch import launch_command, make_run_id
-
-    job_id = make_run_id(pb.run.name)
-    per_node = [{"node": n.rank, "target": n.where,
-                 "commands": plan_commands(n.transport, n.workdir, bundle) + [launch_command(n.transport, n.node)],
-                 "torchrun": ["python", "-u", "-m", "torch.distributed.run", *torchrun_args(pb, n.rank, job_id)]}
-                for n in nodes]
-    if json_out:
-        _emit_json({"dry_run": True, "target": job_label(pb), "release_id": bundle.content_id, "nodes": per_node})
+def _echo_launched(plan, shipped) -> None:
+    if plan.is_job:
+        job, launched = shipped.job, shipped.launched
+        pids = ", ".join(f"node{i} pid {run.pid}" for i, run in enumerate(launched))
+        typer.echo(f"launched job {job.run_id} on {len(launched)} nodes ({pids}); run dir runs/{job.run_id} "
+                   f"on each node")
+        typer.echo(f"watch it: dfctl watch {job.run_id}; a node's log: dfctl logs {job.run_id} --node N", err=True)
         return
-    typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, {job_label(pb)}")
-    for row in per_node:
-        typer.echo(f"# {row['target']}")
-        for c in row["commands"]:
-            typer.echo(c)
-        typer.echo("#   runs: " + " ".join(row["torchrun"]))
+    run = shipped.launched[0]
+    typer.echo(f"launched {run.run_id} (pid {run.pid}); log: {run.log_path}")
+    typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
+
+
+def _print_dry_run(plan, live: dict[int, list[RunRecord]] | None, *, no_launch: bool, replace: bool,
+                   json_out: bool) -> None:
+    """--dry-run: each node's exact commands (a single run: and the live runs it would meet)."""
+    from controller.ship.plan import dry_run
+
+    planned, bundle = dry_run(plan, launch=not no_launch), plan.bundle
+    if plan.is_job:
+        per_node = [{"node": n.rank, "target": n.where, "commands": cmds, "torchrun": torchrun}
+                    for n, cmds, torchrun in zip(plan.nodes, planned.commands, planned.torchrun or [])]
+        if json_out:
+            _emit_json({"dry_run": True, "target": plan.label, "release_id": bundle.content_id, "nodes": per_node})
+            return
+        typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, {plan.label}")
+        for row in per_node:
+            typer.echo(f"# {row['target']}")
+            for c in row["commands"]:
+                typer.echo(c)
+            typer.echo("#   runs: " + " ".join(row["torchrun"]))
+        return
+    cmds = planned.commands[0]
+    live_ids = [r.run_id for r in (live or {}).get(0, [])]
+    if json_out:
+        _emit_json({"dry_run": True, "target": plan.label, "release_id": bundle.content_id,
+                    "files": len(bundle.files), "bytes": bundle.total_bytes, "commands": cmds,
+                    "live_runs": live_ids, "would_stop": live_ids if replace else []})
+        return
+    typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, target {plan.label}")
+    if live_ids:
+        typer.echo(f"# live on this target: {', '.join(live_ids)} -- "
+                   + ("--replace would stop them before the launch" if replace else "a launch would be refused"))
+    for c in cmds:
+        typer.echo(c)
 
 
 def node_playbook(pb: Playbook, node: int | None, command: str) -> Playbook:
@@ -208,35 +222,6 @@ def _check_deploy_flags(name: str | None, *, follow: bool, until: str, no_launch
         check_run_name(name)
 
 
-def _push(transport: Transport, workdir: str, bundle):
-    """deploy_bundle with a progress bar that shows only for a transfer that takes a while."""
-    from controller.ship.deploy import deploy_bundle
-
-    progress = _LazyProgress(f"deploy {bundle.content_id}")
-    try:
-        return deploy_bundle(transport, workdir, bundle, on_progress=progress)
-    finally:
-        progress.close()
-
-
-def _launch_into(out: dict[str, Any], store: RunStore, transport: Transport, pb: Playbook, workdir: str, root,
-                 name: str | None, live: list[RunRecord], *, json_out: bool) -> None:
-    """--replace's stops (if any run lives), then the registered launch; `out` gets both."""
-    from controller.ship.bundle import local_git_state
-    from controller.ship.launch import launch_registered, launch_spec, replace_runs
-
-    spec = launch_spec(pb, workdir, name)
-    if live:
-        out["stopped"] = replace_runs(store, transport, live, pb.run.stop_grace_s, successor=spec["run_id"],
-                                      on_stopped=None if json_out else _echo_stopped)
-    commit, dirty = local_git_state(root)
-    run = launch_registered(store, transport, pb, workdir, spec, git_commit=commit, git_dirty=dirty)
-    out["run"] = _launched_row(run)
-    if not json_out:
-        typer.echo(f"launched {run.run_id} (pid {run.pid}); log: {run.log_path}")
-        typer.echo(f"watch it: dfctl watch {run.run_id}", err=True)
-
-
 def _follow_launched(run_id: str, until: str, json_out: bool) -> None:
     from controller.cli.deploy_follow import follow_run
 
@@ -246,29 +231,6 @@ def _follow_launched(run_id: str, until: str, json_out: bool) -> None:
     finally:
         store.close()
     raise typer.Exit(code)
-
-
-def _print_dry_run(pb: Playbook, transport: Transport, workdir: str, bundle, live: list[RunRecord], *,
-                   no_launch: bool, replace: bool, json_out: bool) -> None:
-    from controller.ship.deploy import plan_commands
-    from controller.ship.launch import launch_command
-    from controller.transport.factory import target_label
-
-    cmds = plan_commands(transport, workdir, bundle)
-    if not no_launch:
-        cmds.append(launch_command(transport, pb.target))
-    live_ids = [r.run_id for r in live]
-    if json_out:
-        _emit_json({"dry_run": True, "target": target_label(pb.target), "release_id": bundle.content_id,
-                    "files": len(bundle.files), "bytes": bundle.total_bytes, "commands": cmds,
-                    "live_runs": live_ids, "would_stop": live_ids if replace else []})
-        return
-    typer.echo(f"# dry run: {len(bundle.files)} files, release {bundle.content_id}, target {target_label(pb.target)}")
-    if live_ids:
-        typer.echo(f"# live on this target: {', '.join(live_ids)} -- "
-                   + ("--replace would stop them before the launch" if replace else "a launch would be refused"))
-    for c in cmds:
-        typer.echo(c)
 
 
 def _release_text(result, target: str) -> str:
@@ -297,10 +259,9 @@ def _stopped_text(rec: RunRecord, res: dict) -> str:
 
 # -- the registry side ---------------------------------------------------------------------
 def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
-    from controller.transport.factory import open_transport
+    from controller.ship.plan import open_for
 
-    target = target_of(rec)
-    return target, open_transport(target)
+    return open_for(rec)
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
@@ -438,55 +399,46 @@ def stop(
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
     from controller.adopt.importers import imported_end_state, imported_source, is_imported
-    from controller.ship.launch import stop_recorded
+    from controller.ship.plan import stop as stop_run
 
     store = RunStore()
     try:
         rec = store.get_run(run) if run is not None else _confirmed_default(store, yes)
-        if rec.is_job:
-            return _stop_job(store, rec, grace_s, json_out=json_out)
-        if is_imported(rec):
+        if not rec.is_job and is_imported(rec):
             raise BadInputError(f"run {rec.run_id}: imported from {imported_source(rec)} "
                                 f"({imported_end_state(rec)[0]}): dfctl started no process to stop")
-        _, transport = _open_for(rec)
-        if grace_s is None:   # the grace the playbook gave the run (the trainer checkpoints in it)
-            grace_s = float(((rec.playbook or {}).get("run") or {}).get("stop_grace_s") or RunConfig().stop_grace_s)
-        res = stop_recorded(store, transport, rec, grace_s, by="dfctl stop")
-        left = res.get("left") or []
+        stopped = stop_run(store, rec, grace_s, by="dfctl stop")
     finally:
         store.close()
+    if rec.is_job:
+        return _render_job_stop(stopped, json_out=json_out)
+    _, res, _ = stopped.nodes[0]
     if json_out:
-        _emit_json({"run_id": rec.run_id, **res})
-    if left:
-        raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {left}")
-    if not json_out:
+        _emit_json({"run_id": rec.run_id, **(res or {})})
+    if stopped.left:
+        raise DeployError(f"run {rec.run_id}: processes still alive after SIGKILL: {stopped.left[0][1]}")
+    if not json_out and res is not None:
         typer.echo(_stopped_text(rec, res))
 
 
-def _stop_job(store: RunStore, job: RunRecord, grace_s: Optional[float], *, json_out: bool) -> None:
+def _render_job_stop(stopped, *, json_out: bool) -> None:
     """`dfctl stop JOB`: every node's process group at once; a node not reached or with
     processes left is named (exit 3 / 1), the others are stopped all the same."""
-    from controller.ship.job import stop_job
-
-    if grace_s is None:
-        grace_s = float(((job.playbook or {}).get("run") or {}).get("stop_grace_s") or RunConfig().stop_grace_s)
-    results = stop_job(store, job, grace_s, reach=lambda rec: _open_for(rec)[1])
+    job = stopped.run
     rows = [{"node": m.node_rank, "run_id": m.run_id, "target": m.target, **(res or {}),
-             "error": exc.message if exc else None} for m, res, exc in results]
+             "error": exc.message if exc else None} for m, res, exc in stopped.nodes]
     if json_out:
         _emit_json({"run_id": job.run_id, "nodes": rows})
-    unreached = [(m, exc) for m, _, exc in results if exc is not None]
-    left = [(m, res["left"]) for m, res, _ in results if res and res.get("left")]
     if not json_out:
-        for m, res, _ in results:
+        for m, res, _ in stopped.nodes:
             if res and not res.get("left"):
                 typer.echo(f"node{m.node_rank} ({m.target}): " + _stopped_text(m, res))
-    if unreached:
-        m, exc = unreached[0]
+    if stopped.unreached:
+        m, exc = stopped.unreached[0]
         raise UnreachableError(f"job {job.run_id}: node{m.node_rank} ({m.target}): {exc.message}; "
                                f"the other nodes were stopped", hint=f"dfctl stop {job.run_id} again once it answers")
-    if left:
-        m, pids = left[0]
+    if stopped.left:
+        m, pids = stopped.left[0]
         raise DeployError(f"job {job.run_id}: node{m.node_rank} ({m.target}): processes still alive after SIGKILL: {pids}")
 
 
@@ -500,19 +452,15 @@ def prune(
 ) -> None:
     """Remove old releases of the target: never `current`, never one a live run uses."""
     from controller.ship.bundle import project_root
-    from controller.ship.deploy import prune_releases, resolve_workdir
-    from controller.ship.launch import live_runs_of
-    from controller.transport.factory import open_transport, target_label
+    from controller.ship.plan import prune as prune_target
+    from controller.transport.factory import target_label
 
     pb = node_playbook(load_playbook(playbook), node, "prune")
-    transport = open_transport(pb.target)
     store = RunStore()
     try:
-        live = live_runs_of(store, transport, pb.target)
+        res = prune_target(pb, project_root(), store, keep=keep, dry_run=dry_run)
     finally:
         store.close()
-    res = prune_releases(transport, resolve_workdir(pb.target, project_root()), keep=keep,
-                         live_release_ids=[r.release_id for r in live if r.release_id], dry_run=dry_run)
     if json_out:
         _emit_json({"target": target_label(pb.target), **dataclasses.asdict(res)})
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.records import ProcessStatus
+from controller.remote.proc_stat import NUM_THREADS, PGRP, PPID, RSS, SESSION, STATE, STIME, UTIME, split_stat
 
 
 @dataclass(frozen=True)
@@ -29,20 +30,16 @@ class ProcStat:
 
 
 def parse_stat(text: str | None) -> ProcStat | None:
-    """One stat line -> ProcStat; None for missing or malformed text (process gone)."""
-    if not text:
+    """One stat line -> ProcStat; None for missing or malformed text (process gone). Split
+    where the kit splits it (controller/remote/proc_stat.py: at the last ')')."""
+    parts = split_stat(text)
+    if parts is None:
         return None
-    lp, rp = text.find("("), text.rfind(")")
-    if lp < 0 or rp < lp:
-        return None
+    pid, comm, f = parts
     try:
-        pid = int(text[:lp].strip())
-        f = text[rp + 2:].split()
-        # f[0]=state(3) f[1]=ppid f[2]=pgrp f[3]=session ... f[11]=utime(14) f[12]=stime
-        # f[17]=num_threads(20) f[21]=rss(24)
-        return ProcStat(pid=pid, comm=text[lp + 1:rp], state=f[0], ppid=int(f[1]), pgrp=int(f[2]),
-                        session=int(f[3]), cpu_ticks=int(f[11]) + int(f[12]),
-                        threads=int(f[17]), rss_pages=int(f[21]))
+        return ProcStat(pid=pid, comm=comm, state=f[STATE], ppid=int(f[PPID]), pgrp=int(f[PGRP]),
+                        session=int(f[SESSION]), cpu_ticks=int(f[UTIME]) + int(f[STIME]),
+                        threads=int(f[NUM_THREADS]), rss_pages=int(f[RSS]))
     except (ValueError, IndexError):
         return None
 

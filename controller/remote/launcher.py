@@ -21,6 +21,19 @@ import subprocess
 import sys
 import time
 
+if "split_stat" not in globals():  # imported (tests, type checks); shipped, proc_stat.py's text came first
+    from controller.remote.proc_stat import (  # noqa: F401
+        PGRP,
+        PPID,
+        SESSION,
+        STARTTIME,
+        STATE,
+        read_stat,
+        split_stat,
+        stat_fields,
+        stat_int,
+    )
+
 RUN_FILES = ("train.log", "pid", "exit_code", "launch.json", "env")
 STOP_REQUEST_FILE = "stop_request"
 """Written into the run dir by `stop` before its SIGTERM: who stopped the run and when."""
@@ -72,16 +85,11 @@ def _oom_kill_count():
 
 def _proc_stat(pid):
     """(state, pgrp, session) of a pid from /proc/<pid>/stat, or None."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-    except OSError:
+    f = stat_fields(read_stat(pid))
+    pgrp, session = stat_int(f, PGRP), stat_int(f, SESSION)
+    if pgrp is None or session is None:
         return None
-    rest = raw[raw.rfind(")") + 2:].split()
-    try:
-        return rest[0], int(rest[2]), int(rest[3])
-    except (IndexError, ValueError):
-        return None
+    return f[STATE], pgrp, session
 
 
 def _members(leader):
@@ -99,12 +107,7 @@ def _members(leader):
 def _start_ticks(pid):
     """Field 22 of /proc/<pid>/stat (clock ticks after boot): a pid and its start time name
     one process; a pid alone may have been reused by another since."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-        return int(raw[raw.rfind(")") + 2:].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    return stat_int(stat_fields(read_stat(pid)), STARTTIME)
 
 
 def _ppids():
@@ -112,14 +115,10 @@ def _ppids():
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open("/proc/%s/stat" % name, "rb") as fh:
-                raw = fh.read().decode("ascii", "replace")
-            f = raw[raw.rfind(")") + 2:].split()
-            if f[0] not in ("Z", "X"):
-                table[int(name)] = (int(f[1]), int(f[2]))   # ppid, pgrp
-        except (OSError, IndexError, ValueError):
-            continue
+        f = stat_fields(read_stat(name))
+        ppid, pgrp = stat_int(f, PPID), stat_int(f, PGRP)
+        if ppid is not None and pgrp is not None and f[STATE] not in ("Z", "X"):
+            table[int(name)] = (ppid, pgrp)
     return table
 
 
@@ -242,7 +241,7 @@ def _become_wrapper(run_dir, run_id, path, report_fd):
 
 
 def _take_deploy_lock(workdir, owner, wait_s):
-    """(fd, None) holding the workdir's deploy lock (flock(2), the lock deploy.py's
+    """(fd, None) holding the workdir's deploy lock (flock(2), the lock ship/push.py's
     PUSH_SCRIPT takes with flock(1)), or (None, who holds it) after wait_s."""
     import fcntl
     fd = os.open(os.path.join(workdir, ".deploy.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -640,12 +639,10 @@ def _is_python(pid):
     try:
         exe = os.path.basename(os.readlink("/proc/%d/exe" % pid))
     except OSError:
-        try:
-            with open("/proc/%d/stat" % pid, "rb") as fh:
-                raw = fh.read().decode("ascii", "replace")
-            exe = raw[raw.find("(") + 1:raw.rfind(")")]
-        except OSError:
+        parts = split_stat(read_stat(pid))
+        if parts is None:
             return False
+        exe = parts[1]
     return exe.startswith(("python", "pypy"))
 
 

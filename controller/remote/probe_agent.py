@@ -30,6 +30,9 @@ import sys
 import time
 import zlib
 
+if "split_stat" not in globals():  # imported (tests, type checks); shipped, proc_stat.py's text came first
+    from controller.remote.proc_stat import PGRP, PPID, SESSION, STARTTIME, comm_part, stat_fields, stat_int  # noqa: F401
+
 ZIP_ABOVE_BYTES = 64 * 1024
 
 
@@ -620,12 +623,6 @@ def _int_file(path, root=""):
 PROC_SUPER_MAGIC = 0x9FA0     # linux/magic.h
 
 
-def _stat_fields(text):
-    """/proc/<pid>/stat after the `(comm)` (comm may hold spaces and parens)."""
-    r = text.rfind(")")
-    return text[r + 2:].split()
-
-
 def fs_magic(fd):
     """The f_type of the filesystem `fd` is on (fstatfs through ctypes: os.statvfs has none)."""
     import ctypes
@@ -699,7 +696,7 @@ class PidView(object):
                 if name.isdigit():
                     text = _read_text("/proc/%s/stat" % name, 4096)
                     if text:
-                        self._rows[int(name)] = (int(name), _stat_fields(text), text)
+                        self._rows[int(name)] = (int(name), stat_fields(text), text)
             self._own_of = dict((p, p) for p in self._rows)
             return
         if self.ns is None:
@@ -718,17 +715,17 @@ class PidView(object):
             raw.append((hp, text, ids))
             self._own_of[hp] = ids[0][-1]
         for hp, text, (nspid, nspgid, nssid) in raw:
-            f = _stat_fields(text)
+            f = stat_fields(text)
             if len(f) < 4:
                 continue
             try:
-                f[1] = str(self._own_of.get(int(f[1]), 0))
+                f[PPID] = str(self._own_of.get(int(f[PPID]), 0))
             except ValueError:
                 continue
-            f[2] = str(nspgid[-1]) if nspgid else "0"
-            f[3] = str(nssid[-1]) if nssid else "0"
+            f[PGRP] = str(nspgid[-1]) if nspgid else "0"
+            f[SESSION] = str(nssid[-1]) if nssid else "0"
             own = nspid[-1]
-            mine = "%d %s %s" % (own, text[text.find("("):text.rfind(")") + 1], " ".join(f))
+            mine = "%d %s %s" % (own, comm_part(text), " ".join(f))
             self._rows[own] = (hp, f, mine)
 
     def host_pid(self, pid):
@@ -782,8 +779,8 @@ def process_tree(view, leader):
         out["error"] = table
         return out
     key = str(leader)
-    # f[2] pgrp, f[3] session (fields 5 and 6 of stat): the leader's session is the tree
-    out["tree"] = [text for f, text in table if len(f) > 3 and (f[3] == key or f[2] == key)]
+    # the leader's session (or process group) is the tree
+    out["tree"] = [text for f, text in table if len(f) > SESSION and (f[SESSION] == key or f[PGRP] == key)]
     return out
 
 
@@ -791,12 +788,9 @@ def attached_tree(view, pid, start_ticks, pid_ns=None):
     """A run dfctl attached to: the process (only while it is the same one: its start time
     and pid namespace the recorded ones -- a pid reused by another process is not the run)
     and its descendants."""
-    out = {"leader_stat": view.stat_text(pid), "tree": []}
-    text = out["leader_stat"] or ""
-    try:
-        ticks = int(text[text.rfind(")") + 2:].split()[19])
-    except (IndexError, ValueError):
-        ticks = None
+    text = view.stat_text(pid)
+    out = {"leader_stat": text, "tree": []}
+    ticks = stat_int(stat_fields(text), STARTTIME)
     ns = view.pid_ns(pid) if ticks is not None else None
     if ticks is None or (start_ticks is not None and ticks != int(start_ticks)) or \
             (pid_ns and ns != pid_ns):
@@ -809,8 +803,8 @@ def attached_tree(view, pid, start_ticks, pid_ns=None):
         return out
     kids = {}  # type: dict
     for f, t in table:
-        if len(f) > 1:
-            kids.setdefault(f[1], []).append((t[:t.find(" ")], t))
+        if len(f) > PPID:
+            kids.setdefault(f[PPID], []).append((t[:t.find(" ")], t))
     todo, seen = [str(pid)], set()
     while todo:
         p = todo.pop()

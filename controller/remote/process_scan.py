@@ -53,6 +53,18 @@ if "_SRC" not in globals():  # imported (tests, type checks); shipped, probe_age
         procfs_refusal,
         start_gpu_queries,
     )
+    from controller.remote.proc_stat import (  # noqa: F401
+        NUM_THREADS,
+        PGRP,
+        PPID,
+        RSS,
+        SESSION,
+        STARTTIME,
+        STATE,
+        STIME,
+        UTIME,
+        split_stat,
+    )
 
 # A process is a training candidate when its program is one of these (or it holds a GPU,
 # or the request's regex matches its command line).
@@ -64,11 +76,6 @@ FD_CAP = 4096              # fds looked at per process (a data loader may hold t
 LOG_SAMPLE_BYTES = 65536   # head and tail of a selected run's log, for its wandb URL
 
 
-def _stat_parts(text):
-    r = text.rfind(")")
-    return text[:text.find("(")].strip(), text[text.find("(") + 1:r], text[r + 2:].split()
-
-
 def _proc_table(view):
     """pid -> (comm, fields) of every process of one PidView (own numbering); or an error string."""
     rows = view.table()
@@ -76,11 +83,9 @@ def _proc_table(view):
         return rows
     table = {}
     for _, text in rows:
-        try:
-            pid, comm, f = _stat_parts(text)
-            table[int(pid)] = (comm, f)
-        except (ValueError, IndexError):
-            continue
+        parts = split_stat(text)
+        if parts is not None and parts[2]:
+            table[parts[0]] = parts[1:]
     return table
 
 
@@ -251,7 +256,7 @@ def _children_map(table):
     kids = {}  # type: dict
     for pid, (_, f) in table.items():
         try:
-            kids.setdefault(int(f[1]), []).append(pid)
+            kids.setdefault(int(f[PPID]), []).append(pid)
         except (ValueError, IndexError):
             continue
     return kids
@@ -274,9 +279,9 @@ def describe_process(view, root, pid, comm, f, kids, users):
         raise ValueError("gone")
     argv = _argv(hp) or []
     uid = _uid(hp)
-    doc = {"pid": pid, "comm": comm, "state": f[0], "ppid": int(f[1]), "pgid": int(f[2]), "sid": int(f[3]),
-           "cpu_ticks": int(f[11]) + int(f[12]), "threads": int(f[17]), "start_ticks": int(f[19]),
-           "rss_pages": int(f[21]), "uid": uid, "user": users.get(uid) if uid is not None else None,
+    doc = {"pid": pid, "comm": comm, "state": f[STATE], "ppid": int(f[PPID]), "pgid": int(f[PGRP]),
+           "sid": int(f[SESSION]), "cpu_ticks": int(f[UTIME]) + int(f[STIME]), "threads": int(f[NUM_THREADS]),
+           "start_ticks": int(f[STARTTIME]), "rss_pages": int(f[RSS]), "uid": uid, "user": users.get(uid) if uid is not None else None,
            "argv": argv, "cwd": _readlink("/proc/%d/cwd" % hp), "pid_ns": _pid_ns(hp),
            "stdout": _fd_doc(hp, 1, root), "stderr": _fd_doc(hp, 2, root),
            "env": _env_facts(hp), "descendants": _descendants(kids, pid)}
@@ -335,7 +340,7 @@ def scan_procfs(view, root, req):
     logs = set(req.get("logs") or [])
     chosen = []
     for pid, (comm, f) in sorted(table.items()):
-        if f[0] in ("Z", "X") or pid in own:
+        if f[STATE] in ("Z", "X") or pid in own:
             continue
         hp = view.host_pid(pid)
         argv = _argv(hp)

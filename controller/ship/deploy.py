@@ -13,7 +13,8 @@ One round trip decides what is needed (`test -d releases/<id>`, `readlink curren
 CT this reads its files from the node through /proc/<init pid>/root, no pct start-up): an
 unchanged bundle transfers nothing. Otherwise the bundle goes as ONE tar stream into a
 temp dir, is checked with `sha256sum -c` against the manifest, renamed to releases/<id>
-and only then is `current` switched. All of this runs as one remote script; the rename and
+and only then is `current` switched. All of this runs as one remote script (ship/push.py's,
+the one content-addressed push, which also ships dfctl's py-spy); the rename and
 switch hold a flock on the workdir (waited for up to LOCK_WAIT_S, then LockedError), and
 so does a launch's live-run check and start (remote/launcher.py), so the check and the
 launch of an exclusive run are one step no other deploy can interleave with. A controller
@@ -36,11 +37,11 @@ from typing import Callable
 from controller.errors import BadInputError, DeployError, LockedError, UnreachableError
 from controller.playbook import TargetConfig
 from controller.ship.bundle import Bundle, ProgressReader
+from controller.ship.push import LOCKED_EXIT, PUSH_FAILURES, PushForm, push_argv
 from controller.transport.base import Transport
 from controller.transport.factory import describe_command
 from controller.transport.pct import PctTransport
 
-LOCKED_EXIT = 75
 _TIMEOUT_PROBE_S = 60.0
 
 # Positional args: $1 workdir, $2 release id. Prints `have|missing` and current's target.
@@ -49,66 +50,7 @@ PROBE_SCRIPT = r"""W=${R:-}$1; ID=$2
 if [ -d "$W/releases/$ID" ]; then echo have; else echo missing; fi
 readlink "$W/current" 2>/dev/null || echo
 """
-
-# Positional args: $1 workdir, $2 release id, $3 random suffix, $4 lock owner text,
-# $5 "push" (stdin is the tar stream) or "switch" (release already there), $6 seconds to
-# wait for the lock. The stream is received and verified into a temp dir of this script's
-# own (named with its pid) WITHOUT the lock: a deploy whose link died mid-stream, blocked
-# on a stream that never ends, holds no lock (before 2026-12-01 it held it until sshd gave
-# up: every other controller was refused meanwhile). The lock covers only the short tail:
-# clean temp dirs of dead deploys, rename, switch.
-PUSH_SCRIPT = r"""set -u
-# A controller killed mid-stream leaves our stdout/stderr without a reader: ignore SIGPIPE,
-# so the clean-up below still runs after a message cannot be written.
-trap '' PIPE
-W=$1; ID=$2; RAND=$3; OWNER=$4; MODE=$5; WAIT=${6:-10}; T=
-alive() { [ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat")" != Z ]; }
-mkdir -p "$W/releases" "$W/runs" || exit 70
-if [ "$MODE" = push ] && [ ! -d "$W/releases/$ID" ]; then
-  T="$W/releases/.tmp-$ID-$RAND-$$"
-  mkdir "$T" || exit 70
-  # cd, not `tar -C`: GNU tar unquotes backslash escapes in -C's argument
-  if ! (cd "$T" && tar -x -f -); then
-    # GNU tar words a full disk "Wrote only N of M bytes": say it plainly
-    set -- $(df -Pk "$T" 2>/dev/null | tail -n 1); A=${4:-}     # before the clean-up frees it
-    rm -rf "$T"
-    case "$A" in ""|*[!0-9]*) ;; *) [ "$A" -lt 1024 ] && echo "No space left on device: $A KiB free under $W" >&2;; esac
-    echo "tar stream incomplete or unreadable" >&2; exit 71
-  fi
-  if ! out=$(cd "$T" && sha256sum -c .dfctl-sha256sums 2>&1); then
-    rm -rf "$T"
-    printf '%s\n' "$out" | grep -v ': OK$' | head -n 20 >&2
-    exit 72
-  fi
-elif [ "$MODE" = push ]; then
-  cat >/dev/null
-fi
-exec 9>>"$W/.deploy.lock" || exit 70
-if ! flock -w "$WAIT" 9; then
-  HELD=$(cat "$W/.deploy.owner" 2>/dev/null || echo unknown)
-  echo "deploy lock $W/.deploy.lock is held by: $HELD" >&2
-  [ -n "$T" ] && rm -rf "$T"
-  exit 75
-fi
-printf '%s\n' "$OWNER" > "$W/.deploy.owner"
-# temp dirs whose deploy script is gone (killed before its own clean-up)
-for d in "$W"/releases/.tmp-*; do
-  [ -d "$d" ] && [ "$d" != "$T" ] || continue
-  P=${d##*-}
-  case "$P" in ""|*[!0-9]*) rm -rf "$d";; *) alive "$P" || rm -rf "$d";; esac
-done
-rm -f "$W"/.current.tmp-*
-if [ -n "$T" ] && [ -d "$W/releases/$ID" ]; then
-  rm -rf "$T"                       # another deploy put the same release in place meanwhile
-elif [ -n "$T" ]; then
-  mv -T "$T" "$W/releases/$ID" || { rm -rf "$T"; exit 74; }
-elif [ ! -d "$W/releases/$ID" ]; then
-  echo "release $ID is missing on the target" >&2; exit 73
-fi
-ln -s "releases/$ID" "$W/.current.tmp-$RAND" || exit 74
-mv -T "$W/.current.tmp-$RAND" "$W/current" || { rm -f "$W/.current.tmp-$RAND"; exit 74; }
-echo "switched $ID"
-"""
+# The push itself is ship/push.py's PUSH_SCRIPT (a tree into releases/, then `current`).
 
 LOCK_WAIT_S = 10.0
 """How long a deploy step waits for the deploy lock: it is held only for the short steps
@@ -153,10 +95,16 @@ def plan_commands(transport: Transport, workdir: str, bundle: Bundle) -> list[st
         probe_cmd = describe_command(transport, ["sh", "-c", PROBE_SCRIPT, "sh", workdir, bundle.content_id])
     return [
         probe_cmd,
-        describe_command(transport, ["sh", "-c", PUSH_SCRIPT, "sh", workdir, bundle.content_id, "<rand>",
-                                     "<owner>", "push", f"{LOCK_WAIT_S:g}"])
+        describe_command(transport, _release_push(workdir, bundle.content_id, "tree"))
         + f"  < tar stream of {len(bundle.files)} files ({bundle.total_bytes} bytes)   [only when releases/{bundle.content_id} is missing]",
     ]
+
+
+def _release_push(workdir: str, release_id: str, form: PushForm, *, nonce: str = "<rand>",
+                  owner: str = "<owner>") -> list[str]:
+    """The push of a release: a tree into releases/<id>, then `current` switched to it."""
+    return push_argv(workdir, "releases", release_id, form, nonce=nonce, owner=owner, link="current",
+                     lock_wait_s=LOCK_WAIT_S)
 
 
 def probe(transport: Transport, workdir: str, release_id: str) -> tuple[bool, str | None]:
@@ -185,8 +133,7 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
         result.duration_s = time.monotonic() - t0
         return result
     nonce = _secrets.token_hex(4)
-    argv = ["sh", "-c", PUSH_SCRIPT, "sh", workdir, rid, nonce, lock_owner(nonce), "switch" if have else "push",
-            f"{LOCK_WAIT_S:g}"]
+    argv = _release_push(workdir, rid, "none" if have else "tree", nonce=nonce, owner=lock_owner(nonce))
     sent = [0]
     stream = None
     if not have:
@@ -208,8 +155,7 @@ def deploy_bundle(transport: Transport, workdir: str, bundle: Bundle, *,
                                f"still points at {previous or 'nothing'} (nothing was switched)",
                                hint="rerun the deploy once the host answers; a partial copy is removed then")
     if not r.ok:
-        what = {71: "the transfer was cut short or unreadable", 72: "verification against the manifest failed",
-                73: "the release vanished", 74: "could not switch `current`"}.get(r.exited, "the deploy script failed")
+        what = PUSH_FAILURES.get(r.exited, "the deploy script failed")
         if b"No space left on device" in r.stderr:
             # tar's last lines ("Exiting with failure status") would hide the cause
             what = f"the target's disk is full (No space left on device under {workdir}); the partial copy was removed"

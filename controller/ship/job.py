@@ -1,5 +1,6 @@
-"""One training job across several nodes: deploy the same release to every node at once,
-launch torchrun on each, stop them together, and keep the job as ONE run in the registry.
+"""One training job across several nodes: launch torchrun on each, stop them together, and
+keep the job as ONE run in the registry. (Its deploy, the same release to every node at once,
+is every deploy's: ship/nodes.py, strung together with the launch in ship/plan.py.)
 
 What each node runs (launched by remote/launcher.py exactly as a single-node run: detached,
 unbuffered, a wrapper whose pid is the process group, exit_code, a 0600 env file):
@@ -34,29 +35,21 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from controller.errors import BadInputError, DfctlError, JobNodeError, RunConflictError
-from controller.playbook import NodeConfig, Playbook
+from controller.errors import BadInputError, DfctlError
+from controller.playbook import Playbook
 from controller.records import ENDED_STATES
-from controller.ship.bundle import Bundle
-from controller.ship.deploy import DeployResult, deploy_bundle, resolve_workdir
 from controller.ship.launch import (
     LaunchedRun,
-    conflict_error,
     exclusive_check,
     launch_run,
     launch_spec,
     make_run_id,
-    record_statuses,
     refresh_states,
-    runs_status,
     stop_run,
-    target_identity,
 )
+from controller.ship.nodes import JobNode, node_error, node_label, on_each, same_target
 from controller.store.runstore import JOB_KIND, RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 from controller.transport.factory import open_transport, target_label
@@ -69,39 +62,8 @@ ABORT_GRACE_S = 5.0
 """A job aborted during launch: the nodes already started get this long after SIGTERM."""
 
 
-@dataclass
-class JobNode:
-    """One node of a job as deploy and stop reach it."""
-
-    rank: int
-    node: NodeConfig
-    playbook: Playbook            # the job's playbook with this node as its target
-    transport: Transport
-    workdir: str
-
-    @property
-    def where(self) -> str:
-        """How messages name this node: `nodes[1] (pct 200 on pve2)`."""
-        return f"nodes[{self.rank}] ({node_label(self.node)})"
-
-
-def node_label(node: NodeConfig) -> str:
-    """A node's target label; local nodes by workdir (a job may have several)."""
-    label = target_label(node)
-    return f"{label}:{node.workdir}" if node.kind == "local" else label
-
-
 def job_label(pb: Playbook) -> str:
     return f"job: {len(pb.nodes)} nodes ({', '.join(node_label(n) for n in pb.nodes)})"
-
-
-def open_nodes(pb: Playbook, project_root: str | Path) -> list[JobNode]:
-    """Each node's transport (connections open lazily) and absolute workdir."""
-    out = []
-    for i, node in enumerate(pb.nodes):
-        node_pb = pb.for_node(i)
-        out.append(JobNode(i, node, node_pb, open_transport(node), resolve_workdir(node, project_root)))
-    return out
 
 
 def torchrun_args(pb: Playbook, rank: int, job_id: str) -> list[str]:
@@ -124,51 +86,6 @@ def node_spec(n: JobNode, job_id: str, name: str, environ: Mapping[str, str] | N
     spec["env"] = {**spec["env"], **n.playbook.distributed.env,
                    "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": LOG_PREFIX_TEMPLATE}
     return spec
-
-
-def _each(nodes: list[JobNode], fn: Callable[[JobNode], Any]) -> list[tuple[JobNode, Any, DfctlError | None]]:
-    """fn on every node at once (one thread each); (node, result, our error) per node, in rank order."""
-    def one(n: JobNode) -> tuple[JobNode, Any, DfctlError | None]:
-        try:
-            return n, fn(n), None
-        except DfctlError as exc:
-            return n, None, exc
-
-    with ThreadPoolExecutor(max_workers=max(1, len(nodes)), thread_name_prefix="job-node") as pool:
-        return list(pool.map(one, nodes))
-
-
-def _node_error(n: JobNode, exc: DfctlError, what: str) -> DfctlError:
-    """The node's error, named by the node; a live-run conflict stays bad input (exit 2)."""
-    message = f"{n.where}: {what}: {exc.message}"
-    if isinstance(exc, RunConflictError):
-        return RunConflictError(message, hint=exc.hint)
-    return JobNodeError(message, hint=exc.hint)
-
-
-def deploy_nodes(nodes: list[JobNode], bundle: Bundle, store: RunStore, *, check_live: bool,
-                 on_progress: Callable[[JobNode, int, int], None] | None = None) -> list[DeployResult]:
-    """Every node reached, checked for live runs (an exclusive job) and given the release, all
-    at once; the first failing node (by rank) is raised, naming it. Nothing is launched here.
-    (The registry is read and written on this thread only: SQLite connections stay on theirs.)"""
-    known = {n.rank: [r for r in store.target_runs() if r.state not in ENDED_STATES and _same_target(r, n)]
-             for n in nodes} if check_live else {}
-
-    def one(n: JobNode) -> tuple[DeployResult, list[dict]]:
-        statuses = runs_status(n.transport, n.node, known[n.rank]) if known.get(n.rank) else []
-        return deploy_bundle(n.transport, n.workdir, bundle,
-                             on_progress=(lambda d, t: on_progress(n, d, t)) if on_progress else None), statuses
-
-    results = _each(nodes, one)
-    for n, res, exc in results:
-        if exc is None and known.get(n.rank):
-            record_statuses(store, known[n.rank], res[1])
-            live = [r for r in known[n.rank] if r.state == "running"]
-            if live:
-                exc = conflict_error(n.node, [(r.run_id, r.pid) for r in live])
-        if exc is not None:
-            raise _node_error(n, exc, "unreachable" if exc.exit_code == 3 else "deploy failed")
-    return [res[0] for _, res, _ in results]
 
 
 def register_job(store: RunStore, pb: Playbook, nodes: list[JobNode], name: str, *,
@@ -213,9 +130,9 @@ def launch_job(store: RunStore, pb: Playbook, nodes: list[JobNode], *, name: str
     if pb.run.exclusive:
         for n in nodes:    # the target re-checks under the deploy lock, as a single run's launch does
             mine = [r for r in store.target_runs() if r.job_id != job.run_id and r.state not in ENDED_STATES
-                    and _same_target(r, n)]
+                    and same_target(r, n)]
             specs[n.rank]["exclusive"] = exclusive_check(mine, job.run_id)
-    results = _each(nodes, lambda n: launch_run(n.transport, n.playbook, n.workdir, spec=specs[n.rank]))
+    results = on_each(nodes, lambda n: launch_run(n.transport, n.playbook, n.workdir, spec=specs[n.rank]))
     failed = [(n, exc) for n, _, exc in results if exc is not None]
     launched = {n.rank: run for n, run, exc in results if exc is None}
     for rank, run in launched.items():
@@ -225,22 +142,18 @@ def launch_job(store: RunStore, pb: Playbook, nodes: list[JobNode], *, name: str
     if failed:
         _abort(store, job, members, nodes, launched)
         n, exc = failed[0]
-        raise _node_error(n, exc, "unreachable" if exc.exit_code == 3 else "launch failed")
+        raise node_error(n, exc, "unreachable" if exc.exit_code == 3 else "launch failed")
     first = launched[0]
     store.update_run(job.run_id, release_id=first.release_id, started_s=min(r.started_s for r in launched.values()),
                      state="running")
     return store.get_run(job.run_id), [launched[n.rank] for n in nodes]
 
 
-def _same_target(rec: RunRecord, n: JobNode) -> bool:
-    return target_identity(target_of(rec)) == target_identity(n.node)
-
-
 def _abort(store: RunStore, job: RunRecord, members: list[RunRecord], nodes: list[JobNode],
            launched: dict[int, LaunchedRun]) -> None:
     """Stop what started (all at once), mark every row failed."""
     started = [n for n in nodes if n.rank in launched]
-    _each(started, lambda n: stop_run(n.transport, n.node, members[n.rank], ABORT_GRACE_S,
+    on_each(started, lambda n: stop_run(n.transport, n.node, members[n.rank], ABORT_GRACE_S,
                                       by=f"dfctl deploy: job aborted ({job.run_id})"))
     now = time.time()
     for rec in [job, *members]:
@@ -288,6 +201,8 @@ def stop_job(store: RunStore, job: RunRecord, grace_s: float, *, by: str = "dfct
 
     def one(m: RunRecord) -> dict:
         return stop_run(transports[m.run_id], target_of(m), m, grace_s, by=by)
+
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=max(1, len(todo)), thread_name_prefix="job-stop") as pool:
         futures = {m.run_id: pool.submit(_catching, one, m) for m in todo}

@@ -257,24 +257,32 @@ def record_run(store: RunStore, run: LaunchedRun, playbook: Playbook, *, workdir
     return rec
 
 
+def attached_pid_ns(store: RunStore, records: list[RunRecord]) -> dict[str, str | None]:
+    """The pid namespace attach recorded for each attached run among `records` (read here,
+    on the registry's thread, for a status read that may run on another)."""
+    return {r.run_id: (store.attachment(r.run_id) or {}).get("pid_ns") for r in records if r.origin == "attached"}
+
+
 def runs_status(transport: Transport, target: TargetConfig, records: list[RunRecord],
-                store: RunStore | None = None) -> list[dict]:
+                store: RunStore | None = None, pid_ns_of: Mapping[str, str | None] | None = None) -> list[dict]:
     """For each record: exists, alive_pids, exit_code, log_size (one exec for all). On a pct
     target whether the run's process lives is the node's view (node_identity: the pid in the
     CT, and for an attached run its start time and the namespace in `store`'s attachment
-    row), not what the CT's /proc, which its root can fake, tells the exec inside the CT."""
+    row, or `pid_ns_of`'s), not what the CT's /proc, which its root can fake, tells the exec
+    inside the CT."""
     spec = {"runs": [_status_entry(r) for r in records]}
     statuses = _remote(transport, target, "status", spec)["runs"]
     if target.kind != "pct":
         return statuses
     from controller.probe.node_identity import check_on_node
 
+    if pid_ns_of is None:
+        pid_ns_of = attached_pid_ns(store, records) if store is not None else {}
     for rec, st in zip(records, statuses):
         pid = rec.pid or st.get("pid")
         if not pid or not st.get("exists"):
             continue
-        pid_ns = (store.attachment(rec.run_id) or {}).get("pid_ns") \
-            if store is not None and rec.origin == "attached" else None
+        pid_ns = pid_ns_of.get(rec.run_id) if rec.origin == "attached" else None
         verdict = check_on_node(target, dataclasses.replace(rec, pid=int(pid)), pid_ns)
         if not verdict.present and (rec.origin == "attached" or verdict.fake_proc):
             # (a launched run's group may outlive its leader: the CT's real procfs lists it)
@@ -358,33 +366,9 @@ def refresh_states(store: RunStore, records: list[RunRecord],
     return unreadable
 
 
-def live_runs(transport: Transport, target: TargetConfig, records: list[RunRecord], store: RunStore) -> list[RunRecord]:
-    """The records (runs of this target not known to have ended) whose processes are alive,
-    in one exec; the ended ones are recorded so, and not asked about again. Why deploy
-    asks: a second training launched into a container whose GPUs the first still holds
-    ends in a CUDA OOM, or halves both runs."""
-    maybe = [r for r in records if r.state not in ENDED_STATES]
-    if not maybe:
-        return []
-    record_statuses(store, maybe, runs_status(transport, target, maybe, store))
-    return [r for r in maybe if r.state == "running"]
-
-
-def live_runs_of(store: RunStore, transport: Transport, target: TargetConfig) -> list[RunRecord]:
-    """The registry's runs of this target (same machine or container) that are alive."""
-    mine = [r for r in store.target_runs() if target_identity(target_of(r)) == target_identity(target)]
-    return live_runs(transport, target, mine, store)
-
-
-def refuse_if_live(target: TargetConfig, live: list[RunRecord]) -> None:
-    """An exclusive run's launch while others of the target live: exit 2, nothing changed."""
-    if live:
-        raise conflict_error(target, [(r.run_id, r.pid) for r in live])
-
-
 def conflict_error(target: TargetConfig, live: list[tuple[str, int | None]]) -> RunConflictError:
-    """The one wording of "a run of this target is still alive" (deploy's early check and
-    the target's own check under the lock)."""
+    """The one wording of "a run of this target is still alive" (deploy's early check,
+    ship/nodes.py, and the target's own check under the lock)."""
     alive = ", ".join(f"{run_id} (pid {pid or '?'})" for run_id, pid in live)
     return RunConflictError(
         f"{target_label(target)}: run {alive} is still alive; a second run would share its GPUs",

@@ -2,8 +2,8 @@
 
 py-spy (a static binary in its PyPI wheel, a dfctl dependency) is used from the target's
 PATH when one is there; otherwise dfctl ships its own copy the way it ships a release:
-content-addressed (`<workdir>/tools/py-spy-<sha256[:16]>`), pushed once, verified by hash
-after the push, reused by every later dump. The dump itself is remote/launcher.py's `stacks`
+content-addressed (`<workdir>/tools/py-spy-<sha256[:16]>`), pushed once by the push that ships
+releases (ship/push.py), verified by hash after the push, reused by every later dump. The dump itself is remote/launcher.py's `stacks`
 command through the run's own transport (inside the CT for a pct target: the pids are
 the container's, and ptrace permission is the container's). A dump py-spy may not take
 is a StacksError naming CAP_SYS_PTRACE / kernel.yama.ptrace_scope and what to change.
@@ -13,6 +13,8 @@ own /proc must show the run's process in that CT (controller/probe/node_identity
 
 from __future__ import annotations
 
+import posixpath
+import secrets
 import shutil
 import sys
 import time
@@ -24,6 +26,7 @@ from typing import Any
 from controller.errors import DfctlError
 from controller.playbook import TargetConfig
 from controller.ship.bundle import sha256_file
+from controller.ship.push import push_argv
 from controller.store.runstore import RunRecord
 from controller.transport.base import Transport
 
@@ -170,10 +173,6 @@ _FIND_SCRIPT = r"""p=$(command -v py-spy 2>/dev/null) && { echo "path $p"; exit 
 f="$1/py-spy-$2"; [ -x "$f" ] && s=$(sha256sum "$f" 2>/dev/null) && [ "${s%% *}" = "$3" ] && { echo "ours $f"; exit 0; }
 echo missing"""
 
-_PUSH_SCRIPT = r"""set -e; mkdir -p "$1"; t="$1/.py-spy-$2.$$"; cat > "$t"; chmod 755 "$t"
-s=$(sha256sum "$t"); [ "${s%% *}" = "$3" ] || { rm -f "$t"; echo "hash mismatch after push" >&2; exit 3; }
-mv -f "$t" "$1/py-spy-$2"; echo "pushed $1/py-spy-$2"
-"""
 
 
 def tools_dir(target: TargetConfig) -> str:
@@ -205,8 +204,10 @@ def ensure_py_spy(transport: Transport, target: TargetConfig, *, push: bool = Tr
         return path, f"shipped by dfctl ({path}, sha256 {digest[:16]})"
     if not push or binary is None:
         return None, f"not on the target; dfctl ships it to {where} on first use"
-    with open(binary, "rb") as fh:
-        r = transport.run(["sh", "-c", _PUSH_SCRIPT, "sh", where, digest[:16], digest], stdin=fh, timeout_s=300)
+    workdir, name = posixpath.dirname(where), f"py-spy-{digest[:16]}"     # where = <workdir>/tools
+    with open(binary, "rb") as fh:      # the one content-addressed push (ship/push.py), as a tool
+        r = transport.run(push_argv(workdir, TOOLS_DIR, name, "tool", sha256=digest, nonce=secrets.token_hex(4)),
+                          stdin=fh, timeout_s=300)
     if not r.ok:
         raise StacksError(f"cannot ship py-spy to {transport.name}:{where}: {r.summary()}")
     path = f"{where}/py-spy-{digest[:16]}"

@@ -35,6 +35,7 @@ from typing import Any, Iterable
 from controller.errors import BadInputError, UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
+from controller.store.cursors import CursorTable
 
 LIVE_STATES = ("launched", "running")
 """Registry states of a run whose process may still be alive."""
@@ -108,7 +109,6 @@ def target_of(rec: RunRecord) -> TargetConfig:
     return TargetConfig(**kw)
 
 
-_CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
 _RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER",
                       "job_id": "TEXT", "node_rank": "INTEGER"}
 _FINDING_COLUMNS_ADDED = {"cleared_s": "REAL"}
@@ -120,11 +120,6 @@ CREATE TABLE IF NOT EXISTS runs (
   git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, wandb_run_id TEXT,
   state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT DEFAULT 'launched', pid_start_ticks INTEGER,
   job_id TEXT, node_rank INTEGER
-);
-CREATE TABLE IF NOT EXISTS cursors (
-  run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
-  metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL, log_fingerprint TEXT,
-  log_head TEXT, progress_step INTEGER
 );
 CREATE TABLE IF NOT EXISTS attachments (
   run_id TEXT PRIMARY KEY, doc TEXT
@@ -149,7 +144,7 @@ class RunStore:
         self._db.execute("PRAGMA busy_timeout=30000")
         self._use_wal()
         self._db.executescript(_SCHEMA)
-        self._add_missing_columns("cursors", _CURSOR_COLUMNS_ADDED)
+        self._cursors = CursorTable(self._db)
         self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
         self._add_missing_columns("findings", _FINDING_COLUMNS_ADDED)
         try:
@@ -299,19 +294,10 @@ class RunStore:
 
     # -- cursors ------------------------------------------------------------------------
     def get_cursor(self, run_id: str) -> RunCursor:
-        row = self._db.execute("SELECT * FROM cursors WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            return RunCursor()
-        doc = dict(row)
-        for k in ("log_offset", "log_line_no", "metrics_offset", "wandb_offset"):
-            doc[k] = doc[k] or 0
-        return RunCursor.from_json(doc)
+        return self._cursors.get(run_id)
 
     def set_cursor(self, run_id: str, cur: RunCursor) -> None:
-        row = {"run_id": run_id, **cur.to_json(), "updated_s": time.time()}
-        cols = ", ".join(row)
-        marks = ", ".join(f":{k}" for k in row)
-        self._db.execute(f"INSERT OR REPLACE INTO cursors ({cols}) VALUES ({marks})", row)
+        self._cursors.set(run_id, cur)
 
     # -- attached runs ------------------------------------------------------------------
     def set_attachment(self, run_id: str, doc: dict[str, Any]) -> None:

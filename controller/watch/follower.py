@@ -12,7 +12,6 @@ run is done: ended, and its files read to the end.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import replace
@@ -43,9 +42,8 @@ from controller.records import (
     WandbInfo,
 )
 from controller.store.runstore import RunRecord, RunStore
-from controller.wandb_io.api_poller import ApiPoller
-from controller.wandb_io.offline_reader import WandbDecoder
-from controller.watch.progress import add_progress, merge_wandb, metrics_samples
+from controller.watch.progress import add_progress, merge_wandb
+from controller.watch.progress_files import MetricsFollower, WandbApiFollower, WandbFollower
 
 LOG_TAIL_LEN = 200
 SCAN_CONTEXT_LINES = 20   # lines of the last tick given to the detectors as context (no finding from them)
@@ -72,8 +70,10 @@ class RunFollower:
         self.on_finding, self.on_progress, self.on_log_bytes = on_finding, on_progress, on_log_bytes
         self.errors = errors if errors is not None else []
         cur = store.get_cursor(record.run_id)
-        self.log = LogFollower.from_cursor(cur)
-        self.metrics_offset, self.wandb_offset = cur.metrics_offset, cur.wandb_offset
+        self.log = LogFollower.from_cursor(cur.log)
+        self.metrics = MetricsFollower(cur.metrics)
+        self.wandb_file = WandbFollower(cur.wandb)
+        self.wandb_api = WandbApiFollower()
         self.resumed_step = cur.progress_step     # delivered before a restart: never again
         self.last_step: int | None = cur.progress_step
         self.state = RunState(run_id=record.run_id, name=record.name, target=record.target, host=record.host,
@@ -82,7 +82,7 @@ class RunFollower:
                               baseline_tok_per_s=self.cfg.baseline_tok_per_s,
                               warmup_s=self.cfg.warmup_s, warmup_steps=self.cfg.warmup_steps,
                               total_steps=total_steps_of(((record.playbook or {}).get("run") or {}).get("args")),
-                              log=LogStatus(path=record.log_path, inode=cur.log_inode, offset_bytes=cur.log_offset))
+                              log=LogStatus(path=record.log_path, inode=cur.log.inode, offset_bytes=cur.log.offset))
         recorded = store.findings(record.run_id)
         self.state.findings = [f for f in recorded if f.cleared_s is None]
         self.state.cleared_findings = [f for f in recorded if f.cleared_s is not None]
@@ -91,10 +91,6 @@ class RunFollower:
         # what the text detectors carry from one tick's lines to the next (the fp16 loss-scale
         # trajectory, the count of non-finite grad norms), as check-log's TextScanner does
         self.scan_state = judge.ScanState()
-        self.wandb_path: str | None = None
-        self.wandb: WandbDecoder | None = None
-        self.wandb_api: ApiPoller | None = None
-        self.wandb_api_failed = False
         self.prev_cpu: tuple[int, float] | None = None
         self.launch_read, self.launch_asks = False, 0
         self.cgroup_seen: dict | None = None     # {"version", "path"} of the run's memory cgroup (non-CT)
@@ -111,16 +107,34 @@ class RunFollower:
     def vmid(self) -> int | None:
         return int(self.target.vmid) if self.target.kind == "pct" and self.target.vmid is not None else None
 
+    @property
+    def metrics_offset(self) -> int:
+        return self.metrics.offset
+
+    @property
+    def wandb_offset(self) -> int:
+        return self.wandb_file.offset
+
+    @property
+    def wandb_path(self) -> str | None:
+        return self.wandb_file.path
+
     def cursor(self) -> RunCursor:
-        return RunCursor(**self.log.cursor_fields(), metrics_offset=self.metrics_offset,
-                         wandb_offset=self.wandb_offset, progress_step=self.last_step)
+        return RunCursor(log=self.log.cursor(), metrics=self.metrics.cursor(), wandb=self.wandb_file.cursor(),
+                         progress_step=self.last_step)
+
+    def fingerprint_files(self) -> tuple[str, ...]:
+        """The progress files whose next read must bring fingerprint bytes."""
+        return tuple(name for name, f in (("metrics", self.metrics.file), ("wandb", self.wandb_file.file))
+                     if f.wants_fingerprint_bytes)
 
     def request(self) -> RunProbeRequest:
         rec = self.record
         return RunProbeRequest(
             run_id=rec.run_id, log_path=rec.log_path or f"{rec.run_dir}/train.log", run_dir=rec.run_dir,
             pid=rec.pid, vmid=self.vmid, cursor=self.cursor(), log_carry_bytes=len(self.log.carry),
-            want_fingerprint_bytes=self.log.wants_fingerprint_bytes, wandb_path=self.wandb_path,
+            want_fingerprint_bytes=self.log.wants_fingerprint_bytes, fingerprint_files=self.fingerprint_files(),
+            wandb_path=self.wandb_path,
             want_launch=not self.launch_read and rec.origin != "attached", cgroup=self.cgroup_seen,
             log_context_bytes=LOG_CONTEXT_BYTES if self.tail_context_wanted and self.log.read_offset > 0 else 0,
             attached=rec.origin == "attached", start_ticks=rec.pid_start_ticks,
@@ -198,7 +212,7 @@ class RunFollower:
             if lr.context and not lr.rotated and not st.log_tail:
                 before, _ = split_lines(lr.context)
                 st.log_tail = before[1 if lr.context_start > 0 else 0:][-LOG_TAIL_LEN:]  # [0] may be cut
-        chunk = self.log.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated, head=lr.head,
+        chunk = self.log.feed(lr.data, start=lr.start, inode=lr.inode, dev=lr.dev, rotated=lr.rotated, head=lr.head,
                               before=lr.before, event=lr.event)
         if chunk.consumed and self.on_log_bytes is not None:
             self.on_log_bytes(self.record.run_id, self.log.offset - len(chunk.consumed), chunk.consumed)
@@ -290,59 +304,29 @@ class RunFollower:
             self.scan_state, now, self.record.run_id))
 
     def follow_metrics(self, rd: RunReading, now: float) -> list[ProgressSample]:
-        m = rd.metrics
-        if m is None or not m.exists:
-            return []
-        if m.start != self.metrics_offset:    # truncated or replaced: the probe restarted at 0
-            self.metrics_offset = m.start
-        out, used = metrics_samples(m.data, now)
-        self.metrics_offset = m.start + used
-        return out
+        return self.metrics.take(rd.metrics, now)
 
     def follow_wandb(self, rd: RunReading) -> list[ProgressSample]:
         st = self.state
-        if rd.wandb is None or not rd.wandb.exists or not rd.wandb_path:
-            return []
         try:
-            if self.wandb is None or self.wandb_path != rd.wandb_path:
-                same = self.wandb_path in (None, rd.wandb_path)
-                self.wandb = WandbDecoder(rd.wandb_path, self.wandb_offset if same else 0)
-                self.wandb_path = rd.wandb_path
-            if rd.wandb.start != self.wandb.offset:
-                return []    # the probe read from an offset the decoder is not at; next tick asks right
-            batch = self.wandb.feed(rd.wandb.data, rd.wandb.start)
+            progress, info = self.wandb_file.take(rd.wandb, rd.wandb_path)
         except Exception as exc:  # noqa: BLE001 - a bad wandb file must not end the watch
-            self.wandb = None
             st.wandb = merge_wandb(st.wandb, WandbInfo(mode="offline", offline_dir=rd.wandb_path,
                                                        state=f"unreadable: {exc}"[:120]))
             return []
-        self.wandb_offset = self.wandb.offset
-        info = WandbInfo(run_id=batch.run_id, mode="offline" if "/offline-run-" in rd.wandb_path else "online",
-                         offline_dir=rd.wandb_path.rsplit("/", 1)[0], state=batch.state)
-        st.wandb = merge_wandb(st.wandb, info)
-        for p in batch.progress:
-            p.source = "wandb"
-        return list(batch.progress)
+        if info is not None:
+            st.wandb = merge_wandb(st.wandb, info)
+        return progress
 
     def poll_wandb_api(self) -> list[ProgressSample]:
-        """An online run whose transaction log we cannot read (no wandb/ dir in the run
-        dir): poll wandb.Api() on its own thread; the tick only takes what has arrived."""
+        """An online run whose transaction log we cannot read: wandb's API (its own thread)."""
         st = self.state
         if self.wandb_path is not None or st.wandb is None or not st.wandb.url:
             return []
-        if self.wandb_api is None:
-            if not os.environ.get("WANDB_API_KEY") or self.wandb_api_failed:
-                return []
-            try:
-                self.wandb_api = ApiPoller(st.wandb.url.split("://", 1)[-1].split("/", 1)[-1])
-            except Exception:  # noqa: BLE001 - not a run URL we can poll
-                self.wandb_api_failed = True
-                return []
-        self.wandb_api.poll_async()
-        batch = self.wandb_api.latest()
-        if batch.state and batch.state != "unknown":
-            st.wandb = merge_wandb(st.wandb, WandbInfo(state=batch.state))
-        return list(batch.progress)
+        progress, state = self.wandb_api.take(st.wandb.url)
+        if state:
+            st.wandb = merge_wandb(st.wandb, WandbInfo(state=state))
+        return progress
 
     def take_progress(self, samples: list[ProgressSample], now: float) -> list[ProgressSample]:
         if self.resumed_step is not None:

@@ -20,6 +20,7 @@ from controller.errors import DeployError, UnreachableError
 from controller.follow.cursor import LogFollower
 from controller.probe import ProbeError, RunProbeRequest
 from controller.probe.readings import FileRead, RunReading
+from controller.records import RunCursor
 from controller.store.runstore import RunRecord, target_of
 from controller.watch.poller import HostPoller, default_transport, host_key
 from controller.watch.settings import WatchSettings
@@ -81,7 +82,7 @@ class LogStream:
     def _read(self, tail_lines: int = 0) -> RunReading:
         vmid = int(self.target.vmid) if self.target.kind == "pct" and self.target.vmid is not None else None
         req = RunProbeRequest(run_id=self.rec.run_id, log_path=self.path, run_dir=self.rec.run_dir or "",
-                              pid=self.rec.pid, vmid=vmid, cursor=self.log.cursor(),
+                              pid=self.rec.pid, vmid=vmid, cursor=RunCursor(log=self.log.cursor()),
                               log_carry_bytes=len(self.log.carry), log_tail_lines=tail_lines,
                               want_fingerprint_bytes=self.log.wants_fingerprint_bytes)
         reading, error = self.poller.poll([req], {vmid: self.target.python} if vmid is not None else {})
@@ -95,7 +96,7 @@ class LogStream:
         return rd
 
     def _take(self, lr: FileRead) -> None:
-        self.log.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated, head=lr.head,
+        self.log.feed(lr.data, start=lr.start, inode=lr.inode, dev=lr.dev, rotated=lr.rotated, head=lr.head,
                       before=lr.before, event=lr.event)
 
     def tail(self, lines: int) -> FileRead:

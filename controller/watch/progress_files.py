@@ -13,13 +13,14 @@ decoded -- complete JSON lines, complete wandb records -- so a partial one is re
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from controller.follow.cursor import FileFollower
-from controller.probe.readings import FileRead
-from controller.records import FileCursor, ProgressSample, WandbInfo
+from controller.probe.readings import FileRead, RunReading
+from controller.records import FileCursor, ProgressSample, RunCursor, RunState, WandbInfo
 from controller.wandb_io.api_poller import ApiPoller
 from controller.wandb_io.offline_reader import WandbDecoder
-from controller.watch.progress import metrics_samples
+from controller.watch.progress import add_progress, merge_wandb, metrics_samples
 
 
 def _begin(file: FileFollower, fr: FileRead) -> bool:
@@ -125,3 +126,65 @@ class WandbApiFollower:
         batch = self.poller.latest()
         state = batch.state if batch.state and batch.state != "unknown" else None
         return list(batch.progress), state
+
+
+ProgressHook = Callable[[str, list[ProgressSample]], None]
+
+
+class RunProgress:
+    """A run's progress beyond its log: metrics.jsonl, the .wandb file (or wandb's API),
+    merged with the log's samples one per step. `last_step` is the highest step delivered
+    (the cursor keeps it), so a restarted watch, or a file read again from its start,
+    never delivers a step twice."""
+
+    def __init__(self, state: RunState, cur: RunCursor, on_progress: ProgressHook | None):
+        self.state, self.on_progress = state, on_progress
+        self.metrics = MetricsFollower(cur.metrics)
+        self.wandb_file = WandbFollower(cur.wandb)
+        self.wandb_api = WandbApiFollower()
+        self.resumed_step = cur.progress_step     # delivered before a restart: never again
+        self.last_step: int | None = cur.progress_step
+
+    def fingerprint_files(self) -> tuple[str, ...]:
+        """The progress files whose next read must bring fingerprint bytes."""
+        return tuple(name for name, f in (("metrics", self.metrics.file), ("wandb", self.wandb_file.file))
+                     if f.wants_fingerprint_bytes)
+
+    def read(self, rd: RunReading, now: float) -> list[ProgressSample]:
+        """This tick's samples of metrics.jsonl and the .wandb file (or the API); the run's
+        wandb facts noted in its state."""
+        return self.metrics.take(rd.metrics, now) + self._wandb_file(rd) + self._wandb_api()
+
+    def _wandb_file(self, rd: RunReading) -> list[ProgressSample]:
+        st = self.state
+        try:
+            progress, info = self.wandb_file.take(rd.wandb, rd.wandb_path)
+        except Exception as exc:  # noqa: BLE001 - a bad wandb file must not end the watch
+            st.wandb = merge_wandb(st.wandb, WandbInfo(mode="offline", offline_dir=rd.wandb_path,
+                                                       state=f"unreadable: {exc}"[:120]))
+            return []
+        if info is not None:
+            st.wandb = merge_wandb(st.wandb, info)
+        return progress
+
+    def _wandb_api(self) -> list[ProgressSample]:
+        st = self.state
+        if self.wandb_file.path is not None or st.wandb is None or not st.wandb.url:
+            return []
+        progress, state = self.wandb_api.take(st.wandb.url)
+        if state:
+            st.wandb = merge_wandb(st.wandb, WandbInfo(state=state))
+        return progress
+
+    def deliver(self, samples: list[ProgressSample], now: float) -> list[ProgressSample]:
+        """Into the run's history, one per step; returns the new samples (this tick's)."""
+        if self.resumed_step is not None:
+            samples = [s for s in samples if s.step > self.resumed_step]
+        fresh, filled, last = add_progress(self.state, samples, now, self.last_step)
+        self.last_step = last
+        if (fresh or filled) and self.on_progress is not None:
+            try:
+                self.on_progress(self.state.run_id, fresh + filled)   # the history folds rows per step
+            except Exception:  # noqa: BLE001 - history is a side channel; never end the watch
+                pass
+        return fresh

@@ -27,15 +27,15 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from controller.errors import BadInputError, UnknownRunError
+from controller.errors import UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
 from controller.store.cursors import CursorTable
+from controller.store.registry_db import open_registry
 
 LIVE_STATES = ("launched", "running")
 """Registry states of a run whose process may still be alive."""
@@ -139,10 +139,7 @@ class RunStore:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else data_dir() / "registry.sqlite"
-        self._db = self._open(self.path, from_env=path is None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA busy_timeout=30000")
-        self._use_wal()
+        self._db = open_registry(self.path, from_env=path is None)
         self._db.executescript(_SCHEMA)
         self._cursors = CursorTable(self._db)
         self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
@@ -151,42 +148,6 @@ class RunStore:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
-
-    def _use_wal(self, wait_s: float = 30.0) -> None:
-        """Put the file in WAL mode (once; a no-op after). Switching needs an exclusive lock,
-        and SQLite answers SQLITE_BUSY at once, without calling the busy handler, when two
-        openers would deadlock on it -- seen when two `dfctl deploy` started together on a
-        fresh registry (one died with "database is locked"). So a busy switch is retried
-        until wait_s, the same patience the busy timeout gives every other statement."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-
-    @staticmethod
-    def _open(path: Path, *, from_env: bool) -> sqlite3.Connection:
-        """The registry's connection; a data directory that cannot hold it (a file, an
-        unwritable or impossible path) is bad input named by its source, not a traceback."""
-        where = f"DFCTL_HOME={os.environ['DFCTL_HOME']}" if from_env and os.environ.get("DFCTL_HOME") \
-            else str(path.parent)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.parent.is_dir():
-                raise NotADirectoryError(f"{path.parent} is not a directory")
-            return sqlite3.connect(path, timeout=30, isolation_level=None)
-        except FileExistsError:
-            problem = f"{path.parent} exists and is not a directory"
-        except (OSError, sqlite3.Error) as exc:
-            problem = getattr(exc, "strerror", None) or str(exc)
-            problem = f"{path.parent}: {problem}" if str(path.parent) not in problem else problem
-        raise BadInputError(f"{where}: cannot hold the dfctl registry: {problem}",
-                            hint="point DFCTL_HOME at a writable directory (or unset it: ~/.local/share/dfctl)")
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         """A registry written by an older dfctl lacks the newer columns: add them (NULL)."""

@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from controller.probe import APPS_QUERY, GPU_QUERY  # noqa: E402
+from controller.records import FileCursor, RunCursor  # noqa: E402
 from controller.remote import probe_agent  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "probe_files.md"
@@ -69,10 +70,10 @@ def main() -> int:
             fp = probe_agent._digest(f.read(256))
             f.seek(0)
             head = probe_agent._digest(f.read(256))
-        cur = {"log_inode": ino, "log_offset": size, "log_line_no": 20000, "log_fingerprint": fp, "log_head": head,
-               "metrics_offset": msize, "wandb_offset": 0}
+        cur = FileCursor(inode=ino, offset=size, line_no=20000, tail=fp, head=head).to_json()
+        run_cursor = RunCursor(log=FileCursor.from_json(cur), metrics=FileCursor(offset=msize)).to_json()
         run_new = {"run_id": "r", "log_path": str(rd / "train.log"), "run_dir": str(rd), "pid": os.getpid(),
-                   "cursor": cur, "log_carry": 0, "log_context": 0, "fp_bytes": False}
+                   "cursor": run_cursor, "log_carry": 0, "log_context": 0, "fp_bytes": False}
         run_old = {"run_id": "r", "log_path": str(rd / "train.log"), "run_dir": str(rd), "pid": os.getpid(),
                    "log": {"inode": ino, "offset": size, "context": 0}, "metrics_offset": msize,
                    "wandb": {"path": None, "offset": 0}}

@@ -154,39 +154,134 @@ launch it)."""
 
 
 @dataclass(frozen=True)
-class RunCursor:
-    """How far a watcher has read one run's files: the one spelling of the cursor, from
-    the registry through the probe request and reply and back (Vector / Fluent Bit /
-    Filebeat keep the same three facts per file).
+class FileCursor:
+    """How far a watcher has read one followed file (the log, metrics.jsonl, the .wandb
+    file): the one cursor type, with one JSON form that the registry stores, the probe
+    request carries and the probe agent reads under the same names (Vector / Fluent Bit /
+    Filebeat keep the same facts per file).
 
-    The log is followed by inode + byte offset + fingerprints: `log_fingerprint` is a
-    digest of the bytes just before `log_offset` and `log_head` of the file's first bytes
-    (each "<length>:<sha1 hex>"), checked by the probe on every read, so a truncation that
-    regrew past the offset -- which no size check can see -- and an inode number reused by
-    a new file are seen as the new file they are. `log_offset` is committed: the end of the
-    last complete line, so a restarted watch re-reads a partial line and loses nothing.
-    `progress_step` is the highest step delivered, so a restarted watch does not deliver a
-    step again from a slower source (the .wandb file lags metrics.jsonl)."""
+    The file is known by `dev` + `inode`; `tail` digests the bytes just before `offset`
+    and `head` the file's first bytes (each "<length>:<sha1 hex>"), checked by the probe
+    on every read, so a truncation that regrew past the offset -- which no size check can
+    see -- and an inode number reused by a new file are seen as the new file they are.
+    `offset` is committed: the end of the last complete line (record), so a restarted
+    watch re-reads a partial one and loses nothing. `line_no`: complete lines before
+    `offset` where the follower counts them (the log); 0 elsewhere."""
 
-    log_inode: int | None = None
-    log_offset: int = 0
-    log_line_no: int = 0                 # complete lines consumed so far
-    log_fingerprint: str | None = None   # digest of the bytes before log_offset
-    log_head: str | None = None          # digest of the file's first bytes
-    metrics_offset: int = 0
-    wandb_offset: int = 0
-    progress_step: int | None = None
+    inode: int | None = None
+    dev: int | None = None
+    offset: int = 0
+    line_no: int = 0
+    tail: str | None = None              # digest of the bytes before offset
+    head: str | None = None              # digest of the file's first bytes
 
     def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _CURSOR_FIELDS}   # flat: no asdict deep copy per tick
+        return {"inode": self.inode, "dev": self.dev, "offset": self.offset, "line_no": self.line_no,
+                "tail": self.tail, "head": self.head}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any] | int | None) -> FileCursor:
+        """The JSON form back. A bare int is the older form (an offset only, as the registry
+        kept metrics.jsonl's and the .wandb file's): read at that offset, checked by size."""
+        if doc is None:
+            return cls()
+        if isinstance(doc, int):
+            return cls(offset=doc)
+        kw = {k: doc[k] for k in _FILE_CURSOR_FIELDS if doc.get(k) is not None}
+        return cls(**kw)
+
+
+_FILE_CURSOR_FIELDS = tuple(f.name for f in dataclasses.fields(FileCursor))
+FOLLOWED_FILES = ("log", "metrics", "wandb")
+"""The files a run's cursor follows, by the names the cursor's JSON uses for them."""
+
+
+@dataclass(frozen=True, init=False)
+class RunCursor:
+    """How far a watcher has read one run's files: one FileCursor per followed file, the
+    same from the registry through the probe request and reply and back. `progress_step`
+    is the highest step delivered, so a restarted watch does not deliver a step again
+    from a slower source (the .wandb file lags metrics.jsonl).
+
+    The flat keywords (`log_offset=`, `metrics_offset=`, ...) are the spelling before the
+    per-file cursor, kept for callers and registry rows written in it; they fill the
+    fields of `log`, `metrics` and `wandb` and read back as properties."""
+
+    log: FileCursor
+    metrics: FileCursor
+    wandb: FileCursor
+    progress_step: int | None
+
+    def __init__(self, log: FileCursor | None = None, metrics: FileCursor | None = None,
+                 wandb: FileCursor | None = None, progress_step: int | None = None, *,
+                 log_inode: int | None = None, log_offset: int | None = None, log_line_no: int | None = None,
+                 log_fingerprint: str | None = None, log_head: str | None = None,
+                 metrics_offset: int | None = None, wandb_offset: int | None = None):
+        log = log or FileCursor()
+        if any(v is not None for v in (log_inode, log_offset, log_line_no, log_fingerprint, log_head)):
+            log = FileCursor(inode=log.inode if log_inode is None else log_inode, dev=log.dev,
+                             offset=log.offset if log_offset is None else log_offset,
+                             line_no=log.line_no if log_line_no is None else log_line_no,
+                             tail=log.tail if log_fingerprint is None else log_fingerprint,
+                             head=log.head if log_head is None else log_head)
+        if metrics_offset is not None:
+            metrics = dataclasses.replace(metrics or FileCursor(), offset=metrics_offset)
+        if wandb_offset is not None:
+            wandb = dataclasses.replace(wandb or FileCursor(), offset=wandb_offset)
+        object.__setattr__(self, "log", log)
+        object.__setattr__(self, "metrics", metrics or FileCursor())
+        object.__setattr__(self, "wandb", wandb or FileCursor())
+        object.__setattr__(self, "progress_step", progress_step)
+
+    # the older flat names, read-only
+    @property
+    def log_inode(self) -> int | None:
+        return self.log.inode
+
+    @property
+    def log_offset(self) -> int:
+        return self.log.offset
+
+    @property
+    def log_line_no(self) -> int:
+        return self.log.line_no
+
+    @property
+    def log_fingerprint(self) -> str | None:
+        return self.log.tail
+
+    @property
+    def log_head(self) -> str | None:
+        return self.log.head
+
+    @property
+    def metrics_offset(self) -> int:
+        return self.metrics.offset
+
+    @property
+    def wandb_offset(self) -> int:
+        return self.wandb.offset
+
+    def file(self, name: str) -> FileCursor:
+        """The cursor of one followed file, by its FOLLOWED_FILES name."""
+        return {"log": self.log, "metrics": self.metrics, "wandb": self.wandb}[name]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"log": self.log.to_json(), "metrics": self.metrics.to_json(), "wandb": self.wandb.to_json(),
+                "progress_step": self.progress_step}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any] | None) -> RunCursor:
-        """The JSON form back; unknown keys (a newer writer) are ignored, missing ones default."""
-        return cls(**{k: v for k, v in (doc or {}).items() if k in _CURSOR_FIELDS})
+        """The JSON form back; unknown keys (a newer writer) are ignored, missing ones
+        default; the flat form of older registries and requests is read too."""
+        doc = doc or {}
+        flat: dict[str, Any] = {k: doc[k] for k in _FLAT_CURSOR_KEYS if doc.get(k) is not None}
+        return cls(FileCursor.from_json(doc.get("log")), FileCursor.from_json(doc.get("metrics")),
+                   FileCursor.from_json(doc.get("wandb")), doc.get("progress_step"), **flat)
 
 
-_CURSOR_FIELDS = tuple(f.name for f in dataclasses.fields(RunCursor))
+_FLAT_CURSOR_KEYS = ("log_inode", "log_offset", "log_line_no", "log_fingerprint", "log_head",
+                     "metrics_offset", "wandb_offset")
 
 
 @dataclass

@@ -22,6 +22,7 @@ from controller.probe import HostProbeRequest, RunProbeRequest, decode_blob, run
 from controller.probe.cgroup import parse_memory_cgroup, vmid_from_cgroup
 from controller.probe.procfs import cpu_pct, leader_state, parse_stat, tree_totals
 from controller.probe.readings import parse_probe_document
+from controller.records import RunCursor
 from controller.transport.local import LocalTransport
 
 LOCAL = LocalTransport()
@@ -197,7 +198,7 @@ def test_missing_log_and_missing_nvidia_smi_do_not_hide_the_rest(tmp_path):
 def _follow(path: Path, follower: LogFollower, cap: int, sink: list[bytes], lines: list[str]):
     """Probe until the follower has read all complete lines of `path`."""
     for _ in range(10_000):
-        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(path), cursor=follower.cursor(),
+        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(path), cursor=RunCursor(log=follower.cursor()),
                                                   log_carry_bytes=len(follower.carry)), cap=cap)
         lr = reading.runs["f"].log
         chunk = follower.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated)
@@ -260,7 +261,7 @@ def test_a_log_renamed_away_is_read_to_its_end_then_followed_while_nothing_is_wr
     with open(log, "ab", buffering=0) as writer:
         log.rename(tmp_path / "train.log.2")
         writer.write(b"still here\n")
-        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(log), cursor=f.cursor(),
+        doc, reading = probe_once(RunProbeRequest(run_id="f", log_path=str(log), cursor=RunCursor(log=f.cursor()),
                                                   log_carry_bytes=len(f.carry)))
         lr = reading.runs["f"].log
         chunk = f.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated)

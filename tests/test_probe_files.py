@@ -21,6 +21,7 @@ from controller.follow.cursor import LogFollower
 from controller.probe import HostProbeRequest, RunProbeRequest
 from controller.probe.readings import FileRead
 from controller.probe.session import ProbeSession
+from controller.records import RunCursor
 from controller.remote import probe_agent
 from controller.transport.local import LocalTransport
 
@@ -196,7 +197,7 @@ def test_a_restarted_follower_checks_the_stored_fingerprints(tmp_path):
     f, lines = LogFollower(), []
     follow(log, f, lines)
     stored = f.cursor()
-    assert stored.log_fingerprint and stored.log_head
+    assert stored.tail and stored.head
     with open(log, "r+b") as fh:
         fh.truncate(0)
         fh.write(b"".join(b"replacement %d\n" % i for i in range(80)))
@@ -208,7 +209,7 @@ def test_a_restarted_follower_checks_the_stored_fingerprints(tmp_path):
     with open(log, "ab") as fh:
         fh.write(b"more\n")
     chunk = follow(log, h, lines3)
-    assert not chunk.rotated and lines3 == ["more"] and h.cursor().log_fingerprint
+    assert not chunk.rotated and lines3 == ["more"] and h.cursor().tail
 
 
 def test_copytruncate_reads_the_copy_from_the_cursor_then_the_new_file(tmp_path):
@@ -237,7 +238,7 @@ def test_an_agent_reads_a_deleted_log_to_its_end_through_its_descriptor(tmp_path
     f, lines = LogFollower(), []
 
     def tick():
-        req = HostProbeRequest(runs=[RunProbeRequest(run_id="d", log_path=str(log), cursor=f.cursor(),
+        req = HostProbeRequest(runs=[RunProbeRequest(run_id="d", log_path=str(log), cursor=RunCursor(log=f.cursor()),
                                                      log_carry_bytes=len(f.carry),
                                                      want_fingerprint_bytes=f.wants_fingerprint_bytes)],
                                gpu=False).to_json()

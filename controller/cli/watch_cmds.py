@@ -319,8 +319,10 @@ def _cbreak_keys() -> Iterator[Callable[[float], str | None]]:
     """Yield a `wait_key(timeout_s) -> str | None`; the terminal is restored on exit."""
     fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
     if fd is None:
+        nothing = threading.Event()             # no keys to wait for: the wait is the timeout
+
         def no_keys(timeout_s: float) -> str | None:
-            time.sleep(max(0.0, timeout_s))
+            nothing.wait(max(0.0, timeout_s))
             return None
         yield no_keys
         return
@@ -631,44 +633,21 @@ def _live_loop(w, interval_s: float, finished: Callable[[], bool] | None = None)
     from rich.console import Console
     from rich.live import Live
 
+    from controller.cli.live_screen import LiveScreen
     from controller.view.dashboard import render
 
     finished = finished or (lambda: w.all_done)
     console = Console()
-    selected = 0
-    frame_s = 1.0 / MAX_REFRESH_HZ
     with _cbreak_keys() as wait_key, Live(console=console, screen=True, auto_refresh=False,
                                           transient=True, redirect_stdout=False) as live:
-        next_tick = time.monotonic()
-        last_draw = float("-inf")
-        dirty = False
-        while True:
-            now = time.monotonic()
-            if now >= next_tick:
-                w.tick()
-                next_tick = time.monotonic() + interval_s
-                dirty = True
-                if finished():
-                    live.update(render(w.states, selected, jobs=w.job_states), refresh=True)
-                    break
-            now = time.monotonic()
-            if dirty and now - last_draw >= frame_s:   # at most MAX_REFRESH_HZ redraws
-                live.update(render(w.states, selected, jobs=w.job_states), refresh=True)
-                last_draw, dirty = now, False
-            wake = next_tick - now
-            if dirty:
-                wake = min(wake, last_draw + frame_s - now)
-            key = wait_key(max(0.0, wake))
-            if key is None:
-                continue
-            if key in ("q", "Q", "\x1b"):
+        screen = LiveScreen(lambda selected: live.update(render(w.states, selected, jobs=w.job_states), refresh=True),
+                            len(w.runs), wait_key, MAX_REFRESH_HZ)
+        for _ in w.ticks(wait=screen.wait):      # the watch's clock; the screen fills the waits
+            w.tick()
+            if finished():
+                screen.draw()
                 break
-            if key in ("j", "\t", "\x1b[B", "n"):
-                selected = (selected + 1) % len(w.runs)
-                dirty = True
-            elif key in ("k", "\x1b[A", "p"):
-                selected = (selected - 1) % len(w.runs)
-                dirty = True
+            screen.changed()
     for line in after_quit_lines(w.states, shutil.get_terminal_size((80, 24)).columns):
         print(line)
     _report_errors(w, set())

@@ -22,7 +22,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from controller.follow.logparse import split_lines
-from controller.records import RunCursor
+from controller.records import FileCursor
 from controller.remote.probe_agent import FP_BYTES
 
 CONTINUING_EVENTS = ("copytruncate",)
@@ -48,12 +48,17 @@ class LogChunk:
 
 
 @dataclass
-class LogFollower:
-    """The controller's cursor over one log file."""
+class FileFollower:
+    """The controller's cursor over one followed file (the log, metrics.jsonl, the .wandb
+    file): which file (dev + inode), how far (the committed `offset`, plus `carry`: bytes
+    past it the reader holds but has not committed) and the fingerprint material (the
+    file's first bytes, the bytes ending at `read_offset`). Persisted as a FileCursor;
+    what the bytes mean is the reader's (LogFollower splits lines; the metrics and .wandb
+    readers commit what they decoded)."""
 
     inode: int | None = None
-    offset: int = 0                     # committed: end of the last complete line
-    line_no: int = 0                    # complete lines consumed so far
+    dev: int | None = None
+    offset: int = 0                     # committed: end of the last complete line / record
     carry: bytes = field(default=b"", repr=False)
     head: bytes | None = field(default=None, repr=False)        # the file's first bytes, when seen
     head_digest: str | None = None      # from a stored cursor, until the bytes are seen
@@ -62,10 +67,9 @@ class LogFollower:
     fingerprint_at: int | None = None   # the offset fingerprint_digest is for
 
     @classmethod
-    def from_cursor(cls, cur: RunCursor) -> LogFollower:
-        return cls(inode=cur.log_inode, offset=cur.log_offset, line_no=cur.log_line_no,
-                   head_digest=cur.log_head, fingerprint_digest=cur.log_fingerprint,
-                   fingerprint_at=cur.log_offset)
+    def from_file_cursor(cls, cur: FileCursor) -> FileFollower:
+        return cls(inode=cur.inode, dev=cur.dev, offset=cur.offset, head_digest=cur.head,
+                   fingerprint_digest=cur.tail, fingerprint_at=cur.offset)
 
     @property
     def read_offset(self) -> int:
@@ -90,20 +94,73 @@ class LogFollower:
     def head_fingerprint(self) -> str | None:
         return digest(self.head) if self.head is not None else self.head_digest
 
-    def cursor_fields(self) -> dict:
-        """The log's part of a RunCursor."""
-        return {"log_inode": self.inode, "log_offset": self.offset, "log_line_no": self.line_no,
-                "log_fingerprint": self.fingerprint(), "log_head": self.head_fingerprint()}
+    def file_cursor(self, line_no: int = 0) -> FileCursor:
+        return FileCursor(inode=self.inode, dev=self.dev, offset=self.offset, line_no=line_no,
+                          tail=self.fingerprint(), head=self.head_fingerprint())
 
-    def cursor(self) -> RunCursor:
-        return RunCursor(**self.cursor_fields())
+    def restart_file(self) -> None:
+        """A new file: nothing of the old one's cursor holds."""
+        self.offset, self.carry = 0, b""
+        self.head, self.head_digest, self.recent = None, None, b""
+        self.fingerprint_digest = self.fingerprint_at = None
+
+    def is_new_file(self, inode: int | None, dev: int | None, event: str | None) -> bool:
+        """Do bytes from (dev, inode) begin another file than the cursor's? (not after a
+        copytruncate: the copy continues the stream)"""
+        if self.inode is None or inode is None or event in CONTINUING_EVENTS:
+            return False
+        return inode != self.inode or (self.dev is not None and dev is not None and dev != self.dev)
+
+    def begin(self, *, start: int, inode: int | None, dev: int | None = None, head: bytes | None = None,
+              before: bytes | None = None) -> None:
+        """Before taking a read's bytes (after restart_file() if it is a new file)."""
+        self.inode = inode if inode is not None else self.inode
+        self.dev = dev if dev is not None else self.dev
+        if start != self.read_offset:
+            # the probe restarted us (it saw a rotation we did not): drop our carry
+            self.offset, self.carry, self.recent = start, b"", b""
+        if before is not None and not self.recent:
+            self.recent = before
+        if head is not None:
+            self.head = head
+
+    def jump(self, offset: int) -> None:
+        """The reader skipped to `offset` (past bytes it could not use): the bytes before
+        it are not held, so its fingerprint is asked for again."""
+        self.offset, self.carry, self.recent = offset, b"", b""
+
+    def advance(self, data: bytes, start: int, taken: int, carry: bytes) -> None:
+        """After a read beginning at `start` (== read_offset): its first `taken` bytes are
+        the reader's now, of which the last len(carry) stay uncommitted."""
+        kept = data[:taken]
+        self.offset = self.read_offset + len(kept) - len(carry)
+        self.carry = carry
+        self.recent = (self.recent + kept)[-(FP_BYTES + len(carry)):]
+        if self.head is None and start == 0 and data:
+            self.head = data[:FP_BYTES]
+        elif self.head is not None and len(self.head) < FP_BYTES and len(self.recent) == self.read_offset:
+            self.head = self.recent[:FP_BYTES]     # we hold the file from its first byte
+
+
+@dataclass
+class LogFollower(FileFollower):
+    """The controller's cursor over one log file: a FileFollower whose bytes are lines."""
+
+    line_no: int = 0                    # complete lines consumed so far
+
+    @classmethod
+    def from_cursor(cls, cur: FileCursor) -> LogFollower:
+        return cls(inode=cur.inode, dev=cur.dev, offset=cur.offset, line_no=cur.line_no,
+                   head_digest=cur.head, fingerprint_digest=cur.tail, fingerprint_at=cur.offset)
+
+    def cursor(self) -> FileCursor:
+        return self.file_cursor(self.line_no)
 
     def _restart(self) -> tuple[list[str], int]:
         """A new file: the old one's unterminated last line is a line after all."""
         ended, first = self.partial_lines()
-        self.offset, self.line_no, self.carry = 0, 0, b""
-        self.head, self.head_digest, self.recent = None, None, b""
-        self.fingerprint_digest = self.fingerprint_at = None
+        self.restart_file()
+        self.line_no = 0
         return ended, first
 
     def partial_lines(self) -> tuple[list[str], int]:
@@ -117,36 +174,21 @@ class LogFollower:
         lines, _ = split_lines(self.carry + b"\n")
         return lines, self.line_no + 1
 
-    def feed(self, data: bytes, *, start: int, inode: int | None, rotated: bool,
-             head: bytes | None = None, before: bytes | None = None, event: str | None = None) -> LogChunk:
+    def feed(self, data: bytes, *, start: int, inode: int | None, rotated: bool, head: bytes | None = None,
+             before: bytes | None = None, event: str | None = None, dev: int | None = None) -> LogChunk:
         """Take the bytes the probe read (beginning at file offset `start`)."""
         ended: list[str] = []
         ended_first = 0
-        new_inode = self.inode is not None and inode is not None and inode != self.inode
-        if rotated or (new_inode and event not in CONTINUING_EVENTS):
+        if rotated or self.is_new_file(inode, dev, event):
             ended, ended_first = self._restart()
             rotated = True
-        self.inode = inode if inode is not None else self.inode
-        if start != self.read_offset:
-            # the probe restarted us (it saw a rotation we did not): drop our carry
-            self.offset, self.carry, self.recent = start, b"", b""
-        if before is not None and not self.recent:
-            self.recent = before
-        if head is not None:
-            self.head = head
+        self.begin(start=start, inode=inode, dev=dev, head=head, before=before)
         carry_before = self.carry
         lines, carry = split_lines(data, carry_before)
         first = self.line_no + 1
         total = carry_before + data
-        consumed_len = len(total) - len(carry)
-        consumed = total[:consumed_len]
-        self.offset += consumed_len
-        self.carry = carry
+        consumed = total[:len(total) - len(carry)]
+        self.advance(data, start, len(data), carry)
         self.line_no += len(lines)
-        self.recent = (self.recent + data)[-(FP_BYTES + len(carry)):]
-        if self.head is None and start == 0 and data:
-            self.head = data[:FP_BYTES]
-        elif self.head is not None and len(self.head) < FP_BYTES and len(self.recent) == self.read_offset:
-            self.head = self.recent[:FP_BYTES]     # we hold the file from its first byte
         return LogChunk(lines=lines, first_line_no=first, consumed=consumed, rotated=rotated, event=event,
                         ended_lines=ended, ended_first_line_no=ended_first)

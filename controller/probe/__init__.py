@@ -40,8 +40,9 @@ class RunProbeRequest:
     pid: int | None = None
     vmid: int | None = None            # set for pct targets: read through the container
     cursor: RunCursor = RunCursor()
-    log_carry_bytes: int = 0           # bytes past cursor.log_offset the follower holds (a partial line)
+    log_carry_bytes: int = 0           # bytes past cursor.log.offset the follower holds (a partial line)
     want_fingerprint_bytes: bool = False  # ship the log's first bytes and those before the read
+    fingerprint_files: tuple[str, ...] = ()  # ... and those of these files too ("metrics", "wandb")
     wandb_path: str | None = None      # None: the probe looks under <run_dir>/wandb/
     want_launch: bool = False          # ship launch.json (first tick)
     log_context_bytes: int = 0         # also this many bytes before the cursor (a restarted watch's tail)
@@ -55,7 +56,8 @@ class RunProbeRequest:
         return {"run_id": self.run_id, "log_path": self.log_path, "run_dir": self.run_dir,
                 "pid": self.pid, "vmid": self.vmid, "cursor": self.cursor.to_json(),
                 "log_carry": self.log_carry_bytes, "log_context": self.log_context_bytes,
-                "fp_bytes": self.want_fingerprint_bytes, "wandb_path": self.wandb_path,
+                "fp_bytes": self.want_fingerprint_bytes, "fp_files": list(self.fingerprint_files),
+                "wandb_path": self.wandb_path,
                 "want_launch": self.want_launch, "cgroup": self.cgroup, "log_tail_lines": self.log_tail_lines,
                 "attached": self.attached, "start_ticks": self.start_ticks,
                 "pid_ns": self.pid_ns}

@@ -36,6 +36,7 @@ class FileRead:
     data: bytes = b""
     start: int = 0                     # file offset of data[0]
     inode: int | None = None
+    dev: int | None = None             # st_dev: with the inode, which file (FileCursor's names)
     size_bytes: int | None = None
     mtime_s: float | None = None       # host clock
     rotated: bool = False
@@ -55,7 +56,7 @@ class FileRead:
         if not doc.get("exists"):
             return cls(exists=False, error=doc.get("error"))
         return cls(exists=True, data=decode_blob(doc.get("bytes")), start=int(doc.get("start", 0)),
-                   inode=doc.get("inode"), size_bytes=doc.get("size"), mtime_s=doc.get("mtime"),
+                   inode=doc.get("inode"), dev=doc.get("dev"), size_bytes=doc.get("size"), mtime_s=doc.get("mtime"),
                    rotated=bool(doc.get("rotated")), context=decode_blob(doc.get("context")),
                    context_start=int(doc.get("context_start", 0)),
                    head=decode_blob(doc["head"]) if "head" in doc else None,

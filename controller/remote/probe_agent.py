@@ -358,9 +358,9 @@ def _copy_of(path, root, cur):
     """copytruncate: the sibling that holds the truncated file's bytes up to the cursor
     (its first bytes match the cursor's head and the bytes before the offset its
     fingerprint), or None (no copy, or a compressed one)."""
-    if not cur.get("log_head") or not cur.get("log_fingerprint"):
+    if not cur.get("head") or not cur.get("tail"):
         return None
-    offset = cur.get("log_offset") or 0
+    offset = cur.get("offset") or 0
     for name, st in _siblings(path, root):
         if name == path or st.st_size < offset:
             continue
@@ -368,8 +368,7 @@ def _copy_of(path, root, cur):
         if f is None:
             continue
         try:
-            if _head_matches(f, fst.st_size, cur["log_head"]) and _matches(f, fst.st_size, offset,
-                                                                          cur["log_fingerprint"]):
+            if _head_matches(f, fst.st_size, cur["head"]) and _matches(f, fst.st_size, offset, cur["tail"]):
                 return name
         finally:
             f.close()
@@ -446,7 +445,7 @@ def _pick_file(path, cur, carry, root, proc_root, pid):
     (renamed in its directory, held open by the agent, or reachable through the writer's
     descriptor) as long as it has unread bytes or nothing is written at `path`;
     after a copytruncate the copy, read from the cursor to its end first."""
-    inode, offset = cur.get("log_inode"), cur.get("log_offset") or 0
+    inode, dev, offset = cur.get("inode"), cur.get("dev"), cur.get("offset") or 0
     f, st, err = _open_stat(path, root)
     if err is not None and f is None and "not a regular file" in err:
         return None, None, None, None, err
@@ -456,8 +455,8 @@ def _pick_file(path, cur, carry, root, proc_root, pid):
             if got is not None:
                 return got[0], got[1], got[2], "deleted", None
         return f, st, None, None, err
-    if st is not None and st.st_ino == inode:
-        if st.st_size < offset or not _matches(f, st.st_size, offset, cur.get("log_fingerprint")):
+    if st is not None and st.st_ino == inode and dev in (None, st.st_dev):
+        if st.st_size < offset or not _matches(f, st.st_size, offset, cur.get("tail")):
             copy = _copy_of(path, root, cur)
             if copy is not None:
                 cf, cst, _ = _open_stat(copy, root)
@@ -465,7 +464,7 @@ def _pick_file(path, cur, carry, root, proc_root, pid):
                     f.close()
                     return cf, cst, copy, "copytruncate", None
             return f, st, None, "truncated", None
-        if offset and not _head_matches(f, st.st_size, cur.get("log_head")):
+        if offset and not _head_matches(f, st.st_size, cur.get("head")):
             return f, st, None, "replaced", None       # a new file that got the old inode number
         return f, st, None, None, None
     path_quiet = st is None or st.st_size == 0
@@ -530,10 +529,11 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
                pid=None, hold=False, fp_bytes=False, tail_lines=0):
     """New bytes of a growing file from a cursor.
 
-    `cursor` (the controller's RunCursor as JSON) carries the log's inode, committed
-    offset and fingerprints; `carry` bytes past that offset the controller already holds
+    `cursor` (one file's FileCursor as JSON, controller/records.py: inode, dev,
+    committed offset, tail and head fingerprints, under the same names) says where the
+    watcher is; `carry` bytes past that offset the controller already holds
     (a partial line), so the read starts at offset + carry. The file is a new one -- read
-    from 0, `rotated` -- when its inode differs, it is shorter than the offset, its bytes
+    from 0, `rotated` -- when its inode or device differs, it is shorter than the offset, its bytes
     before the offset or its first bytes no longer match the fingerprints (a truncation
     that regrew, an inode number reused). A file renamed away, deleted while held open
     (agent) or still open in the writer is read to its end first, and followed while
@@ -549,9 +549,9 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
     """
     cur = dict(cursor or {})
     if cursor is None:
-        cur = {"log_inode": inode, "log_offset": offset}
-    offset = cur.get("log_offset") or 0
-    inode = cur.get("log_inode")
+        cur = {"inode": inode, "offset": offset}
+    offset = cur.get("offset") or 0
+    inode, dev = cur.get("inode"), cur.get("dev")
     f, st, follow, event, err = _pick_file(path, cur, carry or 0, root, proc_root, pid)
     if f is None:
         return {"exists": False, "error": err}
@@ -562,7 +562,7 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
             pass                            # the copy holds the cursor's bytes
         elif event in ("truncated", "replaced"):
             rotated = True                  # shorter than the cursor, or its bytes changed (_pick_file)
-        elif inode is not None and st.st_ino != inode:
+        elif inode is not None and (st.st_ino != inode or dev not in (None, st.st_dev)):
             rotated, event = True, event or "replaced"
         elif st.st_size < offset:
             rotated, event = True, "truncated"
@@ -573,7 +573,7 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
             start = _tail_start(f, st.st_size, tail_lines)   # `dfctl logs --tail N`: its last lines
         n = max(0, min(st.st_size - start, cap))
         data = _pread(f, start, n)
-        out = {"exists": True, "inode": st.st_ino, "size": st.st_size, "mtime": st.st_mtime,
+        out = {"exists": True, "inode": st.st_ino, "dev": st.st_dev, "size": st.st_size, "mtime": st.st_mtime,
                "start": start, "rotated": rotated, "bytes": _blob(data)}
         if fp_bytes or rotated or event:
             # what the controller's next fingerprints are made of (it keeps them after this)
@@ -951,6 +951,7 @@ def probe_run(run, root, cap, host_cgroup, hold=False, view=None):
     rd = run.get("run_dir") or ""
     out = {"run_id": run["run_id"]}
     cur = run.get("cursor") or {}
+    fp_files = run.get("fp_files") or ()
     attached = bool(run.get("attached"))   # not dfctl's run dir: its pid/exit_code/stop files are not ours
     pid = _int_file(rd + "/pid", root) if rd and not attached else None
     if pid is None:
@@ -958,9 +959,10 @@ def probe_run(run, root, cap, host_cgroup, hold=False, view=None):
     if attached:
         out["attached"] = True
     out["pid"] = pid
-    out["log"] = read_since(run["log_path"], None, 0, cap, run.get("log_context", 0), root=root, cursor=cur,
-                            carry=run.get("log_carry", 0), proc_root="/proc", pid=view.host_pid(pid), hold=hold,
-                            fp_bytes=run.get("fp_bytes", False), tail_lines=run.get("log_tail_lines", 0))
+    out["log"] = read_since(run["log_path"], None, 0, cap, run.get("log_context", 0), root=root,
+                            cursor=cur.get("log") or {}, carry=run.get("log_carry", 0), proc_root="/proc",
+                            pid=view.host_pid(pid), hold=hold, fp_bytes=run.get("fp_bytes", False) or "log" in fp_files,
+                            tail_lines=run.get("log_tail_lines", 0))
     out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd and not attached else None
     if rd and not attached and out["exit_code_text"] is None:
         out["disk"] = run_dir_disk(rd, root)
@@ -977,10 +979,14 @@ def probe_run(run, root, cap, host_cgroup, hold=False, view=None):
         cg = run["cgroup"]
         out["cgroup"] = cgroup_files_at(cg["version"], cg["path"])
     if rd:
-        out["metrics"] = read_since(rd + "/metrics.jsonl", None, cur.get("metrics_offset", 0), cap, root=root)
+        # the same reader and cursor checks as the log's: a metrics.jsonl or .wandb file
+        # truncated, rewritten or replaced is read again from its start
+        out["metrics"] = read_since(rd + "/metrics.jsonl", None, 0, cap, root=root, cursor=cur.get("metrics") or {},
+                                    fp_bytes="metrics" in fp_files)
         wpath = run.get("wandb_path") or _newest_wandb_file(rd, root)
         if wpath:
-            out["wandb"] = read_since(wpath, None, cur.get("wandb_offset", 0), cap, root=root)
+            out["wandb"] = read_since(wpath, None, 0, cap, root=root, cursor=cur.get("wandb") or {},
+                                      fp_bytes="wandb" in fp_files)
             out["wandb"]["path"] = wpath
     return out
 

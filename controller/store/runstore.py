@@ -27,14 +27,15 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from controller.errors import BadInputError, UnknownRunError
+from controller.errors import UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
+from controller.store.cursors import CursorTable
+from controller.store.registry_db import open_registry
 
 LIVE_STATES = ("launched", "running")
 """Registry states of a run whose process may still be alive."""
@@ -112,7 +113,6 @@ def target_of(rec: RunRecord) -> TargetConfig:
     return TargetConfig(**kw)
 
 
-_CURSOR_COLUMNS_ADDED = {"log_fingerprint": "TEXT", "log_head": "TEXT", "progress_step": "INTEGER"}
 _RUN_COLUMNS_ADDED = {"origin": "TEXT DEFAULT 'launched'", "pid_start_ticks": "INTEGER",
                       "job_id": "TEXT", "node_rank": "INTEGER", "previous_run_id": "TEXT",
                       "attempt": "INTEGER DEFAULT 0"}
@@ -125,11 +125,6 @@ CREATE TABLE IF NOT EXISTS runs (
   git_dirty INTEGER, playbook TEXT, playbook_path TEXT, started_s REAL, wandb_run_id TEXT,
   state TEXT, exit_code INTEGER, ended_s REAL, origin TEXT DEFAULT 'launched', pid_start_ticks INTEGER,
   job_id TEXT, node_rank INTEGER, previous_run_id TEXT, attempt INTEGER DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS cursors (
-  run_id TEXT PRIMARY KEY, log_inode INTEGER, log_offset INTEGER, log_line_no INTEGER,
-  metrics_offset INTEGER, wandb_offset INTEGER, updated_s REAL, log_fingerprint TEXT,
-  log_head TEXT, progress_step INTEGER
 );
 CREATE TABLE IF NOT EXISTS attachments (
   run_id TEXT PRIMARY KEY, doc TEXT
@@ -152,54 +147,15 @@ class RunStore:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else data_dir() / "registry.sqlite"
-        self._db = self._open(self.path, from_env=path is None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA busy_timeout=30000")
-        self._use_wal()
+        self._db = open_registry(self.path, from_env=path is None)
         self._db.executescript(_SCHEMA)
-        self._add_missing_columns("cursors", _CURSOR_COLUMNS_ADDED)
+        self._cursors = CursorTable(self._db)
         self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
         self._add_missing_columns("findings", _FINDING_COLUMNS_ADDED)
         try:
             os.chmod(self.path, 0o600)
         except OSError:
             pass
-
-    def _use_wal(self, wait_s: float = 30.0) -> None:
-        """Put the file in WAL mode (once; a no-op after). Switching needs an exclusive lock,
-        and SQLite answers SQLITE_BUSY at once, without calling the busy handler, when two
-        openers would deadlock on it -- seen when two `dfctl deploy` started together on a
-        fresh registry (one died with "database is locked"). So a busy switch is retried
-        until wait_s, the same patience the busy timeout gives every other statement."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    self._db.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-
-    @staticmethod
-    def _open(path: Path, *, from_env: bool) -> sqlite3.Connection:
-        """The registry's connection; a data directory that cannot hold it (a file, an
-        unwritable or impossible path) is bad input named by its source, not a traceback."""
-        where = f"DFCTL_HOME={os.environ['DFCTL_HOME']}" if from_env and os.environ.get("DFCTL_HOME") \
-            else str(path.parent)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.parent.is_dir():
-                raise NotADirectoryError(f"{path.parent} is not a directory")
-            return sqlite3.connect(path, timeout=30, isolation_level=None)
-        except FileExistsError:
-            problem = f"{path.parent} exists and is not a directory"
-        except (OSError, sqlite3.Error) as exc:
-            problem = getattr(exc, "strerror", None) or str(exc)
-            problem = f"{path.parent}: {problem}" if str(path.parent) not in problem else problem
-        raise BadInputError(f"{where}: cannot hold the dfctl registry: {problem}",
-                            hint="point DFCTL_HOME at a writable directory (or unset it: ~/.local/share/dfctl)")
 
     def _add_missing_columns(self, table: str, columns: dict[str, str]) -> None:
         """A registry written by an older dfctl lacks the newer columns: add them (NULL)."""
@@ -330,19 +286,10 @@ class RunStore:
 
     # -- cursors ------------------------------------------------------------------------
     def get_cursor(self, run_id: str) -> RunCursor:
-        row = self._db.execute("SELECT * FROM cursors WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            return RunCursor()
-        doc = dict(row)
-        for k in ("log_offset", "log_line_no", "metrics_offset", "wandb_offset"):
-            doc[k] = doc[k] or 0
-        return RunCursor.from_json(doc)
+        return self._cursors.get(run_id)
 
     def set_cursor(self, run_id: str, cur: RunCursor) -> None:
-        row = {"run_id": run_id, **cur.to_json(), "updated_s": time.time()}
-        cols = ", ".join(row)
-        marks = ", ".join(f":{k}" for k in row)
-        self._db.execute(f"INSERT OR REPLACE INTO cursors ({cols}) VALUES ({marks})", row)
+        self._cursors.set(run_id, cur)
 
     # -- attached runs ------------------------------------------------------------------
     def set_attachment(self, run_id: str, doc: dict[str, Any]) -> None:

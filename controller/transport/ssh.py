@@ -15,30 +15,31 @@ ConnectTimeout; ssh-agent; explicit playbook values win over the config file.
 
 Host keys are checked against known_hosts. An unknown key is refused with its SHA256
 fingerprint and the way to accept it (`--accept-new-host-key`, which appends it); a
-changed key is always refused. paramiko's own log is routed (ParamikoFailureLines): one
+changed key is always refused (transport/ssh_login.py; where to connect:
+transport/ssh_endpoint.py). This module is the connection's life and its commands. paramiko's own log is routed (ParamikoFailureLines): one
 line per failure, never its tracebacks on stderr. Both output streams are drained concurrently (reading one
 to EOF first deadlocks past the ~2 MiB window); stdin may be a stream, copied in chunks.
 """
 
 from __future__ import annotations
 
-import base64
 import collections
-import hashlib
 import logging
 import os
-import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Sequence
 
 import paramiko
 
-from controller.errors import BadInputError, HostKeyError, UnreachableError
+from controller.errors import BadInputError, UnreachableError
 from controller.transport.base import Result, Stdin, Transport, join_argv
+from controller.transport.ssh_endpoint import SshEndpoint, resolve_endpoint
+from controller.transport.ssh_login import dead_link_timeout_s, fingerprint_sha256, login
+
+__all__ = ["PARAMIKO_LOG", "SshEndpoint", "SshTransport", "dead_link_timeout_s", "fingerprint_sha256",
+           "resolve_endpoint"]
 
 _CHUNK = 1 << 16
 
@@ -92,143 +93,6 @@ def _route_paramiko_log() -> None:
 
 
 _route_paramiko_log()
-
-
-@dataclass(frozen=True)
-class SshEndpoint:
-    """Where and how to connect, after ~/.ssh/config and the playbook were merged."""
-
-    alias: str                       # what the user wrote (playbook target.host)
-    hostname: str                    # HostName (or the alias itself)
-    port: int
-    user: str
-    identity_files: tuple[str, ...]
-    known_hosts: str
-    proxy_jump: str | None = None
-    proxy_command: str | None = None
-    connect_timeout_s: float = 10.0
-    keepalive_s: int = 15
-    accept_new_host_key: bool = False
-    ssh_config: str | None = None
-
-    @property
-    def label(self) -> str:
-        """Human name used in messages: `root@pve (10.0.0.5:22)`."""
-        real = self.hostname if self.port == 22 else f"{self.hostname}:{self.port}"
-        return f"{self.user}@{self.alias}" + ("" if real == self.alias else f" ({real})")
-
-    @property
-    def known_hosts_name(self) -> str:
-        """The name OpenSSH looks up in known_hosts: `host` or `[host]:port`."""
-        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
-
-
-def _load_ssh_config(path: str | None) -> paramiko.SSHConfig:
-    cfg_path = Path(os.path.expanduser(path or "~/.ssh/config"))
-    if cfg_path.is_file():
-        return paramiko.SSHConfig.from_path(str(cfg_path))
-    if path:  # the playbook named a file that is not there: say so instead of ignoring it
-        raise UnreachableError(f"ssh_config {cfg_path}: no such file")
-    return paramiko.SSHConfig()
-
-
-def resolve_endpoint(host: str, *, user: str | None = None, port: int | None = None,
-                     identity_file: str | None = None, known_hosts: str | None = None,
-                     ssh_config: str | None = None, connect_timeout_s: float = 10.0,
-                     keepalive_s: int = 15, accept_new_host_key: bool = False) -> SshEndpoint:
-    """Merge an alias's ssh_config entry with explicit values (explicit wins); a [hosts]
-    alias of the user's dfctl config (controller.userconfig) is expanded first."""
-    from controller.userconfig import host_alias
-
-    spec_user, spec_host, spec_port = _split_jump_spec(host_alias(host))
-    cfg = _load_ssh_config(ssh_config).lookup(spec_host)
-    ids = tuple(os.path.expanduser(p) for p in ([identity_file] if identity_file else cfg.get("identityfile", [])))
-    kh = known_hosts or (cfg.get("userknownhostsfile") or "").split(" ")[0] or "~/.ssh/known_hosts"
-    timeout = connect_timeout_s
-    proxy_jump = cfg.get("proxyjump")
-    if proxy_jump and proxy_jump.lower() == "none":
-        proxy_jump = None
-    return SshEndpoint(
-        alias=spec_host,
-        hostname=cfg.get("hostname", spec_host),
-        port=int(port or spec_port or cfg.get("port", 22)),
-        user=user or spec_user or cfg.get("user") or "root",
-        identity_files=ids,
-        known_hosts=os.path.expanduser(kh),
-        proxy_jump=proxy_jump,
-        proxy_command=None if proxy_jump else cfg.get("proxycommand"),
-        connect_timeout_s=timeout,
-        keepalive_s=keepalive_s,
-        accept_new_host_key=accept_new_host_key,
-        ssh_config=ssh_config,
-    )
-
-
-def _split_jump_spec(spec: str) -> tuple[str | None, str, int | None]:
-    """`user@host:port` (ProxyJump's form) -> parts; a bare alias passes through."""
-    user = None
-    if "@" in spec:
-        user, spec = spec.rsplit("@", 1)
-    port = None
-    if spec.startswith("[") and "]" in spec:       # [v6addr]:port
-        host, _, rest = spec[1:].partition("]")
-        if rest.startswith(":") and rest[1:].isdigit():
-            port = int(rest[1:])
-        return user, host, port
-    if spec.count(":") == 1:
-        host, _, p = spec.partition(":")
-        if p.isdigit():
-            return user, host, int(p)
-    return user, spec, None
-
-
-def fingerprint_sha256(key: paramiko.PKey) -> str:
-    """OpenSSH's fingerprint form: `SHA256:<base64 without padding>`."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
-    """Unknown key: refuse with the fingerprint, or append it when the user said so."""
-
-    def __init__(self, ep: SshEndpoint, via: "SshTransport | None" = None):
-        self.ep = ep
-        self.via = via
-        """The ProxyJump hop this connection is tunnelled through (direct-tcpip), if any."""
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:  # noqa: D401 (paramiko's API)
-        fp = fingerprint_sha256(key)
-        if not self.ep.accept_new_host_key:
-            raise HostKeyError(
-                f"host {self.ep.label}: unknown host key {key.get_name()} {fp} "
-                f"(not in {self.ep.known_hosts})",
-                hint="check the fingerprint on the host (`ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub`), "
-                     "then rerun with --accept-new-host-key to add it to known_hosts")
-        path = Path(self.ep.known_hosts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        needs_nl = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-        with open(path, "a", encoding="ascii") as fh:  # append: never rewrite the user's file
-            fh.write(("\n" if needs_nl else "") + f"{hostname} {key.get_name()} {key.get_base64()}\n")
-        client.get_host_keys().add(hostname, key.get_name(), key)
-
-
-def dead_link_timeout_s(ep: SshEndpoint) -> float:
-    """How long sent bytes may stay unacknowledged before the connection counts as dead."""
-    return max(10.0, 3 * ep.connect_timeout_s)
-
-
-def _bound_dead_link(transport: "paramiko.Transport | None", ep: SshEndpoint) -> None:
-    """TCP_USER_TIMEOUT on the connection's socket: with the link gone (cable, namespace,
-    VPN), a transfer would otherwise block in sendall for TCP's ~15 minutes of
-    retransmissions. With it, the kernel drops the connection once data (a chunk of the
-    stream, a keepalive) stays unacknowledged this long; the command ends as `connection
-    lost` and the next one reconnects. (reliability suite: test_connection_lost_mid_transfer)"""
-    sock = getattr(transport, "sock", None)
-    if isinstance(sock, socket.socket) and hasattr(socket, "TCP_USER_TIMEOUT"):
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(dead_link_timeout_s(ep) * 1000))
-        except OSError:
-            pass
 
 
 class SshTransport(Transport):
@@ -298,66 +162,7 @@ class SshTransport(Transport):
         return None
 
     def _connect(self) -> paramiko.SSHClient:
-        ep = self.ep
-        client = paramiko.SSHClient()
-        if os.path.isfile(ep.known_hosts):
-            try:
-                client.load_host_keys(ep.known_hosts)
-            except (OSError, paramiko.SSHException) as exc:
-                raise HostKeyError(f"host {ep.label}: cannot read known_hosts {ep.known_hosts}: {exc}") from None
-        client.set_missing_host_key_policy(_KnownHostsPolicy(ep))
-        sock = self._open_sock()
-        t0 = time.monotonic()
-        try:
-            client.connect(
-                ep.hostname, port=ep.port, username=ep.user,
-                key_filename=list(ep.identity_files) or None,
-                look_for_keys=not ep.identity_files, allow_agent=True,
-                timeout=ep.connect_timeout_s, banner_timeout=ep.connect_timeout_s,
-                auth_timeout=ep.connect_timeout_s, channel_timeout=ep.connect_timeout_s,
-                sock=sock)
-        except HostKeyError:
-            client.close()
-            raise
-        except paramiko.BadHostKeyException as exc:
-            client.close()
-            raise HostKeyError(
-                f"host {ep.label}: HOST KEY CHANGED: the host offered {exc.key.get_name()} "
-                f"{fingerprint_sha256(exc.key)} but {ep.known_hosts} holds {fingerprint_sha256(exc.expected_key)}; "
-                "refusing to connect (possible man-in-the-middle)",
-                hint=f"if the host was reinstalled, remove the old key: ssh-keygen -R '{ep.known_hosts_name}' "
-                     f"-f {ep.known_hosts}") from None
-        except paramiko.AuthenticationException as exc:
-            client.close()
-            raise UnreachableError(
-                f"host {ep.label}: authentication failed as {ep.user}: {exc}",
-                hint="check target.user / IdentityFile / ssh-agent") from None
-        except (socket.timeout, TimeoutError) as exc:
-            client.close()
-            raise UnreachableError(
-                f"host {ep.label}: no answer within {ep.connect_timeout_s:g} s ({exc or 'timed out'})") from None
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            client.close()
-            if str(exc) == "No authentication methods available":
-                # paramiko's words when it had no key to offer at all: no IdentityFile, none
-                # under ~/.ssh, and no ssh-agent or an empty one
-                raise UnreachableError(
-                    f"host {ep.label}: authentication failed as {ep.user}: no key to offer (no IdentityFile, "
-                    f"no key under ~/.ssh, ssh-agent not running or empty)",
-                    hint="set target.identity_file or IdentityFile in ~/.ssh/config, or ssh-add your key "
-                         "to a running ssh-agent (SSH_AUTH_SOCK)") from None
-            if time.monotonic() - t0 >= 0.9 * ep.connect_timeout_s:
-                # TCP connected but no banner/handshake in time (sshd stopped, overloaded):
-                # paramiko words this "No existing session" or "Error reading SSH protocol banner"
-                raise UnreachableError(
-                    f"host {ep.label}: no answer within {ep.connect_timeout_s:g} s "
-                    f"(TCP connected, but the SSH handshake did not complete: {exc})") from None
-            raise UnreachableError(f"host {ep.label}: cannot connect: {exc}") from None
-        transport = client.get_transport()
-        if transport is not None and ep.keepalive_s > 0:
-            transport.set_keepalive(ep.keepalive_s)
-        _bound_dead_link(transport, ep)
-        return client
+        return login(self.ep, self._open_sock)
 
     def connect(self) -> None:
         """Open the connection now (doctor, host-key acceptance); run() does it lazily."""

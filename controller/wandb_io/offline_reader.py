@@ -11,7 +11,7 @@ Why by byte offset: the file grows while the run lives (wandb-core flushes it ev
 `x_transaction_log_flush_interval` s, 15 by default; `WANDB__TRANSACTION_LOG_FLUSH_INTERVAL=1`
 makes it 1 s), and the watcher is killed and restarted. `offset` always sits at the start
 of a logical record (or at a block boundary after skipped corruption), so it can be
-persisted (runstore `wandb_offset`) and resumed with no row lost or repeated. A partial
+persisted (the run cursor's `wandb` FileCursor) and resumed with no row lost or repeated. A partial
 last record is normal in a live file: we stop before it and pick it up next time. A bad
 crc or an impossible header means corruption: skip to the next block, count it, never
 raise. `feed()` decodes bytes fetched elsewhere (the probe's remote read) the same way.

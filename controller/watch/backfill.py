@@ -11,10 +11,10 @@ ssh and pct targets -- and the steps the history lacks are appended (idempotent)
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from controller.adopt.importers import metrics_samples
 from controller.probe import RunProbeRequest
+from controller.records import FileCursor, RunCursor
 from controller.store.history import backfill_checked_bytes, backfill_progress, set_backfill_checked_bytes
 from controller.watch.follower import RunFollower
 from controller.watch.poller import HostPoller, default_transport, host_key
@@ -43,7 +43,7 @@ def backfill_history(r: RunFollower) -> tuple[int, str]:
         while start + len(data) < upto:
             # the log cursor as it stands (its bytes are not wanted), metrics from where we are
             offset = start + len(data)
-            cursor = replace(r.log.cursor(), metrics_offset=offset)
+            cursor = RunCursor(log=r.log.cursor(), metrics=FileCursor(offset=offset))
             req = RunProbeRequest(run_id=r.record.run_id, log_path=r.record.log_path or f"{r.record.run_dir}/train.log",
                                   run_dir=r.record.run_dir, pid=r.record.pid, vmid=vmid, cursor=cursor)
             reading, error = poller.poll([req], {vmid: target.python} if vmid is not None else {})

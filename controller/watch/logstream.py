@@ -3,9 +3,10 @@
 Read only through the probe's read_since -- the watch's own reader, with its
 fingerprints, renames, copytruncate and deleted-log rules -- and for `-f` through the
 host's long-lived probe agent (the watch's HostPoller), so a poll costs one round trip
-on the open connection, not a Python start. On the local target the wait between polls
-is an inotify wake-up on the log's directory where the kernel has it (tail -F's way;
-a write shows at once), else a plain poll.
+on the open connection, not a Python start. The polls are paced by the watch's clock
+(tick.ticks_every); on the local target its wait is an inotify wake-up on the log's
+directory where the kernel has it (tail -F's way; a write shows at once), else the
+plain interval.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from controller.errors import DeployError, UnreachableError
 from controller.follow.cursor import LogFollower
 from controller.probe import ProbeError, RunProbeRequest
 from controller.probe.readings import FileRead, RunReading
+from controller.records import RunCursor
 from controller.store.runstore import RunRecord, target_of
 from controller.watch.poller import HostPoller, default_transport, host_key
 from controller.watch.settings import WatchSettings
+from controller.watch.tick import ticks_every
 
 POLL_S = 0.5
 READ_CAP_BYTES = 4 << 20
@@ -31,7 +34,8 @@ _IN_NONBLOCK, _IN_CLOEXEC = 0o4000, 0o2000000
 
 
 class DirectoryWake:
-    """Wakes on any change in one local directory (inotify), else after the timeout."""
+    """Wakes on any change in one local directory (inotify), else after the timeout;
+    `fd` None: no inotify here (waiter() is None: the clock's own wait)."""
 
     def __init__(self, directory: str):
         self.fd: int | None = None
@@ -48,10 +52,13 @@ class DirectoryWake:
         except (OSError, AttributeError):   # no inotify here: poll
             self.fd = None
 
-    def wait(self, timeout_s: float) -> None:
+    def waiter(self) -> Callable[[float], bool] | None:
+        """ticks_every's wait: returns early on a change (never a stop), None without inotify."""
+        return self.wait if self.fd is not None else None
+
+    def wait(self, timeout_s: float) -> bool:
         if self.fd is None:
-            time.sleep(timeout_s)
-            return
+            return False
         ready, _, _ = select.select([self.fd], [], [], timeout_s)
         if ready:
             try:
@@ -59,6 +66,7 @@ class DirectoryWake:
                     pass
             except BlockingIOError:
                 pass
+        return False
 
     def close(self) -> None:
         if self.fd is not None:
@@ -81,7 +89,7 @@ class LogStream:
     def _read(self, tail_lines: int = 0) -> RunReading:
         vmid = int(self.target.vmid) if self.target.kind == "pct" and self.target.vmid is not None else None
         req = RunProbeRequest(run_id=self.rec.run_id, log_path=self.path, run_dir=self.rec.run_dir or "",
-                              pid=self.rec.pid, vmid=vmid, cursor=self.log.cursor(),
+                              pid=self.rec.pid, vmid=vmid, cursor=RunCursor(log=self.log.cursor()),
                               log_carry_bytes=len(self.log.carry), log_tail_lines=tail_lines,
                               want_fingerprint_bytes=self.log.wants_fingerprint_bytes)
         reading, error = self.poller.poll([req], {vmid: self.target.python} if vmid is not None else {})
@@ -95,7 +103,7 @@ class LogStream:
         return rd
 
     def _take(self, lr: FileRead) -> None:
-        self.log.feed(lr.data, start=lr.start, inode=lr.inode, rotated=lr.rotated, head=lr.head,
+        self.log.feed(lr.data, start=lr.start, inode=lr.inode, dev=lr.dev, rotated=lr.rotated, head=lr.head,
                       before=lr.before, event=lr.event)
 
     def tail(self, lines: int) -> FileRead:
@@ -115,36 +123,42 @@ class LogStream:
         wake = DirectoryWake(os.path.dirname(self.path)) if self.target.kind == "local" else None
         ended_polls = 0
         try:
-            while True:
-                try:
-                    rd = self._read()
-                except DeployError:
-                    raise
-                except ProbeError as exc:
-                    raise UnreachableError(f"run {self.rec.run_id}: following {self.path}: {exc.message}") from None
-                lr = rd.log
-                if lr is not None and lr.exists:
-                    if lr.event:
-                        on_event(f"{self.path}: {lr.event}" + (f" (reading {lr.followed})" if lr.followed else "")
-                                 + ("; from its start" if lr.rotated else ""))
-                    self._take(lr)
-                    if lr.data:
-                        out.write(lr.data)
-                        out.flush()
-                        ended_polls = 0
-                        if lr.start + len(lr.data) < (lr.size_bytes or 0):
-                            continue          # more than one read's worth: at once
+            for _ in ticks_every(self.poll_s, wait=wake.waiter() if wake is not None else None):
+                while True:
+                    rd = self._poll(out, on_event)
+                    lr = rd.log
+                    if lr is None or not lr.exists or not lr.data:
+                        break
+                    ended_polls = 0
+                    if lr.start + len(lr.data) >= (lr.size_bytes or 0):
+                        break
+                    # more than one read's worth: read on at once
                 if rd.process.state in ("exited", "not_started"):
                     ended_polls += 1
                     if ended_polls >= 2:
                         return
-                if wake is not None:
-                    wake.wait(self.poll_s)
-                else:
-                    time.sleep(self.poll_s)
         finally:
             if wake is not None:
                 wake.close()
+
+    def _poll(self, out: BinaryIO, on_event: Callable[[str], None]) -> RunReading:
+        """One read; its bytes printed, its event told."""
+        try:
+            rd = self._read()
+        except DeployError:
+            raise
+        except ProbeError as exc:
+            raise UnreachableError(f"run {self.rec.run_id}: following {self.path}: {exc.message}") from None
+        lr = rd.log
+        if lr is not None and lr.exists:
+            if lr.event:
+                on_event(f"{self.path}: {lr.event}" + (f" (reading {lr.followed})" if lr.followed else "")
+                         + ("; from its start" if lr.rotated else ""))
+            self._take(lr)
+            if lr.data:
+                out.write(lr.data)
+                out.flush()
+        return rd
 
     def close(self) -> None:
         self.poller.close()

@@ -29,7 +29,11 @@ from controller.watch.settings import WatchSettings, resolve_settings
 
 Waiter = Callable[[float], Any]
 """wait(timeout_s): block up to timeout_s; a truthy answer (threading.Event.wait's, once
-set) means stop. The default sleeps and never stops."""
+set) means stop. A falsy answer before timeout_s is a wake-up (`logs -f`: the log's
+directory changed): the next tick goes at once. The default sleeps and never stops."""
+
+EARLY_WAKE_S = 0.001
+"""A wait that returns more than this before its slot ended woke early (not a timer's slack)."""
 
 
 def _sleep(timeout_s: float) -> bool:
@@ -44,7 +48,9 @@ def ticks_every(interval_s: float, *, clock: Callable[[], float] = time.monotoni
     Why a schedule and not "sleep interval_s after the work": the work's own time does not
     push later ticks back (no drift). A tick that overran its slot is followed at once by the
     next, re-anchored to now -- not by a full wait, and not by a burst of catch-up ticks.
-    `clock` and `wait` are injectable so a test drives this with a fake clock and an event."""
+    A wait woken early (an event, not its timeout) starts the next tick at once, and the
+    schedule goes on from there. `clock` and `wait` are injectable so a test drives this
+    with a fake clock and an event."""
     wait = wait or _sleep
     due = clock()
     n = 0
@@ -58,6 +64,8 @@ def ticks_every(interval_s: float, *, clock: Callable[[], float] = time.monotoni
             left = 0.0
         if wait(left):              # wait(0) still hears a stop
             return
+        if clock() < due - EARLY_WAKE_S:
+            due = clock()           # woken early: this tick now, the next a full interval on
 
 
 @dataclass

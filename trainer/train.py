@@ -5,7 +5,8 @@
 
 Exit codes: 0 finished; 1 unexpected error or CUDA out of memory (the allocator's numbers
 are printed first, and torch's own OutOfMemoryError text); 2 bad input (config, data,
-arguments); 143 stopped by SIGTERM after saving a checkpoint (resume with --resume).
+arguments, a --resume / --resume-from that cannot be exact); 143 stopped by SIGTERM after
+saving a checkpoint (resume with --resume, or --resume-from RUN_DIR into a new run dir).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from . import checkpoint
+from . import checkpoint, resume_source
 from .config import FULL, PRESETS, SLIDING, SLIDING_MASKS, ConfigError, RunConfig, get_preset, with_overrides
 from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
 from .metrics import ProgressReporter, WandbLogger, milestone, say, summarise_metrics
@@ -55,7 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "target prefill is a third of a compiled step, 43 %% -> 56 %% MFU compiled)")
     ap.add_argument("--grad-checkpointing", action="store_true", help="recompute draft layers in backward")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="save every N steps (0: only on SIGTERM/end)")
-    ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
+    resume_how = ap.add_mutually_exclusive_group()
+    resume_how.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
+    resume_how.add_argument("--resume-from", default=None, metavar="PATH",
+                            help="continue another run: its run dir (its newest complete checkpoint) or a "
+                                 "checkpoint file; this run writes to its own --run-dir (exit 2 if PATH has no "
+                                 "complete checkpoint or another config)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after N steps of this invocation with a checkpoint (time-sliced jobs; resume later)")
     ap.add_argument("--target-model", default=None, help="safetensors file or model directory for the target")
@@ -206,6 +212,7 @@ class Session:
     reporter: ProgressReporter | None = None
     wandb_logger: WandbLogger | None = None
     term: _Termination = field(default_factory=_Termination)
+    resumed: dict = field(default_factory=dict)    # joins the first metrics.jsonl record after a resume
 
     def out(self, line: str) -> None:
         if self.rank == 0:
@@ -474,24 +481,45 @@ def build(args: argparse.Namespace) -> Session:
                    target_devices=target_devices, drafter_devices=drafter_devices, replicas=replicas)
 
 
+def data_facts(s: Session) -> dict:
+    return resume_source.data_facts(seed=s.args.seed, eval_fraction=s.args.eval_fraction, samples=len(s.dataset),
+                                    batches_per_epoch=s.plan.num_batches)
+
+
 def resume(s: Session) -> None:
-    """--resume: weights, optimizer, scheduler and the data position of the latest checkpoint."""
-    if not s.args.resume:
+    """--resume (this run dir) / --resume-from PATH (another run's): weights, optimizer,
+    scheduler, RNG and the data position of the newest complete checkpoint, after
+    resume_source has checked that the config and data order are the checkpoint's."""
+    if s.args.resume_from:
+        flag = "--resume-from"
+        ck = resume_source.source_checkpoint(Path(s.args.resume_from))
+    elif s.args.resume:
+        flag = "--resume"
+        found = resume_source.own_checkpoint(s.run_dir)
+        if found is None:
+            s.out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(s.run_dir)}; starting fresh")
+            return
+        ck = found
+    else:
         return
-    ck = checkpoint.newest_complete(s.run_dir)
-    if ck is None:
-        s.out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(s.run_dir)}; starting fresh")
-        return
-    state = checkpoint.load(ck)
+    state = resume_source.load_checked(ck, flag)
+    changes = resume_source.check_compatible(state, ck, flag, s.cfg.to_dict(), data_facts(s))
     missing = s.replicas.master.load_state_dict(state["drafter"], strict=False)
     if missing.unexpected_keys:
-        raise ConfigError(f"{ck}: unexpected drafter keys {missing.unexpected_keys[:3]}")
+        raise ConfigError(f"{flag} {ck}: unexpected drafter keys {missing.unexpected_keys[:3]}")
     s.replicas.optimizer.load_state_dict(state["optimizer"])
     s.replicas.scheduler.load_state_dict(state["scheduler"])
     s.replicas.sync_replicas()
     checkpoint.restore_rng(state)
-    s.start_step, s.next_pos = int(state["step"]), int(state["next_pos"])
-    s.out(f"resume: {ck} step={s.start_step} next_batch_pos={s.next_pos}")
+    s.start_step = int(state["step"])
+    s.next_pos = resume_source.data_position(state, s.plan.num_batches)
+    if s.args.resume_from and s.rank == 0:
+        resume_source.write_link(s.run_dir, ck, s.start_step)
+    s.resumed = {"resumed_from": str(ck), "resumed_step": s.start_step, "resumed_next_batch_pos": s.next_pos}
+    s.out(f"resume: {ck} step={s.start_step} next_batch_pos={s.next_pos}"
+          + (f" (changed: {'; '.join(changes)}; data position mapped by epoch share, not exact)" if changes else ""))
+    if s.rank == 0:
+        milestone("resumed", step=s.start_step, path=ck)
 
 
 def start(s: Session) -> None:
@@ -506,7 +534,7 @@ def start(s: Session) -> None:
                                      {**s.cfg.to_dict(), "args": vars(s.args), **s.layout})
     s.reporter = ProgressReporter(run_dir=s.run_dir, block_size=s.cfg.drafter.block_size, log_every=s.args.log_every,
                                   devices=s.target_devices + s.drafter_devices, wandb_logger=s.wandb_logger,
-                                  enabled=s.rank == 0)
+                                  enabled=s.rank == 0, first_record_extra=s.resumed)
     s.term.install()
     s.pipeline.start()
 
@@ -519,7 +547,7 @@ def save(s: Session, step: int) -> None:
     path = checkpoint.save(s.run_dir, step=step, next_pos=s.next_pos + (step - s.start_step) * per_step,
                            drafter_state=s.replicas.master.trainable_state_dict(),
                            optimizer=s.replicas.optimizer, scheduler=s.replicas.scheduler,
-                           config=s.cfg.to_dict(), layout=s.layout)
+                           config=s.cfg.to_dict(), layout=s.layout, data=data_facts(s))
     milestone("checkpoint_saved", step=step, path=path)
 
 

@@ -26,6 +26,7 @@ import torch
 from . import checkpoint, resume_source
 from .config import FULL, PRESETS, SLIDING, SLIDING_MASKS, ConfigError, RunConfig, get_preset, with_overrides
 from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
+from .loss import LOSS_KERNELS
 from .metrics import ProgressReporter, WandbLogger, milestone, say, summarise_metrics
 from .model import Drafter, HuggingFaceTarget, hf_config_to_target, load_target
 from .pipeline import BatchingSpec, BatchPositions, Pipeline, host_batch_for, host_tensors, run_target
@@ -33,6 +34,7 @@ from .replicas import DrafterReplicas
 from .synth import write_dataset
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_SIGTERM = 0, 1, 2, 143
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 RECOMPILE_LIMIT = 16    # deliberate: dynamic-shape flex/drafter graphs settle within a few; more is a storm
 
 
@@ -54,6 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--compile-target", action="store_true",
                     help="torch.compile the target's decoder layers (the bundled Qwen3 target; issue 23: the "
                          "target prefill is a third of a compiled step, 43 %% -> 56 %% MFU compiled)")
+    ap.add_argument("--compile-mode", choices=COMPILE_MODES, default="default",
+                    help="torch.compile mode for --compile-drafter / --compile-target (max-autotune-no-cudagraphs: "
+                         "inductor times its own GEMM templates against cuBLAS; minutes more compiling)")
+    ap.add_argument("--loss-kernel", choices=LOSS_KERNELS, default="triton",
+                    help="CUDA: the loss's pass over the logits as one in-place Triton kernel (trainer/loss_kernel.py; "
+                         "default) or inductor's fused version (the path before issue 23's last round)")
     ap.add_argument("--grad-checkpointing", action="store_true", help="recompute draft layers in backward")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="save every N steps (0: only on SIGTERM/end)")
     resume_how = ap.add_mutually_exclusive_group()
@@ -363,7 +371,7 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
             targets.append(load_target(cfg.target, dc.target_layers, path=args.target_model, device=dev,
                                        dtype=dtype, seed=args.seed, full=full))
         if args.compile_target:
-            compile_target_layers(targets[-1], out)
+            compile_target_layers(targets[-1], out, _mode(args))
         out(f"[milestone] target_loaded index={i} device={dev}")
     drafters = []
     for dev in drafter_devices:
@@ -376,13 +384,17 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
         d.grad_checkpointing = args.grad_checkpointing
         if args.compile_drafter:
             for layer in d.layers:
-                layer.compile(dynamic=None)     # automatic: a dim that changes (samples per batch) turns dynamic
+                layer.compile(dynamic=None, mode=_mode(args))     # automatic: a dim that changes (samples per batch) turns dynamic
         d.train()
         drafters.append(d)
     return targets, drafters
 
 
-def compile_target_layers(target, out) -> None:
+def _mode(args) -> str | None:
+    return None if args.compile_mode == "default" else args.compile_mode
+
+
+def compile_target_layers(target, out, mode: str | None = None) -> None:
     """--compile-target: each decoder layer of our TargetModel through inductor (automatic
     dynamic shapes: the batch's sample count and length vary). The norms, RoPE products,
     SwiGLU and residual adds fuse around the matmuls and SDPA. A transformers-loaded target
@@ -392,7 +404,7 @@ def compile_target_layers(target, out) -> None:
         out("[compile] --compile-target: a transformers target is not compiled (left eager)")
         return
     for layer in layers:
-        layer.compile(dynamic=None)
+        layer.compile(dynamic=None, mode=mode)
 
 
 def _init_from(drafters: list[Drafter], path: Path, out) -> None:
@@ -463,6 +475,11 @@ def build(args: argparse.Namespace) -> Session:
         importlib.import_module("torch._dynamo").config.recompile_limit = RECOMPILE_LIMIT
         torch._logging.set_logs(recompiles=True)
         out(f"[compile] recompile_limit={RECOMPILE_LIMIT}; recompiles are logged (torch._logging recompiles=True)")
+        from . import loss_kernel
+
+        missing = args.loss_kernel == "triton" and not loss_kernel.available()
+        out(f"[loss] logits pass: {'inductor (Triton is not importable)' if missing else args.loss_kernel}; "
+            f"compile mode {args.compile_mode}")
     targets, drafters = _models(args, cfg, target_devices, drafter_devices, dtype, out)
     if args.init_drafter:
         _init_from(drafters, Path(args.init_drafter), out)
@@ -470,7 +487,7 @@ def build(args: argparse.Namespace) -> Session:
         drafters, drafter_devices, lr=tc.lr, weight_decay=tc.weight_decay, grad_clip=tc.grad_clip,
         total_steps=args.steps, warmup_frac=tc.warmup_frac, min_lr_frac=tc.min_lr_frac, gamma=dc.loss_gamma,
         chunk_rows=dc.loss_chunk_tokens, use_flex=cuda, autocast_dtype=dtype if cuda else None,
-        process_group_world=world, compiled=args.compile_drafter)
+        process_group_world=world, compiled=args.compile_drafter, loss_kernel=args.loss_kernel)
     trainable = sum(p.numel() for p in replicas.params)
     out(f"Drafter: {trainable / 1e6:.1f}M trainable parameters x {len(drafters)} replica(s); "
         f"target layers {list(dc.target_layers)} of {cfg.target.num_layers}; block {dc.block_size}; "

@@ -535,10 +535,11 @@ class Bench:
             # 4d. issue 23's last round: the loss's logits pass, today's beside the Triton kernel
             if cuda and want("loss-kernel"):
                 both = dev + ["--compile-drafter", "--compile-target"]
-                self.e2e_group([("lk-inductor-1gpu", both + ["--loss-kernel", "inductor"], "0", [0])], 200, 60, steps,
-                               sampler)
-                self.e2e_group([("lk-triton-1gpu", both + ["--loss-kernel", "triton"], "0", [0])], 200, 60, steps,
-                               sampler)
+                for r in range(int(os.environ.get("LK_REPEAT", "1"))):     # A B A B: the spread of each
+                    tag = f"-r{r + 1}" if r else ""
+                    for kernel in ("inductor", "triton"):
+                        self.e2e_group([(f"lk-{kernel}{tag}-1gpu", both + ["--loss-kernel", kernel], "0", [0])],
+                                       200, 60, steps, sampler)
             if cuda and only and "lk-budget" in only:
                 self.e2e_group([("lk-triton-tb73728-1gpu", dev + ["--compile-drafter", "--compile-target",
                                                                   "--token-budget", "73728"], "0", [0])],
@@ -568,6 +569,7 @@ class Bench:
                               ("compiled-target-seq-1gpu", "compiled-1gpu", "compiled_target_seq_over_compiled_e2e"),
                               ("lk-triton-1gpu", "lk-inductor-1gpu", "triton_loss_over_inductor_loss_e2e"),
                               ("lk-triton-tb73728-1gpu", "lk-inductor-1gpu", "triton_tb73728_over_inductor_loss_e2e"),
+                              ("lk-triton-r2-1gpu", "lk-inductor-r2-1gpu", "triton_loss_over_inductor_loss_e2e_r2"),
                               ("lk-triton-autotune-1gpu", "lk-inductor-1gpu", "triton_autotune_over_inductor_loss_e2e"),
                               ("pipe-split-compiled", "seq-split-compiled", "split_compiled_pipeline_over_sequential")):
             if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):

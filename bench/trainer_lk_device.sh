@@ -10,7 +10,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 test -f trainer/loss_kernel.py || { echo "not this branch's tree"; git log -1 --oneline; exit 3; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/trainer/test_loss_kernel.py 2>&1 | tee "$OUT/pytest.log"
-timeout 120 python3 bench/trainer_loss_probe.py 2>&1 | tee "$OUT/probe.jsonl"
+[ "${LK_PROBE:-1}" = 1 ] && timeout 120 python3 bench/trainer_loss_probe.py 2>&1 | tee "$OUT/probe.jsonl"
 BENCH_TIMEOUT_S=${LK_BENCH_S:-380} BENCH_BUDGET_S=$(( ${LK_BENCH_S:-380} - 10 )) BUSY_AT_S=150 \
   bash bench/trainer_device.sh --only "micro-eager,loss-kernel${LK_EXTRA:-}" --steps ${LK_STEPS:-45}
 timeout 90 python3 -m trainer.eval_decode /tmp/b/run-lk-triton-1gpu --prompts /tmp/b/data-bench-1b \

@@ -29,7 +29,7 @@ from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
 from .loss import LOSS_KERNELS
 from .metrics import ProgressReporter, WandbLogger, milestone, say, summarise_metrics
 from .model import Drafter, HuggingFaceTarget, hf_config_to_target, load_target
-from .pipeline import BatchingSpec, BatchPositions, Pipeline, host_batch_for, host_tensors, run_target
+from .pipeline import BatchingSpec, BatchPositions, Pipeline, host_batch_for, host_tensors, launch_guard, run_target
 from .replicas import DrafterReplicas
 from .synth import write_dataset
 
@@ -390,6 +390,11 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
     return targets, drafters
 
 
+def _compiled(args) -> bool:
+    """Compiled models on more than one thread (see pipeline.LAUNCH_LOCK)."""
+    return bool(args.compile_drafter or args.compile_target) and not args.sequential
+
+
 def _mode(args) -> str | None:
     return None if args.compile_mode == "default" else args.compile_mode
 
@@ -545,7 +550,8 @@ def start(s: Session) -> None:
                                replicas=len(s.drafter_devices))
     s.pipeline = Pipeline(dataset=s.dataset, positions=positions, spec=s.spec, targets=s.targets,
                           target_devices=s.target_devices, drafter_devices=s.drafter_devices,
-                          prefetch_workers=s.args.prefetch_workers, sequential=s.args.sequential)
+                          prefetch_workers=s.args.prefetch_workers, sequential=s.args.sequential,
+                          compiled=_compiled(s.args))
     if s.rank == 0:
         s.wandb_logger = WandbLogger(s.args.wandb_project, s.run_dir,
                                      {**s.cfg.to_dict(), "args": vars(s.args), **s.layout})
@@ -578,7 +584,8 @@ def train_loop(s: Session) -> tuple[int, int]:
         t0 = time.perf_counter()
         batches = s.pipeline.next_step_batches()
         wait = time.perf_counter() - t0
-        metrics = s.replicas.step(batches)
+        with launch_guard(_compiled(args)):
+            metrics = s.replicas.step(batches)
         step += 1
         if step == s.start_step + 1 and s.rank == 0:
             milestone("first_step")
@@ -613,6 +620,11 @@ def evaluate(s: Session) -> dict:
     assert s.eval_plan is not None
     positions = BatchPositions(s.eval_plan, start_pos=0, world=1, rank=0, replicas=1)
     dev = s.drafter_devices[0]
+    with launch_guard(_compiled(s.args)):
+        return _evaluate(s, positions, dev)
+
+
+def _evaluate(s: Session, positions: BatchPositions, dev: torch.device) -> dict:
     total = None
     for seq in range(min(s.args.eval_batches, s.eval_plan.num_batches)):
         hb = host_batch_for(s.dataset, positions, s.spec, seq)

@@ -542,10 +542,12 @@ class Bench:
                                        200, 60, steps, sampler)
             if cuda and only and "lk-budget" in only:
                 self.e2e_group([("lk-triton-tb73728-1gpu", dev + ["--compile-drafter", "--compile-target",
-                                                                  "--token-budget", "73728"], "0", [0])],
+                                                                  "--loss-kernel", "triton", "--token-budget", "73728"],
+                                 "0", [0])],
                                200, 60, steps, sampler)
             if cuda and only and "lk-autotune" in only:
                 self.e2e_group([("lk-triton-autotune-1gpu", dev + ["--compile-drafter", "--compile-target",
+                                                                   "--loss-kernel", "triton",
                                                                    "--compile-mode", "max-autotune-no-cudagraphs"],
                                  "0", [0])], 300, 60, steps, sampler)
             # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline

@@ -22,10 +22,11 @@ import torch.nn.functional as F
 from . import loss_kernel
 
 IGNORE = -100
-# how a CUDA chunk's pass over its logits runs: "triton" (loss_kernel.py: one in-place
-# kernel, online softmax) or "inductor" (_ce_chunk through torch.compile, the path before
-# issue 23's last item); CPU always runs _ce_chunk eagerly
-LOSS_KERNELS = ("triton", "inductor")
+# how a CUDA chunk's pass over its logits runs: "inductor" (_ce_chunk through torch.compile;
+# the default) or "triton" (loss_kernel.py: one in-place kernel, online softmax; 11 % faster
+# per chunk on the H200 but no faster end to end, BENCHMARKS.md trainer run 11); CPU always
+# runs _ce_chunk eagerly
+LOSS_KERNELS = ("inductor", "triton")
 
 
 def slot_weights(block_size: int, gamma: float, device=None) -> torch.Tensor:
@@ -96,7 +97,7 @@ _triton_fallback_reason: str | None = None
 
 class _ChunkedLinearCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, labels, row_weights, chunk_rows, kernel="triton"):
+    def forward(ctx, hidden, weight, labels, row_weights, chunk_rows, kernel="inductor"):
         n = hidden.shape[0]
         grad_hidden = torch.empty_like(hidden)
         loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -132,7 +133,7 @@ class LossOutput:
 
 def dflash_loss(hidden: torch.Tensor, labels: torch.Tensor, lm_head_weight: torch.Tensor, *,
                 gamma: float, chunk_rows: int, rows: torch.Tensor | None = None,
-                kernel: str = "triton") -> LossOutput:
+                kernel: str = "inductor") -> LossOutput:
     """hidden [S, A, Bk, H] (after the drafter's norm), labels [S, A, Bk] (IGNORE where none).
 
     `rows`: the flat indices of the supervised slots (labels != IGNORE), if the caller

@@ -47,7 +47,7 @@ class DrafterReplicas:
     def __init__(self, drafters: list[Drafter], devices: list[torch.device], *, lr: float, weight_decay: float,
                  grad_clip: float, total_steps: int, warmup_frac: float, min_lr_frac: float, gamma: float,
                  chunk_rows: int, use_flex: bool, autocast_dtype: torch.dtype | None,
-                 process_group_world: int = 1, compiled: bool = False, loss_kernel: str = "triton"):
+                 process_group_world: int = 1, compiled: bool = False, loss_kernel: str = "inductor"):
         self.drafters, self.devices = drafters, devices
         self.master = drafters[0]
         self.params = [p for _, p in self.master.trainable_parameters()]

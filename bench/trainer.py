@@ -18,6 +18,10 @@ still leaves what it measured:
   4. --compile-drafter end to end on one GPU, vs phase 3's eager pipeline
   4b. --compile-drafter --sequential on one GPU (the compiled one-GPU pipeline's baseline)
   4c. --compile-drafter --compile-target on one GPU, pipeline and --sequential (issue 23)
+  4d. issue 23's last round, one after another on one GPU, all --compile-drafter
+     --compile-target: today's loss pass (--loss-kernel inductor) beside the Triton one
+     (--loss-kernel triton); opt-in extras `lk-budget` (Triton, --token-budget 73728) and
+     `lk-autotune` (Triton, --compile-mode max-autotune-no-cudagraphs)
 tok/s from metrics.jsonl over steps 11..N; the first steps' losses are compared across the
 sequential / pipeline / split runs (they must be identical: a run is a function of
 (seed, step)).
@@ -502,10 +506,13 @@ class Bench:
                                steps, sampler)
                 self.e2e_group([("pipe-split-compiled", dev + split + comp, None, split_gpus)], each_s, 60, steps, sampler)
             # 2. components: eager on GPU0 and compiled on GPU1 at once (compiled: GPU only)
-            if want("micro"):
-                modes = [("eager", False, g0)] + ([("compiled", True, g1)] if cuda and n_gpu >= 2 else [])
+            #    (`micro-eager`: the eager one alone -- what the MFU formula needs)
+            if want("micro") or (only and "micro-eager" in only):
+                eager_only = not want("micro")
+                modes = [("eager", False, g0)] + ([("compiled", True, g1)] if cuda and n_gpu >= 2 and not eager_only
+                                                  else [])
                 self.micro_group(modes, 170, 60)
-                if cuda and n_gpu == 1:           # one GPU: the compiled component after the eager one
+                if cuda and n_gpu == 1 and not eager_only:   # one GPU: the compiled component after the eager one
                     self.micro_group([("compiled", True, g0)], 170, 60)
             # 3. one GPU: sequential on GPU0 and the pipeline on GPU1 at once
             if want("onegpu"):
@@ -525,6 +532,24 @@ class Bench:
                 self.e2e_group([("compiled-target-1gpu", both, "0", [0])], 200, 60, steps, sampler)
                 self.e2e_group([("compiled-target-seq-1gpu", both + ["--sequential"], "0", [0])], 200, 60, steps,
                                sampler)
+            # 4d. issue 23's last round: the loss's logits pass, today's beside the Triton kernel
+            if cuda and want("loss-kernel"):
+                both = dev + ["--compile-drafter", "--compile-target"]
+                for r in range(int(os.environ.get("LK_REPEAT", "1"))):     # A B A B: the spread of each
+                    tag = f"-r{r + 1}" if r else ""
+                    for kernel in ("inductor", "triton"):
+                        self.e2e_group([(f"lk-{kernel}{tag}-1gpu", both + ["--loss-kernel", kernel], "0", [0])],
+                                       200, 60, steps, sampler)
+            if cuda and only and "lk-budget" in only:
+                self.e2e_group([("lk-triton-tb73728-1gpu", dev + ["--compile-drafter", "--compile-target",
+                                                                  "--loss-kernel", "triton", "--token-budget", "73728"],
+                                 "0", [0])],
+                               200, 60, steps, sampler)
+            if cuda and only and "lk-autotune" in only:
+                self.e2e_group([("lk-triton-autotune-1gpu", dev + ["--compile-drafter", "--compile-target",
+                                                                   "--loss-kernel", "triton",
+                                                                   "--compile-mode", "max-autotune-no-cudagraphs"],
+                                 "0", [0])], 300, 60, steps, sampler)
             # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline
             #     ratio with the faster drafter (the target's share of a step grows)
             if cuda and want("compiled-seq"):
@@ -544,6 +569,10 @@ class Bench:
                               ("compiled-1gpu", "compiled-seq-1gpu", "onegpu_compiled_pipeline_over_sequential"),
                               ("compiled-target-1gpu", "compiled-1gpu", "compiled_target_over_compiled_e2e"),
                               ("compiled-target-seq-1gpu", "compiled-1gpu", "compiled_target_seq_over_compiled_e2e"),
+                              ("lk-triton-1gpu", "lk-inductor-1gpu", "triton_loss_over_inductor_loss_e2e"),
+                              ("lk-triton-tb73728-1gpu", "lk-inductor-1gpu", "triton_tb73728_over_inductor_loss_e2e"),
+                              ("lk-triton-r2-1gpu", "lk-inductor-r2-1gpu", "triton_loss_over_inductor_loss_e2e_r2"),
+                              ("lk-triton-autotune-1gpu", "lk-inductor-1gpu", "triton_autotune_over_inductor_loss_e2e"),
                               ("pipe-split-compiled", "seq-split-compiled", "split_compiled_pipeline_over_sequential")):
             if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):
                 ratios[key] = by[num]["tok_per_s"] / by[den]["tok_per_s"]
@@ -601,7 +630,7 @@ def main() -> int:
     ap.add_argument("--curve-steps", type=int, default=150, help="steps of each learning-curve run (phase curve)")
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
-    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq (default all); split-compiled only when named")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq,loss-kernel (default all); split-compiled, micro-eager, lk-budget, lk-autotune only when named")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)

@@ -20,15 +20,16 @@ def checkpoint_dir(run_dir: Path) -> Path:
 
 
 def save(run_dir: Path, *, step: int, next_pos: int, drafter_state: dict, optimizer, scheduler,
-         config: dict, layout: dict) -> Path:
-    """Write the checkpoint for `step` (steps done) and return its path."""
+         config: dict, layout: dict, data: dict | None = None) -> Path:
+    """Write the checkpoint for `step` (steps done) and return its path. `data`: what fixes
+    the batch order besides the config (resume_source.data_facts), checked on resume."""
     cdir = checkpoint_dir(run_dir)
     cdir.mkdir(parents=True, exist_ok=True)
     path = cdir / f"step-{step:08d}.pt"
     tmp = path.with_suffix(".pt.tmp")
     torch.save({"step": step, "next_pos": next_pos, "drafter": {k: v.detach().cpu() for k, v in drafter_state.items()},
                 "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "config": config,
-                "layout": layout, "rng": rng_state()}, tmp)
+                "layout": layout, "data": data or {}, "rng": rng_state()}, tmp)
     os.replace(tmp, path)
     latest_tmp = cdir / "latest.tmp"
     latest_tmp.write_text(path.name + "\n")

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from . import loss_kernel
+
 IGNORE = -100
+# how a CUDA chunk's pass over its logits runs: "inductor" (_ce_chunk through torch.compile;
+# the default) or "triton" (loss_kernel.py: one in-place kernel, online softmax; 11 % faster
+# per chunk on the H200 but no faster end to end, BENCHMARKS.md trainer run 11); CPU always
+# runs _ce_chunk eagerly
+LOSS_KERNELS = ("inductor", "triton")
 
 
 def slot_weights(block_size: int, gamma: float, device=None) -> torch.Tensor:
@@ -64,14 +71,41 @@ def _ce_chunk_fused(h, weight, lbl, w):
     return _ce_chunk(h, weight, lbl, w)
 
 
+def _ce_chunk_triton(h, weight, lbl, w):
+    """The logits by one matmul, then loss_kernel's single in-place pass turns them into
+    d(loss)/d(logits), and a second matmul gives d(loss)/dh: no second [rows, V] buffer.
+    Without Triton (or if its kernel fails to build: said once): the inductor path."""
+    global _triton_fallback_reason
+    if _triton_fallback_reason is None and loss_kernel.available():
+        logits = h @ weight.t()
+        try:
+            out = loss_kernel.ce_rows_inplace(logits, lbl, w)
+        except Exception as exc:  # noqa: BLE001 -- a slower loss beats a dead run (it fails before launching)
+            _triton_fallback_reason = repr(exc)[:300]
+            print(f"[loss] Triton logits pass unavailable, inductor's from now on: {_triton_fallback_reason}",
+                  flush=True)
+            out = None
+        if out is not None:
+            loss, pred = out
+            return loss, pred, logits @ weight
+        del logits
+    return _ce_chunk_fused(h, weight, lbl, w)
+
+
+_triton_fallback_reason: str | None = None
+
+
 class _ChunkedLinearCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, labels, row_weights, chunk_rows):
+    def forward(ctx, hidden, weight, labels, row_weights, chunk_rows, kernel="inductor"):
         n = hidden.shape[0]
         grad_hidden = torch.empty_like(hidden)
         loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
         predictions = torch.empty(n, dtype=torch.long, device=hidden.device)
-        chunk_fn = _ce_chunk_fused if hidden.is_cuda else _ce_chunk
+        if not hidden.is_cuda:
+            chunk_fn = _ce_chunk
+        else:
+            chunk_fn = _ce_chunk_triton if kernel == "triton" else _ce_chunk_fused
         for start in range(0, n, chunk_rows):
             end = min(n, start + chunk_rows)
             loss, pred, grad = chunk_fn(hidden[start:end], weight, labels[start:end], row_weights[start:end])
@@ -85,7 +119,7 @@ class _ChunkedLinearCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss, _grad_pred):
         (grad_hidden,) = ctx.saved_tensors
-        return grad_hidden * grad_loss.to(grad_hidden.dtype), None, None, None, None
+        return grad_hidden * grad_loss.to(grad_hidden.dtype), None, None, None, None, None
 
 
 @dataclass
@@ -98,7 +132,8 @@ class LossOutput:
 
 
 def dflash_loss(hidden: torch.Tensor, labels: torch.Tensor, lm_head_weight: torch.Tensor, *,
-                gamma: float, chunk_rows: int, rows: torch.Tensor | None = None) -> LossOutput:
+                gamma: float, chunk_rows: int, rows: torch.Tensor | None = None,
+                kernel: str = "inductor") -> LossOutput:
     """hidden [S, A, Bk, H] (after the drafter's norm), labels [S, A, Bk] (IGNORE where none).
 
     `rows`: the flat indices of the supervised slots (labels != IGNORE), if the caller
@@ -114,7 +149,7 @@ def dflash_loss(hidden: torch.Tensor, labels: torch.Tensor, lm_head_weight: torc
     w = slot_weights(bk, gamma, hidden.device)[slot]
     if h.dtype != lm_head_weight.dtype:
         h = h.to(lm_head_weight.dtype)
-    loss_sum, pred = _ChunkedLinearCE.apply(h, lm_head_weight, lbl, w, max(1, chunk_rows))
+    loss_sum, pred = _ChunkedLinearCE.apply(h, lm_head_weight, lbl, w, max(1, chunk_rows), kernel)
     hits = (pred == lbl).float()
     correct = torch.zeros(bk, device=hidden.device).index_add_(0, slot, hits)
     count = torch.zeros(bk, device=hidden.device).index_add_(0, slot, torch.ones_like(hits))
@@ -161,5 +196,5 @@ def reference_loss(hidden, labels, lm_head_weight, gamma):
     return (ce * w[keep]).sum() / w[keep].sum()
 
 
-__all__ = ["IGNORE", "slot_weights", "dflash_loss", "LossOutput", "tau_from_acc", "accepted_prefix_sum",
+__all__ = ["IGNORE", "LOSS_KERNELS", "slot_weights", "dflash_loss", "LossOutput", "tau_from_acc", "accepted_prefix_sum",
            "accept_len", "reference_loss"]

@@ -114,12 +114,15 @@ class ProgressReporter:
     prints the progress line, appends metrics.jsonl and logs wandb."""
 
     def __init__(self, *, run_dir: Path, block_size: int, log_every: int, devices: list[torch.device],
-                 wandb_logger: WandbLogger | None = None, enabled: bool = True):
+                 wandb_logger: WandbLogger | None = None, enabled: bool = True,
+                 first_record_extra: dict | None = None):
+        """`first_record_extra` joins the first record only (after a resume: where from)."""
         self.block_size, self.log_every, self.devices = block_size, max(1, log_every), devices
         self.enabled = enabled
         self.wandb = wandb_logger
         self.jsonl = open(run_dir / "metrics.jsonl", "a", buffering=1) if enabled else None
         self.history: list[dict] = []
+        self._extra = dict(first_record_extra or {})
         self._reset(time.perf_counter())
 
     def _reset(self, now: float) -> None:
@@ -149,8 +152,9 @@ class ProgressReporter:
             "step": step, **summary, "tok_per_s": self._tokens / elapsed,
             "samples_per_s": self._samples / elapsed, "step_time_s": elapsed / self._steps,
             "data_wait_s": self._wait / self._steps, "mem_alloc_gib": alloc, "mem_peak_gib": peak, "lr": lr,
-            **(evaluation or {}),
+            **(evaluation or {}), **self._extra,
         }
+        self._extra = {}
         self.history.append(dict(rec, acc_pos=acc_pos))
         if self.enabled:
             say(format_progress(rec))

@@ -163,6 +163,22 @@ def run_target(target, host: dict[str, torch.Tensor], hb: HostBatch, target_devi
                        ready=ready, **moved)
 
 
+# Compiled models on two threads (--compile-drafter / --compile-target with the threaded
+# pipeline): while one thread traces a graph (dynamo -> AOT autograd's make_fx patches
+# nn.Module.__call__ process-wide), the other calling a compiled module dies with
+# "Detected that you are using FX to symbolically trace a dynamo-optimized function"
+# (torch/_dynamo/eval_frame.py; on the H200 both compiled-target runs of one call died so
+# at start-up, 2026-12-02, while run 10's had not). So when anything is compiled the target
+# thread and the step loop launch their work under this one lock. It covers the host-side
+# launches only: the GPU still runs both streams' queued kernels as before.
+LAUNCH_LOCK = threading.RLock()
+
+
+def launch_guard(compiled: bool):
+    """LAUNCH_LOCK when something is compiled, else a no-op context."""
+    return LAUNCH_LOCK if compiled else _nullcontext()
+
+
 class _nullcontext:
     def __enter__(self):
         return self
@@ -176,11 +192,12 @@ class Pipeline:
 
     def __init__(self, *, dataset: ArrowDataset, positions: BatchPositions, spec: BatchingSpec,
                  targets: list, target_devices: list[torch.device], drafter_devices: list[torch.device],
-                 prefetch_workers: int = 4, sequential: bool = False):
+                 prefetch_workers: int = 4, sequential: bool = False, compiled: bool = False):
         self.dataset, self.positions, self.spec = dataset, positions, spec
         self.targets, self.target_devices, self.drafter_devices = targets, target_devices, drafter_devices
         self.replicas = len(drafter_devices)
         self.sequential = sequential
+        self.compiled = compiled            # the target's launches go under LAUNCH_LOCK
         self.cuda = any(d.type == "cuda" for d in target_devices)
         self._next_seq = 0
         self._stop = threading.Event()
@@ -263,7 +280,8 @@ class Pipeline:
                 return
             hb, host = item
             ddev = self.drafter_devices[hb.seq % self.replicas]
-            out = run_target(target, host, hb, dev, ddev, stream, self._copy_streams.get(ddev))
+            with launch_guard(self.compiled):
+                out = run_target(target, host, hb, dev, ddev, stream, self._copy_streams.get(ddev))
             if not self._put(self._hs_q, out):
                 return
 

@@ -47,7 +47,7 @@ class DrafterReplicas:
     def __init__(self, drafters: list[Drafter], devices: list[torch.device], *, lr: float, weight_decay: float,
                  grad_clip: float, total_steps: int, warmup_frac: float, min_lr_frac: float, gamma: float,
                  chunk_rows: int, use_flex: bool, autocast_dtype: torch.dtype | None,
-                 process_group_world: int = 1, compiled: bool = False):
+                 process_group_world: int = 1, compiled: bool = False, loss_kernel: str = "inductor"):
         self.drafters, self.devices = drafters, devices
         self.master = drafters[0]
         self.params = [p for _, p in self.master.trainable_parameters()]
@@ -60,6 +60,7 @@ class DrafterReplicas:
         self.use_flex, self.autocast_dtype = use_flex, autocast_dtype
         self.world = process_group_world
         self.compiled = compiled
+        self.loss_kernel = loss_kernel
         self._buffers: list[dict[str, torch.Tensor]] = [{} for _ in drafters]
         self._pool = ThreadPoolExecutor(max_workers=len(drafters), thread_name_prefix="drafter") \
             if len(drafters) > 1 else None
@@ -97,7 +98,7 @@ class DrafterReplicas:
         with autocast:
             hidden = drafter(feats, block_ids, anchors, use_flex=self.use_flex)
             out = dflash_loss(hidden, labels, drafter.lm_head.weight, gamma=self.gamma, chunk_rows=self.chunk_rows,
-                              rows=batch.loss_rows)
+                              rows=batch.loss_rows, kernel=self.loss_kernel)
         out.loss_sum.backward()
         return metric_vector(out)
 
@@ -114,7 +115,7 @@ class DrafterReplicas:
             with torch.no_grad(), autocast:
                 hidden = drafter(batch.features, batch.block_ids, batch.anchors, use_flex=self.use_flex)
                 out = dflash_loss(hidden, batch.labels, drafter.lm_head.weight, gamma=self.gamma,
-                                  chunk_rows=self.chunk_rows, rows=batch.loss_rows)
+                                  chunk_rows=self.chunk_rows, rows=batch.loss_rows, kernel=self.loss_kernel)
         finally:
             drafter.train()
         return metric_vector(out)

@@ -5,7 +5,8 @@
 
 Exit codes: 0 finished; 1 unexpected error or CUDA out of memory (the allocator's numbers
 are printed first, and torch's own OutOfMemoryError text); 2 bad input (config, data,
-arguments); 143 stopped by SIGTERM after saving a checkpoint (resume with --resume).
+arguments, a --resume / --resume-from that cannot be exact); 143 stopped by SIGTERM after
+saving a checkpoint (resume with --resume, or --resume-from RUN_DIR into a new run dir).
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ from pathlib import Path
 
 import torch
 
-from . import checkpoint
+from . import checkpoint, resume_source
 from .config import FULL, PRESETS, SLIDING, SLIDING_MASKS, ConfigError, RunConfig, get_preset, with_overrides
 from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
+from .loss import LOSS_KERNELS
 from .metrics import ProgressReporter, WandbLogger, milestone, say, summarise_metrics
 from .model import Drafter, HuggingFaceTarget, hf_config_to_target, load_target
-from .pipeline import BatchingSpec, BatchPositions, Pipeline, host_batch_for, host_tensors, run_target
+from .pipeline import BatchingSpec, BatchPositions, Pipeline, host_batch_for, host_tensors, launch_guard, run_target
 from .replicas import DrafterReplicas
 from .synth import write_dataset
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_SIGTERM = 0, 1, 2, 143
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
 RECOMPILE_LIMIT = 16    # deliberate: dynamic-shape flex/drafter graphs settle within a few; more is a storm
 
 
@@ -53,12 +56,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--compile-target", action="store_true",
                     help="torch.compile the target's decoder layers (the bundled Qwen3 target; issue 23: the "
                          "target prefill is a third of a compiled step, 43 %% -> 56 %% MFU compiled)")
+    ap.add_argument("--compile-mode", choices=COMPILE_MODES, default="default",
+                    help="torch.compile mode for --compile-drafter / --compile-target (max-autotune-no-cudagraphs: "
+                         "inductor times its own GEMM templates against cuBLAS; minutes more compiling)")
+    ap.add_argument("--loss-kernel", choices=LOSS_KERNELS, default="inductor",
+                    help="CUDA: the loss's pass over the logits through inductor (default) or as one in-place Triton "
+                         "kernel (trainer/loss_kernel.py: 11 %% faster per chunk, no faster end to end on an H200)")
     ap.add_argument("--grad-checkpointing", action="store_true", help="recompute draft layers in backward")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="save every N steps (0: only on SIGTERM/end)")
-    ap.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
-    ap.add_argument("--resume-from", default=None, metavar="PATH",
-                    help="continue from ANOTHER run: its run dir (its newest complete checkpoint) or a checkpoint "
-                         "file; this run writes to its own --run-dir (dfctl's resume)")
+    resume_how = ap.add_mutually_exclusive_group()
+    resume_how.add_argument("--resume", action="store_true", help="continue from <run-dir>/checkpoints/latest")
+    resume_how.add_argument("--resume-from", default=None, metavar="PATH",
+                            help="continue another run: its run dir (its newest complete checkpoint) or a "
+                                 "checkpoint file; this run writes to its own --run-dir (exit 2 if PATH has no "
+                                 "complete checkpoint or another config)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after N steps of this invocation with a checkpoint (time-sliced jobs; resume later)")
     ap.add_argument("--target-model", default=None, help="safetensors file or model directory for the target")
@@ -209,6 +220,7 @@ class Session:
     reporter: ProgressReporter | None = None
     wandb_logger: WandbLogger | None = None
     term: _Termination = field(default_factory=_Termination)
+    resumed: dict = field(default_factory=dict)    # joins the first metrics.jsonl record after a resume
 
     def out(self, line: str) -> None:
         if self.rank == 0:
@@ -359,7 +371,7 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
             targets.append(load_target(cfg.target, dc.target_layers, path=args.target_model, device=dev,
                                        dtype=dtype, seed=args.seed, full=full))
         if args.compile_target:
-            compile_target_layers(targets[-1], out)
+            compile_target_layers(targets[-1], out, _mode(args))
         out(f"[milestone] target_loaded index={i} device={dev}")
     drafters = []
     for dev in drafter_devices:
@@ -372,13 +384,22 @@ def _models(args, cfg: RunConfig, target_devices, drafter_devices, dtype, out) -
         d.grad_checkpointing = args.grad_checkpointing
         if args.compile_drafter:
             for layer in d.layers:
-                layer.compile(dynamic=None)     # automatic: a dim that changes (samples per batch) turns dynamic
+                layer.compile(dynamic=None, mode=_mode(args))     # automatic: a dim that changes (samples per batch) turns dynamic
         d.train()
         drafters.append(d)
     return targets, drafters
 
 
-def compile_target_layers(target, out) -> None:
+def _compiled(args) -> bool:
+    """Compiled models on more than one thread (see pipeline.LAUNCH_LOCK)."""
+    return bool(args.compile_drafter or args.compile_target) and not args.sequential
+
+
+def _mode(args) -> str | None:
+    return None if args.compile_mode == "default" else args.compile_mode
+
+
+def compile_target_layers(target, out, mode: str | None = None) -> None:
     """--compile-target: each decoder layer of our TargetModel through inductor (automatic
     dynamic shapes: the batch's sample count and length vary). The norms, RoPE products,
     SwiGLU and residual adds fuse around the matmuls and SDPA. A transformers-loaded target
@@ -388,7 +409,7 @@ def compile_target_layers(target, out) -> None:
         out("[compile] --compile-target: a transformers target is not compiled (left eager)")
         return
     for layer in layers:
-        layer.compile(dynamic=None)
+        layer.compile(dynamic=None, mode=mode)
 
 
 def _init_from(drafters: list[Drafter], path: Path, out) -> None:
@@ -459,6 +480,11 @@ def build(args: argparse.Namespace) -> Session:
         importlib.import_module("torch._dynamo").config.recompile_limit = RECOMPILE_LIMIT
         torch._logging.set_logs(recompiles=True)
         out(f"[compile] recompile_limit={RECOMPILE_LIMIT}; recompiles are logged (torch._logging recompiles=True)")
+        from . import loss_kernel
+
+        missing = args.loss_kernel == "triton" and not loss_kernel.available()
+        out(f"[loss] logits pass: {'inductor (Triton is not importable)' if missing else args.loss_kernel}; "
+            f"compile mode {args.compile_mode}")
     targets, drafters = _models(args, cfg, target_devices, drafter_devices, dtype, out)
     if args.init_drafter:
         _init_from(drafters, Path(args.init_drafter), out)
@@ -466,7 +492,7 @@ def build(args: argparse.Namespace) -> Session:
         drafters, drafter_devices, lr=tc.lr, weight_decay=tc.weight_decay, grad_clip=tc.grad_clip,
         total_steps=args.steps, warmup_frac=tc.warmup_frac, min_lr_frac=tc.min_lr_frac, gamma=dc.loss_gamma,
         chunk_rows=dc.loss_chunk_tokens, use_flex=cuda, autocast_dtype=dtype if cuda else None,
-        process_group_world=world, compiled=args.compile_drafter)
+        process_group_world=world, compiled=args.compile_drafter, loss_kernel=args.loss_kernel)
     trainable = sum(p.numel() for p in replicas.params)
     out(f"Drafter: {trainable / 1e6:.1f}M trainable parameters x {len(drafters)} replica(s); "
         f"target layers {list(dc.target_layers)} of {cfg.target.num_layers}; block {dc.block_size}; "
@@ -477,31 +503,45 @@ def build(args: argparse.Namespace) -> Session:
                    target_devices=target_devices, drafter_devices=drafter_devices, replicas=replicas)
 
 
+def data_facts(s: Session) -> dict:
+    return resume_source.data_facts(seed=s.args.seed, eval_fraction=s.args.eval_fraction, samples=len(s.dataset),
+                                    batches_per_epoch=s.plan.num_batches)
+
+
 def resume(s: Session) -> None:
-    """--resume / --resume-from: weights, optimizer, scheduler, RNG and the data position of
-    the newest complete checkpoint (this run's own, or another run's)."""
+    """--resume (this run dir) / --resume-from PATH (another run's): weights, optimizer,
+    scheduler, RNG and the data position of the newest complete checkpoint, after
+    resume_source has checked that the config and data order are the checkpoint's."""
     if s.args.resume_from:
-        src = Path(s.args.resume_from)
-        ck = src if src.is_file() else checkpoint.newest_complete(src)
-        if ck is None:
-            raise ConfigError(f"--resume-from {src}: no complete checkpoint there")
-    elif not s.args.resume:
-        return
+        flag = "--resume-from"
+        ck = resume_source.source_checkpoint(Path(s.args.resume_from))
+    elif s.args.resume:
+        flag = "--resume"
+        found = resume_source.own_checkpoint(s.run_dir)
+        if found is None:
+            s.out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(s.run_dir)}; starting fresh")
+            return
+        ck = found
     else:
-        ck = checkpoint.newest_complete(s.run_dir)
-    if ck is None:
-        s.out(f"resume: no checkpoint under {checkpoint.checkpoint_dir(s.run_dir)}; starting fresh")
         return
-    state = checkpoint.load(ck)
+    state = resume_source.load_checked(ck, flag)
+    changes = resume_source.check_compatible(state, ck, flag, s.cfg.to_dict(), data_facts(s))
     missing = s.replicas.master.load_state_dict(state["drafter"], strict=False)
     if missing.unexpected_keys:
-        raise ConfigError(f"{ck}: unexpected drafter keys {missing.unexpected_keys[:3]}")
+        raise ConfigError(f"{flag} {ck}: unexpected drafter keys {missing.unexpected_keys[:3]}")
     s.replicas.optimizer.load_state_dict(state["optimizer"])
     s.replicas.scheduler.load_state_dict(state["scheduler"])
     s.replicas.sync_replicas()
     checkpoint.restore_rng(state)
-    s.start_step, s.next_pos = int(state["step"]), int(state["next_pos"])
-    s.out(f"resume: {ck} step={s.start_step} next_batch_pos={s.next_pos}")
+    s.start_step = int(state["step"])
+    s.next_pos = resume_source.data_position(state, s.plan.num_batches)
+    if s.args.resume_from and s.rank == 0:
+        resume_source.write_link(s.run_dir, ck, s.start_step)
+    s.resumed = {"resumed_from": str(ck), "resumed_step": s.start_step, "resumed_next_batch_pos": s.next_pos}
+    s.out(f"resume: {ck} step={s.start_step} next_batch_pos={s.next_pos}"
+          + (f" (changed: {'; '.join(changes)}; data position mapped by epoch share, not exact)" if changes else ""))
+    if s.rank == 0:
+        milestone("resumed", step=s.start_step, path=ck)
 
 
 def start(s: Session) -> None:
@@ -510,13 +550,14 @@ def start(s: Session) -> None:
                                replicas=len(s.drafter_devices))
     s.pipeline = Pipeline(dataset=s.dataset, positions=positions, spec=s.spec, targets=s.targets,
                           target_devices=s.target_devices, drafter_devices=s.drafter_devices,
-                          prefetch_workers=s.args.prefetch_workers, sequential=s.args.sequential)
+                          prefetch_workers=s.args.prefetch_workers, sequential=s.args.sequential,
+                          compiled=_compiled(s.args))
     if s.rank == 0:
         s.wandb_logger = WandbLogger(s.args.wandb_project, s.run_dir,
                                      {**s.cfg.to_dict(), "args": vars(s.args), **s.layout})
     s.reporter = ProgressReporter(run_dir=s.run_dir, block_size=s.cfg.drafter.block_size, log_every=s.args.log_every,
                                   devices=s.target_devices + s.drafter_devices, wandb_logger=s.wandb_logger,
-                                  enabled=s.rank == 0)
+                                  enabled=s.rank == 0, first_record_extra=s.resumed)
     s.term.install()
     s.pipeline.start()
 
@@ -529,7 +570,7 @@ def save(s: Session, step: int) -> None:
     path = checkpoint.save(s.run_dir, step=step, next_pos=s.next_pos + (step - s.start_step) * per_step,
                            drafter_state=s.replicas.master.trainable_state_dict(),
                            optimizer=s.replicas.optimizer, scheduler=s.replicas.scheduler,
-                           config=s.cfg.to_dict(), layout=s.layout)
+                           config=s.cfg.to_dict(), layout=s.layout, data=data_facts(s))
     milestone("checkpoint_saved", step=step, path=path)
 
 
@@ -543,7 +584,8 @@ def train_loop(s: Session) -> tuple[int, int]:
         t0 = time.perf_counter()
         batches = s.pipeline.next_step_batches()
         wait = time.perf_counter() - t0
-        metrics = s.replicas.step(batches)
+        with launch_guard(_compiled(args)):
+            metrics = s.replicas.step(batches)
         step += 1
         if step == s.start_step + 1 and s.rank == 0:
             milestone("first_step")
@@ -578,6 +620,11 @@ def evaluate(s: Session) -> dict:
     assert s.eval_plan is not None
     positions = BatchPositions(s.eval_plan, start_pos=0, world=1, rank=0, replicas=1)
     dev = s.drafter_devices[0]
+    with launch_guard(_compiled(s.args)):
+        return _evaluate(s, positions, dev)
+
+
+def _evaluate(s: Session, positions: BatchPositions, dev: torch.device) -> dict:
     total = None
     for seq in range(min(s.args.eval_batches, s.eval_plan.num_batches)):
         hb = host_batch_for(s.dataset, positions, s.spec, seq)

@@ -40,6 +40,6 @@ def test_resume_from_another_run_continues_its_curve(tiny_data, tmp_path, monkey
 def test_resume_from_a_dir_without_checkpoint_is_refused(tiny_data, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "disabled")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match="--resume-from .*empty: no complete checkpoint there"):
+    with pytest.raises(ConfigError, match="--resume-from .*empty: no complete checkpoint under "):
         _run(["--config", "tiny", "--data", str(tiny_data), "--device", "cpu", "--run-dir", str(tmp_path / "x"),
               "--steps", "2", "--resume-from", str(tmp_path / "empty")])

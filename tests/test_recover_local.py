@@ -381,3 +381,39 @@ def test_a_resume_that_failed_after_its_stop_is_tried_again(tmp_path):
                 except ProcessLookupError:
                     pass
         store.close()
+
+
+def test_kill_9_of_the_whole_group_is_a_crash_and_is_resumed(in_project, capsys):
+    """kill -9 of the process group: the wrapper dies too and writes no exit code, and where
+    pid 1 reaps orphans late (this machine's does) it stays a zombie for a while. The probe
+    reads exit_code after the process tree, so a zombie leader without one is a vanished
+    process at once -- a critical crash the policy acts on -- not a wait for a code that
+    never comes (before: no finding, the run `failed`, nothing resumed)."""
+    pb = trainer_project(in_project, '[recover]\non = ["crash"]\nbackoff_s = 0\nmax_attempts = 1\n')
+    os.chdir(in_project)
+    run = _deploy(capsys, pb)
+    w = Watcher(run["run_id"])
+    try:
+        wait_for(lambda: checkpoints(run["run_dir"]), timeout_s=240, what="the first checkpoint")
+        os.killpg(int((Path(run["run_dir"]) / "pid").read_text().strip()), signal.SIGKILL)
+        line = wait_for(lambda: w.saw(rf"recover {run['run_id']}: resume: "), timeout_s=60,
+                        what="the resume action after the whole group's kill")
+        assert f"from {run['run_dir']}/checkpoints/" in line
+        store = RunStore()
+        try:
+            nxt = store.successor(run["run_id"])
+            assert nxt is not None and nxt.attempt == 1
+            crash = [f for f in store.findings(run["run_id"]) if f.kind == "crash"]
+            assert [f.summary for f in crash] == ["process vanished: no exit code recorded"], crash
+            assert crash[0].severity == "critical"
+        finally:
+            store.close()
+    finally:
+        w.stop()
+        for d in Path(run["run_dir"]).parent.iterdir():
+            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
+            if pid:
+                try:
+                    os.killpg(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass

@@ -240,8 +240,9 @@ def _process_end(state: RunState, cfg: WatchConfig, now_s: float) -> Finding | N
     if code is None and not ps.exit_code_known:
         return None   # an attached run: no wrapper of ours records a code (controller.adopt.attached judges its end)
     if code is None:
-        if ps.state != "exited":
-            return None  # a zombie whose wrapper has not written the exit code yet
+        # exited or a zombie alike: the probe reads exit_code after the process tree, so a
+        # zombie leader (the wrapper, dead, not yet reaped -- slow on containers whose pid 1
+        # reaps late) had written whatever code it would write
         if ps.disk_free_bytes is not None and ps.disk_free_bytes < DISK_FULL_BYTES:
             left = ("; exit_code.tmp left empty: the wrapper died writing the exit code"
                     if ps.exit_code_tmp_bytes == 0 else "")

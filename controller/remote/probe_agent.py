@@ -963,9 +963,6 @@ def probe_run(run, root, cap, host_cgroup, hold=False, view=None):
                             cursor=cur.get("log") or {}, carry=run.get("log_carry", 0), proc_root="/proc",
                             pid=view.host_pid(pid), hold=hold, fp_bytes=run.get("fp_bytes", False) or "log" in fp_files,
                             tail_lines=run.get("log_tail_lines", 0))
-    out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd and not attached else None
-    if rd and not attached and out["exit_code_text"] is None:
-        out["disk"] = run_dir_disk(rd, root)
     out["stop_request_text"] = _read_text(rd + "/stop_request", 4096, root) if rd and not attached else None
     if run.get("want_launch") and rd and not attached:
         out["launch_json"] = _read_text(rd + "/launch.json", 65536, root)
@@ -974,6 +971,12 @@ def probe_run(run, root, cap, host_cgroup, hold=False, view=None):
             else process_tree(view, pid)
         if host_cgroup:
             out["cgroup"] = cgroup_files(_read_text("/proc/%d/cgroup" % pid, root=root))
+    # the exit code after the process tree: a leader seen as a zombie has made every write it
+    # will make, so an exit_code still absent now is one its wrapper never wrote (read in the
+    # other order, a wrapper that wrote it and exited between the two reads looked vanished)
+    out["exit_code_text"] = _read_text(rd + "/exit_code", 64, root) if rd and not attached else None
+    if rd and not attached and out["exit_code_text"] is None:
+        out["disk"] = run_dir_disk(rd, root)
     if host_cgroup and not out.get("cgroup") and run.get("cgroup"):
         # the process is gone (its /proc entry with it): read the cgroup it was in
         cg = run["cgroup"]

@@ -644,6 +644,7 @@ def _live_loop(w, interval_s: float, finished: Callable[[], bool] | None = None)
                             len(w.runs), wait_key, MAX_REFRESH_HZ)
         for _ in w.ticks(wait=screen.wait):      # the watch's clock; the screen fills the waits
             w.tick()
+            screen.runs = len(w.runs)            # --recover adds each resumed run to the watch
             if finished():
                 screen.draw()
                 break

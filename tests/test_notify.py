@@ -398,6 +398,13 @@ def test_a_watch_of_a_failing_run_posts_one_message_per_webhook(tmp_path, capsys
     assert set(by_path["services"]) == {"text"} and by_path["api"]["allowed_mentions"] == {"parse": []}
     everything = everything_of(p)
     assert SLACK_TOKEN not in everything and DISCORD_TOKEN not in everything and "notify:" not in p.stderr
+    # the watch's own --json prints the same evidence: redacted as the messages are
+    j = subprocess.run([sys.executable, "-m", "controller", "watch", "--playbook", str(pb), "--once", "--json"],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert j.returncode == 4, j.stdout + j.stderr
+    evidence = [x for f in json.loads(j.stdout)["runs"][0]["findings"] for x in f["evidence"]]
+    assert '    wandb.login(key="<redacted>")' in evidence, evidence
+    assert API_KEY not in everything_of(j)
 
 
 def test_which_command_wins_flag_then_env_then_the_playbook_table_then_the_config_file(tmp_path):

@@ -372,6 +372,7 @@ def watch(
     A RUN may be a multi-node job: its nodes are watched as one (per-node rows, the job's
     tok/s, torchrun's restarts) and, when ranks fail, one finding names the rank that
     failed first and lists the others as its consequences. Exit: 0 healthy, 4 failure, 5 regression."""
+    from controller.cli.redacted_output import redacted_stdio
     from controller.store.runstore import RunStore
     from controller.view.webhook_notifier import WebhookNotifier
     from controller.watch import Watch
@@ -422,6 +423,7 @@ def watch(
     interval_s = w.settings.interval_s
     signals = contextlib.ExitStack()
     signals.enter_context(interrupts_unwind())   # SIGTERM/SIGHUP unwind through the finally below
+    signals.enter_context(redacted_stdio(webhooks.redact))   # evidence is log text: no secret printed
     try:
         if once:
             rep = w.tick()

@@ -249,3 +249,72 @@ def test_every_oom_rule_says_where_its_wording_is_printed():
             assert s.repo and s.path and re.fullmatch(r"[0-9a-f]{40}", s.commit), s
         else:
             assert len(s.note) > 20, s
+
+
+# -- issue 22, third round: shapes read from the training split's new pastes ------------------
+
+CAFFE_HEALTHY = ["I0505 18:10:10.608124 24343 caffe.cpp:239] Starting Optimization",
+                 "I0505 18:10:10.608150 24343 solver.cpp:294] Learning Rate Policy: poly",
+                 "I1225 18:53:09.767861 16202 net.cpp:299] Memory required for data: 1097870692",
+                 "I0505 18:12:41.022315 24343 solver.cpp:218] Iteration 20 (0.13 iter/s, 150.4s/20 iters), loss = 6.91",
+                 "I0505 18:12:41.022360 24343 solver.cpp:237]     Train net output #0: loss1/loss1 = 6.93 (* 0.3 = 2.08 loss)"]
+
+
+def test_a_failed_cuda_check_of_code_2_is_an_oom_and_its_glog_trace_a_crash():
+    """Caffe's CUDA_CHECK is glog's CHECK_EQ(error, cudaSuccess) << cudaGetErrorString: code 2
+    is the CUDA runtime's out of memory; glog then prints its check failure stack trace
+    and aborts (pasted MhLiao/TextBoxes_plusplus#132, HyeonwooNoh/DeconvNet#1)."""
+    oom = ["F0903 14:31:26.106397 92421 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+           "*** Check failure stack trace: ***"]
+    assert _kinds(_final(CAFFE_HEALTHY + oom)) == ["oom"]
+    other = ["F0903 14:31:26.106397 92421 math_functions.cu:79] Check failed: error == cudaSuccess (700 vs. 0)  "
+             "an illegal memory access was encountered", "*** Check failure stack trace: ***"]
+    assert _kinds(_final(CAFFE_HEALTHY + other)) == ["crash"]
+    assert _kinds(_final(CAFFE_HEALTHY)) == []
+
+
+def test_the_cuda_error_wordings_of_ggml_and_mindspore_and_a_pinned_alloc_are_ooms():
+    """`CUDA error %d at %s:%d: %s` (ggml's CUDA_CHECK, pasted QwenLM/qwen.cpp#55), MindSpore's
+    `Malloc for kernel output failed, Memory isn't enough` (mindspore-lab/mindone#465), a
+    `cudaHostAlloc failed ... out of memory` (mindspore-ai/mindspore#172)."""
+    for line in ("CUDA error 2 at /home/qwen.cpp/third_party/ggml/src/ggml-cuda.cu:7196: out of memory",
+                 "RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/Cast-op446",
+                 "[ERROR] MD(14433,7fea2effd700,python):2021-12-12-14:13:43.932.181 [mindspore/ccsrc/minddata/dataset/"
+                 "util/arena.cc:250] Init] cudaHostAlloc failed, ret[2], out of memory"):
+        assert "oom" in _kinds(_final([line])), line
+    other = "CUDA error 700 at /src/ggml-cuda.cu:8455: an illegal memory access was encountered"
+    assert _kinds(_final([other])) == ["crash"]
+    healthy = ["ggml_init_cublas: found 2 CUDA devices:", "  Device 0: NVIDIA A800 80GB PCIe, compute capability 8.0",
+               "epoch: 1 step: 100, loss is 2.3011", "[WARNING] ME(1:1,python):2024 [memory] device memory used 12.1G"]
+    assert _kinds(_final(healthy)) == []
+
+
+RETRY = ["server not ready, wait 3 sec to retry...", "not ready endpoints:['10.0.0.2:6070', '10.0.0.2:6071']"]
+
+
+def test_a_wait_for_peers_retried_past_half_a_minute_is_a_hang_and_a_short_one_a_start_up():
+    """Paddle's launcher retries every 3 s while an endpoint is down: six retries while the
+    other node starts is a start-up (pasted PaddlePaddle/PLSC#115), ten and more in a row
+    with nothing else happening is a rank that never came (PaddlePaddle/Paddle#29847)."""
+    assert _kinds(_final(RETRY * 6)) == []
+    (f,) = [f for f in _final(RETRY * 10) if f.kind == "hang"]
+    assert "30 s" in f.summary and f.line == 19
+    # waits broken up by the run's own work are separate short waits, not one long one
+    work = ["W0108 15:53:37.673019 103703 device_context.cc:342] Please NOTE: device: 0, GPU Compute Capability: 7.0"]
+    spaced = (RETRY * 5 + work * 5) * 3
+    assert _kinds(_final(spaced)) == []
+
+
+def test_a_store_retrying_to_connect_is_timed_by_the_lines_own_clock():
+    """Paddle's TCP store logs each attempt (`Retry to connect to H:P while the server is not
+    yet listening.`): minutes between the first and the last is stuck (pasted
+    PaddlePaddle/PaddleSeg#2766); a few seconds is the store coming up."""
+    def at(hms: str) -> str:
+        return f"I1127 {hms}.167176 3907468 tcp_utils.cc:107] Retry to connect to 10.1.1.4:51920 while the server is not yet listening."
+    assert _kinds(_final([at("19:18:22"), at("19:18:25"), at("19:18:28")])) == []
+    assert _kinds(_final([at("19:18:22"), at("19:20:35")])) == ["hang"]
+    assert _kinds(_final([at("23:59:50"), at("00:00:30")])) == ["hang"]  # past midnight
+    # read live, the wait is judged as it goes: the same lines in two ticks
+    st = ScanState()
+    assert _kinds(scan_lines([at("19:18:22")], now_s=0.0, state=st)) == []
+    assert _kinds(scan_lines([at("19:20:35")], first_line_no=2, now_s=0.0, state=st)) == ["hang"]

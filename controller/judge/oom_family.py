@@ -32,13 +32,22 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("cuda-runtime-oom", "PyTorch < 1.0", "cuda runtime error (2) : out of memory",
            note="source not read: THC's THCudaCheck of torch < 1.0 is gone from the repository; seen in the "
                 "generated corpus's wording tests"),
-    Source("cuda-error-oom", "PyTorch", "CUDA error: out of memory", note="the CUDA runtime's cudaGetErrorString "
-           "for cudaErrorMemoryAllocation, printed by C10_CUDA_CHECK (c10/cuda/CUDAException.cpp); NVIDIA's runtime "
-           "is closed source"),
+    Source("cuda-error-oom", "PyTorch; ggml (llama.cpp, qwen.cpp)", "CUDA error: out of memory / CUDA error 2 at F:L: "
+           "out of memory", "ggml-org/ggml", "src/ggml-cuda.cu", 166, "c0e1eb4414d18242daa0641ea8aa29be28f09d00",
+           "ggml's CUDA_CHECK: fprintf 'CUDA error %d at %s:%d: %s' with cudaGetErrorString (the ggml commit that "
+           "pasted QwenLM/qwen.cpp#55's qwen.cpp pins); torch's form is C10_CUDA_CHECK's (c10/cuda/CUDAException.cpp, "
+           "not counted); the string itself is NVIDIA's closed-source runtime's for cudaErrorMemoryAllocation"),
+    Source("glog-cuda-oom", "Caffe (and glog CHECKs of a CUDA call)", "Check failed: error == cudaSuccess (2 vs. 0)  "
+           "out of memory", "BVLC/caffe", "include/caffe/util/device_alternate.hpp", 52,
+           "9b891540183ddc834a02b2bd81b31afae71b2153",
+           "CUDA_CHECK: CHECK_EQ(error, cudaSuccess) << \" \" << cudaGetErrorString(error); glog writes 'Check failed: ' "
+           "(google/glog src/glog/logging.h:554 at 53d58e4531c7c90f71ddab503d915e027432447a) and then '*** Check "
+           "failure stack trace: ***' (src/logging.cc:1688); 2 is cudaErrorMemoryAllocation"),
     Source("alloc-failed", "cuBLAS / cuDNN", "CUBLAS_STATUS_ALLOC_FAILED", note="the libraries' status enum names "
            "(closed source), printed by torch's CUDABlas checks; generated corpus wording tests"),
-    Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h",
-           note="the CUDACHECK macro prints 'Cuda failure %s' with cudaGetErrorString; line not counted"),
+    Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h", 18,
+           "5067397c2676d5aed50042fc39e5c8ee96eb0027",
+           "CUDACHECK: WARN(\"Cuda failure '%s'\", cudaGetErrorString(err)) (also at :28 and :40)"),
     Source("xla-oom", "XLA (JAX, TF, torch-xla)", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate",
            note="tests/corpus/cited/index.json (xla-resource-exhausted) cites it: "
                 "xla/stream_executor/integrations/tf_allocator_adapter.cc:96 with its commit"),
@@ -68,10 +77,17 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("resource-exhausted-error", "TensorFlow / Paddle", "ResourceExhaustedError: ... OOM / memory",
            note="the Python exception class of both stacks (tensorflow/python/framework/errors_impl.py; Paddle's "
                 "enforce); source not read; seen in pasted logs of both"),
+    Source("mindspore-oom", "MindSpore", "Malloc for kernel output failed, Memory isn't enough, node:...",
+           note="MS_LOG(EXCEPTION) in MindSpore's runtime (the graph scheduler's kernel launch: 'Malloc for kernel "
+                "input/output failed, Memory isn't enough, node:'), found by the code index in several versions but "
+                "without a repository path, and the repository (563 MB) is over the fetch limit: line not counted; "
+                "seen in pasted mindspore-lab/mindone#465 and mindspore-ai/mindspore#172 ('Out of memory. Memory "
+                "malloc failed.')"),
     Source("tpu-hbm-oom", "XLA:TPU (JAX, torch-xla)", "Ran out of memory in memory space hbm",
            note="printed by the closed-source XLA:TPU compiler: no public source to cite; seen in pasted JAX logs"),
-    Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h",
-           note="the hipError_t enumerator's name, printed by torch's HIP build and hipGetErrorName; line not counted"),
+    Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h", 291,
+           "c5e11fcac8249ce4f7e70157588ff9661a870b59",
+           "the hipError_t enumerator (hipErrorOutOfMemory = 2), printed by torch's HIP build and hipGetErrorName"),
     Source("cuda-driver-oom", "CUDA driver (TF, JAX, CuPy)", "CUDA_ERROR_OUT_OF_MEMORY",
            note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs"),
     Source("tf-device-alloc-failed", "TensorFlow (CUDA, ROCm stream executors)",
@@ -85,11 +101,14 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
            note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
     Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",
-           "numpy/core/_exceptions.py", note="_ArrayMemoryError.__str__; line not counted"),
+           "numpy/_core/_exceptions.py", 161, "1f90bbb55e65e7de68921bc3f1a2d94492fdf689",
+           "_ArrayMemoryError.__str__ (numpy/core/_exceptions.py before NumPy 2)"),
     Source("bad-alloc", "C++ runtime", "terminate called after throwing an instance of 'std::bad_alloc'",
            note="libstdc++'s verbose terminate handler and the standard exception's name"),
-    Source("slurm-oom", "Slurm", "Detected N oom-kill event(s) in StepId=...", "SchedMD/slurm",
-           "src/plugins/task/cgroup/task_cgroup_memory.c", note="the cgroup plugin's error(); line not counted"),
+    Source("slurm-oom", "Slurm", "Detected N oom_kill event(s) in StepId=... (older: oom-kill)", "SchedMD/slurm",
+           "src/plugins/task/cgroup/task_cgroup_memory.c", 291, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
+           "the cgroup task plugin's error(\"Detected %\"PRIu64\" oom_kill event%s in %ps. Some of the step tasks have "
+           "been OOM Killed.\"); older releases wrote oom-kill, which the rule also reads"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "

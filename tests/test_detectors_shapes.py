@@ -318,3 +318,36 @@ def test_a_store_retrying_to_connect_is_timed_by_the_lines_own_clock():
     st = ScanState()
     assert _kinds(scan_lines([at("19:18:22")], now_s=0.0, state=st)) == []
     assert _kinds(scan_lines([at("19:20:35")], first_line_no=2, now_s=0.0, state=st)) == ["hang"]
+
+
+def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
+    """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
+    AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""
+    def tb(stmt: str) -> list[str]:
+        return ["Traceback (most recent call last):", '  File "main.py", line 409, in main',
+                "    train_stats = train_one_epoch(", '  File "ConvNeXt/engine.py", line 63, in train_one_epoch',
+                f"    {stmt}", "AssertionError"]
+    assert _kinds(_final(tb("assert math.isfinite(loss_value)"))) == ["crash", "nan"]
+    assert _kinds(_final(tb("assert not torch.isnan(loss).any()"))) == ["crash", "nan"]
+    assert _kinds(_final(tb("assert len(batch) == args.batch_size"))) == ["crash"]
+    # the same statement printed in a healthy log (a code listing, no traceback) is quiet
+    assert _kinds(_final(["    assert math.isfinite(loss_value)", "Epoch: [0]  [ 10/625]  loss: 6.9 (6.9)"])) == []
+
+
+def _tune_status(running_for: str, trials: str) -> list[str]:
+    return ["== Status ==", f"Current time: 2021-12-02 17:21:50 (running for {running_for})",
+            "Memory usage on this node: 8.3/125.9 GiB", "Using FIFO scheduling algorithm.",
+            "Resources requested: 0/32 CPUs, 0/2 GPUs, 0.0/75.41 GiB heap, 0.0/36.31 GiB objects",
+            f"Number of trials: {trials}"]
+
+
+def test_a_tune_experiment_whose_every_trial_is_pending_for_minutes_is_a_hang():
+    """Ray Tune's status block (pasted ray-project/ray#20847: 4/4 PENDING 3 min in): trials
+    wait seconds for resources that exist; every trial PENDING past a minute cannot start."""
+    (f,) = [f for f in _final(_tune_status("00:03:10.22", "4/4 (4 PENDING)")) if f.kind == "hang"]
+    assert "4 trial(s) still PENDING 190 s" in f.summary, f.summary
+    assert _kinds(_final(_tune_status("00:00:08.10", "4/4 (4 PENDING)"))) == []      # just started
+    assert _kinds(_final(_tune_status("00:03:10.22", "4/4 (2 PENDING, 2 RUNNING)"))) == []  # trials run
+    healthy = ["INFO 03-12 02:46:14 metrics.py:349] Avg prompt throughput: 0.0 tokens/s, Running: 0 reqs, "
+               "Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%"]
+    assert _kinds(_final(healthy)) == []

@@ -320,7 +320,7 @@ LINE_WORDS = (
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
-    "from device", "remainder", "dump debug", "retry",
+    "from device", "remainder", "dump debug", "retry", "running for", "pending",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -437,6 +437,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
         if "retry" in low:
             st.peer_wait.feed(line, line_no, ln.raw)
+        elif "running for" in low or "pending" in low:
+            st.peer_wait.feed_status(line, line_no)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
         non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
@@ -762,6 +764,14 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
             continue
         if b.handled_after(i, None if tb.thread else rep[i].key, since=tb.start):
             continue
+        if tb.short_name == "AssertionError":
+            checked = _finite_assert(rep, tb)
+            if checked:
+                # the failed statement tests that a value is finite: the value was NaN/Inf
+                # (`assert math.isfinite(loss_value)`), whatever the bare exception says
+                nan = Hit("nan", "critical", f"a finiteness check failed (`{checked}`): a value was NaN/Inf",
+                          H.HINT_NAN)
+                b.found.setdefault((nan.kind, nan.summary), b.make(nan, i, _tb_evidence(rep, tb)))
         text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
         if len(text) > 160:
             text = text[:157] + "..."
@@ -781,6 +791,20 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         else:
             hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+_FINITE_ASSERT = re.compile(r"^\s*assert\b.*\b(?:isfinite|isnan|isinf|is_finite|all_finite)\b")
+
+
+def _finite_assert(rep: Sequence[Line], tb: Traceback) -> str:
+    """The `assert` statement a traceback's last frame shows, when it tests finiteness."""
+    if not tb.frames or tb.exc is None:
+        return ""
+    for j in range(tb.frames[-1] + 1, tb.exc):
+        text = rep[j].text
+        if _FINITE_ASSERT.match(text):
+            return text.strip()[:100]
+    return ""
 
 
 def _is_fence(text: str) -> bool:
@@ -913,6 +937,5 @@ def _peer_wait_finding(b: _Batch, st: ScanState) -> None:
         return
     pw.reported = True
     f = Finding(kind="hang", severity="critical", summary=pw.summary(), evidence=bounded(list(pw.evidence)),
-                hint="a rank never started or cannot be reached: check every node's launcher log, the endpoints' "
-                     "ports and firewalls", first_seen_s=b.t, line=pw.stuck_line, run_id=b.run_id)
+                hint=pw.hint(), first_seen_s=b.t, line=pw.stuck_line, run_id=b.run_id)
     b.add(f, -1)

@@ -9,9 +9,14 @@ normal start-up -- the other node is still starting, and pasted logs show runs t
 on after them. The same wait repeated for WAIT_HANG_S or longer, with nothing else
 happening between, is a rank that never came: the run is stuck in its start-up.
 
-How long it waited is read from the wording (N sec a retry) or from the lines' own clock
-(glog's `I1127 19:18:22.167176`, a logger's `2022-11-27 19:18:22`): never from when the
-text was read, so a pasted log and a live one judge alike.
+The same shape from a scheduler: Ray Tune's status block says how long the experiment has
+been running (`Current time: ... (running for 00:03:10.22)`) and how its trials stand
+(`Number of trials: 4/4 (4 PENDING)`): every trial still PENDING after TUNE_PENDING_S is
+an experiment whose trials cannot be placed (the resources they ask for are not there).
+
+How long it waited is read from the wording (N sec a retry, running for H:MM:SS) or from
+the lines' own clock (glog's `I1127 19:18:22.167176`, a logger's `2022-11-27 19:18:22`):
+never from when the text was read, so a pasted log and a live one judge alike.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ WAIT_HANG_S = 30.0
 """Waiting this long for the same peers, doing nothing else, is stuck, not starting: ten of
 Paddle's 3-s retries in a row. The healthy multi-node start-ups in the pasted logs wait one
 to six retries (3-18 s) while the other node comes up; the stuck ones repeat for minutes."""
+TUNE_PENDING_S = 60.0
+"""A Tune experiment whose every trial is still PENDING this long into the run: placing a
+trial takes seconds when its resources exist (the first status blocks of a healthy run show
+PENDING, then RUNNING)."""
 ROW_GAP_LINES = 4
 """Wait lines at most this far apart are one wait (the `not ready endpoints` line, a device
 warning between retries); a longer gap is something else happening -- a new wait starts."""
@@ -31,6 +40,8 @@ _SAYS_SECONDS = re.compile(r"server not ready, wait (?P<s>\d+(?:\.\d+)?) sec to 
 _CLOCKED = re.compile(r"Retry to connect to (?P<peer>\S+?):(?P<port>\d+) while the server is not yet listening")
 _CLOCK = re.compile(r"(?:^|[\sT\[])(?P<h>[0-2]\d):(?P<m>[0-5]\d):(?P<s>[0-5]\d)(?:[.,]\d+)?\b")
 _DAY_S = 86400.0
+_RUNNING_FOR = re.compile(r"\(running for (?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)")
+_ALL_PENDING = re.compile(r"Number of trials: (?P<n>\d+)(?:/\d+)? \((?P<p>\d+) PENDING\)")
 
 
 @dataclass
@@ -44,6 +55,22 @@ class PeerWait:
     evidence: list[str] = field(default_factory=list)
     stuck_line: int | None = None
     reported: bool = False
+    tune_running_s: float | None = None
+    pending_trials: int = 0
+
+    def feed_status(self, line: str, line_no: int) -> None:
+        """A line holding "running for" or "pending" (the caller's cheap test): Tune's status."""
+        r = _RUNNING_FOR.search(line)
+        if r is not None:
+            self.tune_running_s = int(r.group("h")) * 3600.0 + int(r.group("m")) * 60 + int(r.group("s"))
+            return
+        p = _ALL_PENDING.search(line)
+        if p is None or p.group("n") != p.group("p") or self.tune_running_s is None:
+            return
+        if self.stuck_line is None and self.tune_running_s >= TUNE_PENDING_S:
+            self.stuck_line, self.pending_trials = line_no, int(p.group("n"))
+            self.waited_s = self.tune_running_s
+            self.evidence = [line]
 
     def feed(self, line: str, line_no: int, raw: str = "") -> None:
         """A line holding "retry" (the caller's cheap test): is it a peer wait? `raw` is the
@@ -76,5 +103,14 @@ class PeerWait:
         return self.stuck_line is not None
 
     def summary(self) -> str:
+        if self.pending_trials:
+            return (f"no trial could start: all {self.pending_trials} trial(s) still PENDING {self.waited_s:.0f} s "
+                    "into the run (the resources they request are not there)")
         return (f"start-up stuck waiting for its peers: the same wait retried for {self.waited_s:.0f} s "
                 "(a rank's endpoint never came up)")
+
+    def hint(self) -> str:
+        if self.pending_trials:
+            return ("compare what each trial requests (resources_per_trial, num_workers, GPUs) with what the "
+                    "cluster has: `ray status`")
+        return "a rank never started or cannot be reached: check every node's launcher log, the endpoints' ports and firewalls"

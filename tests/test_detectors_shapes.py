@@ -351,3 +351,36 @@ def test_a_tune_experiment_whose_every_trial_is_pending_for_minutes_is_a_hang():
     healthy = ["INFO 03-12 02:46:14 metrics.py:349] Avg prompt throughput: 0.0 tokens/s, Running: 0 reqs, "
                "Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_fastai_v1_tables_with_two_word_losses_and_its_bar_comment_read_nan():
+    """fastai v1 wrote its results header with single spaces (`epoch train loss valid loss
+    ...`) and fastprogress puts the smoothed loss at the end of its bar (pasted
+    fastai/fastai#941)."""
+    head = "epoch train loss valid loss accuracy_thresh f2_opt"
+    assert _kinds(_final([head, "0 nan nan 0.997788 0.000000"])) == ["nan"]
+    assert _kinds(_final(["71.39% [6930/9707 3:56:27<1:34:45 nan]"])) == ["nan"]
+    healthy = [head, "0 0.412345 0.398765 0.997788 0.812000", "1 0.301234 0.310987 0.998012 0.845000",
+               "71.39% [6930/9707 3:56:27<1:34:45 0.3012]", "16.00% [4/25 00:13<01:10]"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_short_paste_cut_at_a_terminal_width_is_joined_back():
+    """A terminal copy of a few lines (pasted MhLiao/TextBoxes_plusplus#132 and others, cut at
+    80 columns): one line of exactly the width whose text goes on in the next, in a token or
+    at one space, is one line -- however short the paste."""
+    from controller.judge.repair import repaired, wrap_width
+
+    line = ("F1206 16:55:19.914152  3830 parallel.cpp:85] Check failed: error == cudaSuccess (2 vs. 0)  "
+            "out of memory")
+    cut = [line[:80], line[80:], "*** Check failure stack trace: ***"]
+    assert wrap_width(cut) == 80
+    assert [ln.text for ln in repaired(cut)][0].endswith("(2 vs. 0)  out of memory")
+    assert _kinds(_final(cut)) == ["oom"]
+    # not a cut: a line that happens to be 80 long, then an indented line or a new traceback
+    row = "step 100 | loss 2.3412 | lr 1.2e-04 | tok/s 11234 | mem 23.4 GiB | elapsed 0:12 "
+    assert len(row) == 80
+    assert wrap_width([row, "    at train.py:88", "done"]) is None
+    assert wrap_width([row, "Traceback (most recent call last):", '  File "x.py", line 1']) is None
+    assert wrap_width(["=" * 80, "epoch 1"]) is None  # a rule drawn to the width
+    assert wrap_width([row, row.replace("100", "101"), "step 102 | loss 2.3"]) is None  # lines of one format

@@ -574,6 +574,11 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         hit = Hit("nan", "critical", f"a printed loss tensor turned NaN/Inf ({line.strip()[:40]})", H.HINT_NAN)
         b.add(b.make(hit, i, [b.rep[i].raw]), i)
         return True
+    if _FASTPROGRESS_NAN.search(line):
+        # fastprogress's bar carries the smoothed training loss as its comment
+        hit = Hit("nan", "critical", "loss is NaN/Inf (the progress bar's running loss)", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
     row = line.replace("|", " ").split()
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
@@ -595,6 +600,8 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         if len(cols) < 3 or not all(_HEADER_CELL.match(c) for c in cols):
             continue
         if len(row) < len(cols):
+            cols = _two_word_losses(cols)  # fastai v1: `epoch train loss valid loss ...`
+        if len(row) < len(cols):
             return False  # a header, but this line is no row of it
         yolo = cols[0].lower() == "epoch"
         for name, value in zip(cols, row):
@@ -615,6 +622,21 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
     return False
 
 
+def _two_word_losses(cols: list[str]) -> list[str]:
+    """A header written with single spaces whose loss columns are two words (`train loss`,
+    `valid loss`): each `loss` joins the word before it, so the names line up with a row."""
+    out: list[str] = []
+    for c in cols:
+        if c.lower() == "loss" and out and out[-1].lower() not in ("epoch", "step", "iter", "iteration"):
+            out[-1] += " " + c
+        else:
+            out.append(c)
+    return out
+
+
+_FASTPROGRESS_NAN = re.compile(r"\d+(?:\.\d+)?% \[\d+/\d+ [\d:]+<[\d:]+ [-+]?(?:nan|inf)\]")
+"""fastprogress (fastai's bars): `71.39% [6930/9707 3:56:27<1:34:45 nan]`, done/total,
+elapsed<remaining and then the bar's comment, which fastai fills with the smoothed loss."""
 _YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
 """`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
 YOLO from v3 to v11 prints them so)."""

@@ -97,18 +97,35 @@ def peel(line: str) -> tuple[str, str]:
     return key, body
 
 
+def _cut_mid_token(lines: Sequence[str], width: int) -> bool:
+    """A line of exactly `width` whose text goes on in the next line, cut in a token or at
+    one space (`... (2 vs. 0)  ou` / `t of memory`, `== cudaSuccess ` / `(2 vs. 0)`): what a
+    terminal copy does to one long line. (Padding or an indented next line is no cut.)"""
+    for i in range(len(lines) - 1):
+        s, t = lines[i], lines[i + 1]
+        if len(s) != width or len(t) < 2 or not s.strip(s[0]) or _LINE_START.match(t) or t.split(None, 1)[:1] == s.split(None, 1)[:1]:
+            continue  # (a next line that begins as this one did is the next line of one format)
+        junction = s[-2:] + t[:2]
+        if sum(c.isspace() for c in junction) <= 1:
+            return True
+    return False
+
+
 def wrap_width(lines: Sequence[str]) -> int | None:
     """The terminal width a hard-wrapped copy was cut at, or None when it does not look
-    wrapped: many lines of exactly the longest length, which real logs seldom have."""
-    if len(lines) < 8:
+    wrapped: many lines of exactly the longest length, which real logs seldom have -- or,
+    in a short paste or one with a single long line, a terminal's width that no line
+    exceeds and at which a line's token is cut in two."""
+    if len(lines) < 2:
         return None
     lens = list(map(len, lines))
     width = max(lens)
     if not WRAP_MIN_WIDTH <= width <= WRAP_MAX_WIDTH:
         return None
     full = lens.count(width)
-    if full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
-        return None
+    if len(lines) < 8 or full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
+        near = sum(lens.count(width - k) for k in range(1, WRAP_NEAR_CHARS + 1))
+        return width if width in TERMINAL_WIDTHS and near < full and _cut_mid_token(lines, width) else None
     # A cut makes a spike exactly at the width; lines of one format (progress lines whose
     # numbers vary by a digit) cluster just below their longest instead.
     near = sum(lens.count(width - k) for k in range(1, WRAP_NEAR_CHARS + 1))

@@ -384,3 +384,36 @@ def test_a_short_paste_cut_at_a_terminal_width_is_joined_back():
     assert wrap_width([row, "Traceback (most recent call last):", '  File "x.py", line 1']) is None
     assert wrap_width(["=" * 80, "epoch 1"]) is None  # a rule drawn to the width
     assert wrap_width([row, row.replace("100", "101"), "step 102 | loss 2.3"]) is None  # lines of one format
+
+
+KEY_TB = ["step=40 loss=2.1032", "Traceback (most recent call last):", '  File "train.py", line 88, in <module>',
+          "    main()", '  File "train.py", line 61, in main', "    labels = batch['labels']", "KeyError: 'labels'"]
+
+
+@pytest.mark.parametrize("prefix", ["trainer-1  | ", "train_1      | ", "1469.worker.1  | ",
+                                    "[pod/train-worker-0/pytorch] ",
+                                    "Dec 02 13:00:00 gpu-node-3 python[41234]: ",
+                                    "2026-12-02 13:00:00.123 | ERROR    | __main__:main:42 - "])
+def test_collectors_prefixes_are_peeled_so_a_traceback_reads_whole(prefix):
+    """docker compose (`SERVICE-N  | `; pasted NVIDIA/OpenSeq2Seq#456 is a swarm's), kubectl
+    logs --prefix, journald and loguru put their own text before every line: the traceback
+    under them is the same traceback (its exception, where it was raised)."""
+    (f,) = _final([prefix + line for line in KEY_TB])
+    assert (f.kind, f.summary, f.line) == ("crash", "KeyError: 'labels' at train.py:61 in main", 7), f.summary
+
+
+def test_a_paste_indented_as_a_markdown_code_block_reads_like_the_text():
+    (f,) = _final(["    " + line for line in KEY_TB])
+    assert (f.kind, f.summary) == ("crash", "KeyError: 'labels' at train.py:61 in main")
+    assert f.evidence[0].startswith("    Traceback")  # evidence shows the lines as pasted
+    # the indentation a traceback has of its own is not a code block's
+    from controller.judge.repair import block_indent
+    assert block_indent(KEY_TB[1:]) == 0 and block_indent(["    a", "", "      b"]) == 4
+    healthy = ["    " + line for line in ("epoch 1 | loss 2.31 | lr 1e-4", "epoch 2 | loss 2.05 | lr 1e-4")]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_table_row_is_not_taken_for_a_compose_prefix():
+    """fairseq's `| epoch 001 | loss nan |` and a YOLO header keep their first column."""
+    assert _kinds(_final(["| epoch 001 | loss nan | nll_loss nan | ppl nan | wps 1000"])) == ["nan"]
+    assert _kinds(_final(["epoch | train_loss | val_loss", "1     | nan        | nan"])) == ["nan"]

@@ -44,6 +44,14 @@ _RUNNING_FOR = re.compile(r"\(running for (?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)")
 _ALL_PENDING = re.compile(r"Number of trials: (?P<n>\d+)(?:/\d+)? \((?P<p>\d+) PENDING\)")
 
 
+def _program_clock(line: str, raw: str) -> re.Match | None:
+    """The time of day the program stamped the line with: the innermost clock of the prefix
+    that repair peeled off (glog's, under a collector's own stamp), else one in the text."""
+    prefix = raw[:max(0, raw.find(line[:20]))] if line and raw else ""
+    clocks = list(_CLOCK.finditer(prefix)) if prefix else []
+    return clocks[-1] if clocks else _CLOCK.search(line)
+
+
 @dataclass
 class PeerWait:
     """One wait in progress (bounded: a few numbers and two evidence lines)."""
@@ -86,7 +94,7 @@ class PeerWait:
         if said is not None:
             self.waited_s += float(said.group("s"))
         else:
-            c = _CLOCK.search(raw or line)
+            c = _program_clock(line, raw)
             if c is not None:
                 t = int(c.group("h")) * 3600 + int(c.group("m")) * 60 + int(c.group("s"))
                 if self.first_clock_s is None:

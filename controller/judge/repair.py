@@ -3,10 +3,13 @@ around it.
 
 Logs reach dfctl as people capture them: through launchers that prefix every line
 (torchrun `[rank3]:` / `[default0]:`, Ray `(task, pid=3369) `, mpirun `[1,0]<stderr>:`,
-srun `0: `), loggers that put a timestamp and a level first (`[2026-12-01 15:44:52,260]
-[WARNING] [file.py:213:func]`, glog `W1201 15:45:39.195000 18174 path:1028]`), pastes
-quoted with markdown `> ` or numbered `12 | `, ANSI colour, and terminal copies
-hard-wrapped at the terminal's width (a token cut in two). `repair` peels those layers
+srun `0: `, docker compose `trainer-1  | `, `kubectl logs --prefix` `[pod/NAME/C] `,
+journald `Dec 02 13:00:00 host python[41234]: `), loggers that put a timestamp and a level
+first (`[2026-12-01 15:44:52,260] [WARNING] [file.py:213:func]`, glog `W1201
+15:45:39.195000 18174 path:1028]`, loguru `2026-12-02 13:00:00.123 | INFO | m:f:42 - `),
+pastes quoted with markdown `> `, indented four spaces (a markdown code block) or
+numbered `12 | `, ANSI colour, and terminal copies hard-wrapped at the terminal's width
+(a token cut in two). `repair` peels those layers
 off so the rules and structure readers see the bare text, and keeps the launcher part
 as the line's *key* -- interleaved ranks are read apart, never mixed.
 
@@ -28,6 +31,9 @@ _KEY_PREFIX = re.compile(
     r"|\[\d+,\d+\]<std(?:out|err)>:\s?"                     # mpirun --tag-output
     r"|\((?:[\w.-]+,?\s)?(?:[\w.]+=[\w.:-]+,?\s)*pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray / vLLM workers
     r"|\d{1,4}: (?=\S)"                                      # srun --label
+    r"|[a-z0-9][\w.-]*[-_.]\d+ +\| "                         # docker compose: `trainer-1  | `, `train_1  | `
+    r"|\[pod/[\w.-]+/[\w.-]+\] "                             # kubectl logs --prefix: `[pod/NAME/CONTAINER] `
+    r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+\[\d+\]: "  # journal
 )
 _NOISE_PREFIX = re.compile(
     r">+ ?"                                                             # markdown quote
@@ -38,9 +44,11 @@ _NOISE_PREFIX = re.compile(
     r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )\s*"  # log level
     r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
     r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
+    r"|(?:\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*)?\|\s*[\w.<>-]+:[\w.<>-]+:\d+ - "  # loguru
 )
-_PREFIX_START = frozenset("[(>0123456789IWEFDNC")
-"""A line that starts with none of these has no prefix to peel (the common fast path)."""
+_PREFIX_START = frozenset("[(>0123456789IWEFDNC|JMASO")
+"""A line that starts with none of these has no prefix to peel (the common fast path); a
+docker compose service name starts with any letter, so `  | ` early in a line also opens it."""
 MAX_LAYERS = 6
 WRAP_MIN_WIDTH = 60
 WRAP_MAX_WIDTH = 400
@@ -71,7 +79,7 @@ _HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
 
 def peel(line: str) -> tuple[str, str]:
     """(key, body): launcher prefixes kept as the key, other decoration dropped."""
-    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64]):
+    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64] and " | " not in line[:48]):
         return "", line
     key = ""
     body = line
@@ -82,7 +90,7 @@ def peel(line: str) -> tuple[str, str]:
                 key += h.group(0).strip()
                 body = body[h.end():]
                 continue
-        if not body or body[0] not in _PREFIX_START:
+        if not body or (body[0] not in _PREFIX_START and " | " not in body[:48]):
             break
         m = _KEY_PREFIX.match(body)
         if m:
@@ -146,6 +154,25 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     return None if (padded + boxed) * 2 > full else width
 
 
+CODE_BLOCK_INDENT = 4
+"""Markdown's indented code block: a paste whose every line starts with four spaces."""
+
+
+def block_indent(lines: Sequence[str]) -> int:
+    """CODE_BLOCK_INDENT when every non-blank line of `lines` starts with it (a paste made a
+    markdown code block by indenting it), else 0: a traceback's own indentation (frames at
+    two spaces) never reaches it on every line. The first unindented line ends the test."""
+    pad = " " * CODE_BLOCK_INDENT
+    seen = False
+    for line in lines:
+        if not line.strip():
+            continue
+        if not line.startswith(pad):
+            return 0
+        seen = True
+    return CODE_BLOCK_INDENT if seen else 0
+
+
 class LazyRepair(Sequence[Line]):
     """The repaired lines of a batch with no hard wrap, each repaired when first read:
     most lines of a healthy log are never read past the batch-wide word search."""
@@ -176,7 +203,15 @@ class LazyRepair(Sequence[Line]):
 
 
 def repaired(lines: Sequence[str]) -> Sequence[Line]:
-    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily."""
+    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily; a
+    batch indented as a markdown code block is read without that indent."""
+    dedent = block_indent(lines)
+    if dedent:
+        lines = [line[dedent:] for line in lines]
+        rep = repaired(lines)
+        for ln in rep:  # evidence shows the lines as they came
+            ln.raw = " " * dedent + ln.raw if ln.raw else ln.raw
+        return rep
     width = wrap_width(lines)
     return repair(lines, width) if width is not None else LazyRepair(lines)
 

@@ -408,7 +408,8 @@ def test_a_paste_indented_as_a_markdown_code_block_reads_like_the_text():
     assert f.evidence[0].startswith("    Traceback")  # evidence shows the lines as pasted
     # the indentation a traceback has of its own is not a code block's
     from controller.judge.repair import block_indent
-    assert block_indent(KEY_TB[1:]) == 0 and block_indent(["    a", "", "      b"]) == 4
+    assert block_indent(KEY_TB[1:]) == "" and block_indent(["    a", "", "      b"]) == "    "
+    assert block_indent(["\tTraceback (most recent call last):", "\t  File \"x.py\", line 1"]) == "\t"
     healthy = ["    " + line for line in ("epoch 1 | loss 2.31 | lr 1e-4", "epoch 2 | loss 2.05 | lr 1e-4")]
     assert _kinds(_final(healthy)) == []
 
@@ -417,3 +418,31 @@ def test_a_table_row_is_not_taken_for_a_compose_prefix():
     """fairseq's `| epoch 001 | loss nan |` and a YOLO header keep their first column."""
     assert _kinds(_final(["| epoch 001 | loss nan | nll_loss nan | ppl nan | wps 1000"])) == ["nan"]
     assert _kinds(_final(["epoch | train_loss | val_loss", "1     | nan        | nan"])) == ["nan"]
+
+
+def test_srun_labels_pdsh_hosts_and_tabs_before_every_line_are_read_through():
+    """`srun --label` puts `0: ` before indented lines too; pdsh (DeepSpeed's multi-node
+    launcher) `worker-5: ` before every line of that node, two nodes interleaved; a paste
+    indented by a tab is a markdown code block."""
+    want = ("crash", "KeyError: 'labels' at train.py:61 in main")
+    for lines in ([f"0: {line}" for line in KEY_TB], ["\t" + line for line in KEY_TB],
+                  [f"worker-{i % 2}: {line}" if i % 2 else f"worker-0: {line}" for i, line in enumerate(KEY_TB)]):
+        assert [(f.kind, f.summary) for f in _final(lines)] == [want], lines
+    # two nodes, each printing its own lines: the keys keep them apart
+    from controller.judge.repair import host_prefixes
+    both = [f"worker-{i % 2}: step={i} loss=2.1" for i in range(8)]
+    assert host_prefixes(both) == {"worker-0: ", "worker-1: "}
+    # an exception's or a level's `Word: ` is no host
+    assert host_prefixes(["RuntimeError: x", "RuntimeError: y", "RuntimeError: z"]) == frozenset()
+    assert host_prefixes(["INFO: a", "INFO: b", "INFO: c"]) == frozenset()
+
+
+def test_a_screen_copy_padded_to_its_width_and_cut_at_it_is_joined():
+    """tmux/screen copies fill each short line with spaces to the width and cut long ones
+    at it: the cut lines (full of text) are joined, the padding dropped."""
+    line = "RuntimeError: CUDA error: an illegal memory access was encountered; compile with TORCH_USE_CUDA_DSA"
+    screen = [s.ljust(80) for s in ["step=1 loss=2.1", "step=2 loss=2.0", "step=3 loss=1.9", line[:80], line[80:]]]
+    (f,) = [f for f in _final(screen) if f.kind == "crash"]
+    assert f.summary.startswith("CUDA illegal memory access"), f.summary
+    from controller.judge.repair import padded
+    assert padded(screen) and not padded(["step=1 loss=2.1", "x" * 80, "y" * 80])

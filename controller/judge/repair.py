@@ -30,7 +30,7 @@ _KEY_PREFIX = re.compile(
     r"\[(?:rank|default)?\d+\]:\s?"                         # torchrun / elastic --tee
     r"|\[\d+,\d+\]<std(?:out|err)>:\s?"                     # mpirun --tag-output
     r"|\((?:[\w.-]+,?\s)?(?:[\w.]+=[\w.:-]+,?\s)*pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray / vLLM workers
-    r"|\d{1,4}: (?=\S)"                                      # srun --label
+    r"|\d{1,4}: (?=\s*\S)"                                   # srun --label (indented lines too)
     r"|[a-z0-9][\w.-]*[-_.]\d+ +\| "                         # docker compose: `trainer-1  | `, `train_1  | `
     r"|\[pod/[\w.-]+/[\w.-]+\] "                             # kubectl logs --prefix: `[pod/NAME/CONTAINER] `
     r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+\[\d+\]: "  # journal
@@ -132,8 +132,7 @@ def wrap_width(lines: Sequence[str]) -> int | None:
         return None
     full = lens.count(width)
     if len(lines) < 8 or full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
-        near = sum(lens.count(width - k) for k in range(1, WRAP_NEAR_CHARS + 1))
-        return width if width in TERMINAL_WIDTHS and near < full and _cut_mid_token(lines, width) else None
+        return width if width in TERMINAL_WIDTHS and _cut_mid_token(lines, width) else None
     # A cut makes a spike exactly at the width; lines of one format (progress lines whose
     # numbers vary by a digit) cluster just below their longest instead.
     near = sum(lens.count(width - k) for k in range(1, WRAP_NEAR_CHARS + 1))
@@ -155,22 +154,63 @@ def wrap_width(lines: Sequence[str]) -> int | None:
 
 
 CODE_BLOCK_INDENT = 4
-"""Markdown's indented code block: a paste whose every line starts with four spaces."""
+"""Markdown's indented code block: a paste whose every line starts with four spaces (or a tab)."""
+HOST_SAMPLE_LINES = 64
+HOST_SHARE = 0.6
+_HOST_TOKEN = re.compile(r"([A-Za-z0-9][\w.-]{0,62}): ")
+_NOT_HOSTS = frozenset(("INFO", "WARNING", "WARN", "ERROR", "DEBUG", "CRITICAL", "FATAL", "NOTICE", "Traceback"))
 
 
-def block_indent(lines: Sequence[str]) -> int:
-    """CODE_BLOCK_INDENT when every non-blank line of `lines` starts with it (a paste made a
-    markdown code block by indenting it), else 0: a traceback's own indentation (frames at
-    two spaces) never reaches it on every line. The first unindented line ends the test."""
-    pad = " " * CODE_BLOCK_INDENT
-    seen = False
+def block_indent(lines: Sequence[str]) -> str:
+    """The indent every non-blank line of `lines` starts with when the paste was made a
+    markdown code block by indenting it (four spaces, or a tab), else "": a traceback's own
+    indentation (frames at two spaces) never reaches it on every line. The first unindented
+    line ends the test."""
+    pad = ""
     for line in lines:
         if not line.strip():
             continue
-        if not line.startswith(pad):
-            return 0
-        seen = True
-    return CODE_BLOCK_INDENT if seen else 0
+        if not pad:
+            pad = " " * CODE_BLOCK_INDENT if line.startswith(" " * CODE_BLOCK_INDENT) else "\t" if line[0] == "\t" else ""
+            if not pad:
+                return ""
+        elif not line.startswith(pad):
+            return ""
+    return pad
+
+
+def host_prefixes(lines: Sequence[str]) -> frozenset[str]:
+    """The `host: ` prefixes pdsh (DeepSpeed's and others' multi-node launcher) puts before
+    every line of each node, when they start most lines: a token with a digit, `-` or `.`
+    in it (`worker-5: `, `node01: `, `10.0.0.2: `) seen three times or more. Tested on the
+    first lines of a batch: the launcher prefixes every line, so they tell."""
+    counts: dict[str, int] = {}
+    seen = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        seen += 1
+        m = _HOST_TOKEN.match(line)
+        if m is not None and m.group(1) not in _NOT_HOSTS and any(c.isdigit() or c in "-." for c in m.group(1)):
+            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+        if seen >= HOST_SAMPLE_LINES:
+            break
+    hosts = frozenset(h for h, n in counts.items() if n >= 3)
+    return hosts if hosts and sum(counts[h] for h in hosts) >= HOST_SHARE * seen else frozenset()
+
+
+PADDED_MIN_LINES = 3
+
+
+def padded(lines: Sequence[str]) -> bool:
+    """A screen copy (tmux, screen, a console window) whose short lines are filled with
+    spaces to its width: several lines of exactly the longest length end in a run of
+    spaces (a log's own lines seldom do; a cut line, full of text, does not)."""
+    if len(lines) < PADDED_MIN_LINES:
+        return False
+    width = max(map(len, lines))
+    return width >= WRAP_MIN_WIDTH and sum(
+        1 for s in lines if len(s) == width and s.endswith("  ")) >= PADDED_MIN_LINES
 
 
 class LazyRepair(Sequence[Line]):
@@ -203,17 +243,33 @@ class LazyRepair(Sequence[Line]):
 
 
 def repaired(lines: Sequence[str]) -> Sequence[Line]:
-    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily; a
-    batch indented as a markdown code block is read without that indent."""
-    dedent = block_indent(lines)
-    if dedent:
-        lines = [line[dedent:] for line in lines]
-        rep = repaired(lines)
-        for ln in rep:  # evidence shows the lines as they came
-            ln.raw = " " * dedent + ln.raw if ln.raw else ln.raw
-        return rep
+    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily. A
+    batch whose capture put something on every line first -- a screen's padding, a
+    markdown code block's indent, pdsh's `host: ` -- is read without it (the host kept as
+    the line's key; evidence shows the lines as they came)."""
+    given = lines
+    pad = padded(lines)
+    if pad:  # (a line cut at a word keeps its one separating space: its length stays the width)
+        lines = [line.rstrip() if line.endswith("  ") else line for line in lines]
+    indent = block_indent(lines)
+    if indent:
+        lines = [line[len(indent):] for line in lines]
+    hosts = host_prefixes(lines)
+    keys: list[str] = []
+    if hosts:
+        keys = [next((h for h in hosts if line.startswith(h)), "") for line in lines]
+        lines = [line[len(k):] for line, k in zip(lines, keys)]
     width = wrap_width(lines)
-    return repair(lines, width) if width is not None else LazyRepair(lines)
+    rep = repair(lines, width) if width is not None else LazyRepair(lines)
+    if not (pad or indent or hosts):
+        return rep
+    out = rep if isinstance(rep, list) else list(rep)
+    for ln in out:
+        if ln.raw == lines[ln.src]:  # (a line joined from a wrap keeps its joined text)
+            ln.raw = given[ln.src]
+        if keys and keys[ln.src]:
+            ln.key = keys[ln.src].strip() + ln.key
+    return out
 
 
 def repair(lines: Sequence[str], width: int | None = None) -> list[Line]:

@@ -89,7 +89,10 @@ OOM_FAMILY: tuple[Source, ...] = (
            "c5e11fcac8249ce4f7e70157588ff9661a870b59",
            "the hipError_t enumerator (hipErrorOutOfMemory = 2), printed by torch's HIP build and hipGetErrorName"),
     Source("cuda-driver-oom", "CUDA driver (TF, JAX, CuPy)", "CUDA_ERROR_OUT_OF_MEMORY",
-           note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs"),
+           note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs; the rule "
+                "also reads a CUDA allocation call named with 'out of memory' after it (cudaMalloc, cudaHostAlloc, "
+                "cuMemAlloc, hipMalloc: MXNet's pooled storage, MindSpore's pinned arena, pasted "
+                "mindspore-ai/mindspore#172)"),
     Source("tf-device-alloc-failed", "TensorFlow (CUDA, ROCm stream executors)",
            "failed to allocate 7.35G (7889485824 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY / hipError_t(1002)",
            note="source not read (tensorflow/stream_executor/{cuda,rocm}/*_driver.cc, which the pasted logs name); "
@@ -114,20 +117,28 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "
            "(vllm-kv-cache) cites it: vllm/worker/worker.py:498 with its commit"),
     Source("cpu-alloc", "PyTorch (host)", "DefaultCPUAllocator: can't allocate memory", "pytorch/pytorch",
-           "c10/core/impl/alloc_cpu.cpp", note="alloc_cpu's TORCH_CHECK; line not counted; generated corpus runs"),
+           "c10/core/impl/alloc_cpu.cpp", 85, "0803da8282cbd1bfea99f8bdd19f1dcf49a7ca0f",
+           "alloc_cpu's CAFFE_ENFORCE after posix_memalign (Linux); the Android/Windows branches' 'not enough "
+           "memory: you tried to allocate' are at :67 and :78"),
     Source("dataloader-killed", "PyTorch DataLoader", "DataLoader worker (pid N) is killed by signal: Killed",
-           "pytorch/pytorch", "torch/utils/data/_utils/signal_handling.py",
-           note="the worker-death handler's message (strsignal text); generated corpus runs print it"),
+           "pytorch/pytorch", "torch/csrc/DataLoader.cpp", 157, "03d4ef67a3b6390069b2c3cc55db0ae575aedbaa",
+           "THPModule_errorIfAnyWorkerFails: 'DataLoader worker (pid ' ... ') is killed by signal: ' << strsignal "
+           "(SIGKILL's is 'Killed'); torch/utils/data/_utils/signal_handling.py arms it"),
     Source("bare-killed", "bash", "Killed", note="bash's strsignal(SIGKILL) job report; generated corpus runs"),
     Source("elastic-sigkill", "torch.distributed.elastic", "Signal 9 (SIGKILL) received by PID N",
            "pytorch/pytorch", "torch/distributed/elastic/multiprocessing/api.py", note="generated corpus runs"),
     Source("exitcode-9", "torchrun", "exitcode  : -9", "pytorch/pytorch",
            "torch/distributed/elastic/multiprocessing/errors/__init__.py", note="ChildFailedError's report; "
            "generated corpus runs"),
-    Source("dmesg-oom", "Linux kernel", "Out of memory: Killed process N (comm)", "torvalds/linux", "mm/oom_kill.c",
-           note="__oom_kill_process's pr_err; line not counted"),
+    Source("dmesg-oom", "Linux kernel", "Out of memory: Kill(ed) process N (comm)", "torvalds/linux", "mm/oom_kill.c",
+           842, "c797bc88f77b51c4ba0b5d782b8284c7ed0233bc",
+           "oom_kill_process's pr_err('%s: Kill process %d (%s) score %u or sacrifice child') with message 'Out of "
+           "memory'; the victim line pr_err('Killed process %d (%s) total-vm:...') at :898 (this 4.x version; "
+           "5.x+ print 'Out of memory: Killed process' in __oom_kill_process)"),
     Source("oom-kill", "Linux kernel", "oom-kill:constraint=...,task=...,pid=...", "torvalds/linux", "mm/oom_kill.c",
-           note="dump_oom_summary; line not counted"),
-    Source("oom-invoked", "Linux kernel", "X invoked oom-killer:", "torvalds/linux", "mm/oom_kill.c",
-           note="dump_header; line not counted"),
+           note="dump_oom_summary (kernel 5.0+); the version the code index serves (c797bc8, 4.x) predates it and "
+                "the repository is over the fetch limit: line not counted; seen in pasted dmesg excerpts"),
+    Source("oom-invoked", "Linux kernel", "X invoked oom-killer:", "torvalds/linux", "mm/oom_kill.c", 409,
+           "c797bc88f77b51c4ba0b5d782b8284c7ed0233bc",
+           "dump_header's pr_warn('%s invoked oom-killer: gfp_mask=%#x(%pGg), nodemask=')"),
 )

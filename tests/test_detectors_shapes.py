@@ -278,6 +278,7 @@ def test_the_cuda_error_wordings_of_ggml_and_mindspore_and_a_pinned_alloc_are_oo
     `Malloc for kernel output failed, Memory isn't enough` (mindspore-lab/mindone#465), a
     `cudaHostAlloc failed ... out of memory` (mindspore-ai/mindspore#172)."""
     for line in ("CUDA error 2 at /home/qwen.cpp/third_party/ggml/src/ggml-cuda.cu:7196: out of memory",
+                 '"RuntimeError: CUDA error:out of memory"',  # torch 0.4 as pasted in bluer555/CR-GAN#8
                  "RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/Cast-op446",
                  "[ERROR] MD(14433,7fea2effd700,python):2021-12-12-14:13:43.932.181 [mindspore/ccsrc/minddata/dataset/"
                  "util/arena.cc:250] Init] cudaHostAlloc failed, ret[2], out of memory"):

@@ -197,7 +197,7 @@ RULES: tuple[TextRule, ...] = (
       _torch_oom, H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
     R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory", re.I), OOM, CRIT,
       "CUDA OOM (cuda runtime error (2): out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
-    R("cuda-error-oom", _rx(r"CUDA [Ee]rror(?: \d+ at \S+?:\d+)?: out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
+    R("cuda-error-oom", _rx(r"CUDA [Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
       "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,

@@ -447,3 +447,16 @@ def test_a_screen_copy_padded_to_its_width_and_cut_at_it_is_joined():
     assert f.summary.startswith("CUDA illegal memory access"), f.summary
     from controller.judge.repair import padded
     assert padded(screen) and not padded(["step=1 loss=2.1", "x" * 80, "y" * 80])
+
+
+def test_cupys_out_of_memory_in_both_its_wordings_is_an_oom():
+    """Chainer's trainer prints the exception's message (`Exception in main training loop:
+    ...`) before a traceback a paste often cuts: CuPy's message, old and new, names the OOM
+    (pasted motokimura/spacenet_building_detection#3, cupy/cupy#2537)."""
+    for line in ("Exception in main training loop: out of memory to allocate 163840000 bytes (total 1673061376 bytes)",
+                 "Exception in main training loop: Out of memory allocating 25,600,000 bytes (allocated so far: "
+                 "3,635,267,072 bytes)."):
+        assert _kinds(_final([line, "Traceback (most recent call last):"])) == ["crash", "oom"], line
+    healthy = ["epoch       iteration   main/loss   main/accuracy  elapsed_time",
+               "1           600         0.191       0.943          12.3", "pool: allocating 1,024 bytes of pinned memory"]
+    assert _kinds(_final(healthy)) == []

@@ -77,6 +77,12 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("resource-exhausted-error", "TensorFlow / Paddle", "ResourceExhaustedError: ... OOM / memory",
            note="the Python exception class of both stacks (tensorflow/python/framework/errors_impl.py; Paddle's "
                 "enforce); source not read; seen in pasted logs of both"),
+    Source("cupy-oom", "CuPy (Chainer, cuML, ...)", "Out of memory allocating 25,600,000 bytes (allocated so far: ...) / "
+           "out of memory to allocate N bytes (total M bytes)", "cupy/cupy", "cupy/cuda/memory.pyx", 70,
+           "6b6d9563c4f7410cd1866a11b2f71a60dd45a68c",
+           "OutOfMemoryError.__init__'s message (and :75 with a pool limit); before CuPy v7 it read 'out of memory to "
+           "allocate %d bytes (total %d bytes)' (memory.pyx:38 at b4fba476420f2d961157e9853f3da2a01776ef94); Chainer's "
+           "trainer prints it as 'Exception in main training loop: ...' (pasted cupy/cupy#2537, chainer/chainer#5621)"),
     Source("mindspore-oom", "MindSpore", "Malloc for kernel output failed, Memory isn't enough, node:...",
            note="MS_LOG(EXCEPTION) in MindSpore's runtime (the graph scheduler's kernel launch: 'Malloc for kernel "
                 "input/output failed, Memory isn't enough, node:'), found by the code index in several versions but "

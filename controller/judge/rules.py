@@ -246,6 +246,9 @@ RULES: tuple[TextRule, ...] = (
     R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
       "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
       ("oom-kill", "oom_kill")),
+    R("cupy-oom", _rx(r"[Oo]ut of memory (?:to allocate \d+ bytes \(total \d+ bytes\)"
+                      r"|allocating [\d,]+ bytes(?: \(allocated so far: [\d,]+ bytes)?)"), OOM, CRIT,
+      "CUDA OOM (CuPy OutOfMemoryError: out of memory allocating on the GPU)", H.HINT_CUDA_OOM, ("out of memory",)),
     R("mindspore-oom", _rx(r"Malloc for kernel (?:input|output|workspace) failed, Memory isn't enough"
                            r"|[Mm]emory isn't enough and alloc failed|Out of memory\. Memory malloc failed"), OOM, CRIT,
       "MindSpore out of device memory (Memory isn't enough / memory malloc failed)", H.HINT_ACCEL_OOM,

@@ -460,3 +460,17 @@ def test_cupys_out_of_memory_in_both_its_wordings_is_an_oom():
     healthy = ["epoch       iteration   main/loss   main/accuracy  elapsed_time",
                "1           600         0.191       0.943          12.3", "pool: allocating 1,024 bytes of pinned memory"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_mlx_metal_buffer_oom_and_macos_abort_trap():
+    """MLX's `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum
+    allowed buffer size` (pasted trevin-creator/autoresearch-mlx#2) is an OOM; macOS's bash
+    reports a SIGABRT as `Abort trap: 6` (pasted ggml-org/llama.cpp#3644)."""
+    oom = ("RuntimeError: [metal::malloc] Attempting to allocate 17179869184 bytes which is greater than the maximum "
+           "allowed buffer size of 14302248960 bytes.")
+    assert "oom" in _kinds(_final([oom]))
+    (f,) = _final(["./train.sh: line 1:  1108 Abort trap: 6           ./finetune --model-base m.gguf"])
+    assert f.kind == "crash" and "SIGABRT" in f.summary and "./finetune" in f.summary, f.summary
+    assert _kinds(_final(["Abort trap: 6"])) == ["crash"]
+    healthy = ["[metal::malloc] cache size 4.2 GB", "peak memory: 10.92 GB", "abort training? [y/N] n"]
+    assert _kinds(_final(healthy)) == []

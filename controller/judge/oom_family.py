@@ -89,6 +89,12 @@ OOM_FAMILY: tuple[Source, ...] = (
                 "without a repository path, and the repository (563 MB) is over the fetch limit: line not counted; "
                 "seen in pasted mindspore-lab/mindone#465 and mindspore-ai/mindspore#172 ('Out of memory. Memory "
                 "malloc failed.')"),
+    Source("mlx-metal-oom", "MLX (Apple silicon)", "[metal::malloc] Attempting to allocate N bytes which is greater than "
+           "the maximum allowed buffer size of M bytes.", "ml-explore/mlx", "mlx/backend/metal/allocator.cpp", 116,
+           "846d176227a0ac13d2667e58d2bb68b322109ab0",
+           "MetalAllocator::malloc's message for a buffer past the device's maxBufferLength (pasted "
+           "trevin-creator/autoresearch-mlx#2); its 'Resource limit (N) exceeded' at :143 is a handle count, not "
+           "memory, and is not read as an OOM"),
     Source("tpu-hbm-oom", "XLA:TPU (JAX, torch-xla)", "Ran out of memory in memory space hbm",
            note="printed by the closed-source XLA:TPU compiler: no public source to cite; seen in pasted JAX logs"),
     Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h", 291,

@@ -253,6 +253,10 @@ RULES: tuple[TextRule, ...] = (
                            r"|[Mm]emory isn't enough and alloc failed|Out of memory\. Memory malloc failed"), OOM, CRIT,
       "MindSpore out of device memory (Memory isn't enough / memory malloc failed)", H.HINT_ACCEL_OOM,
       ("memory isn't enough", "memory malloc failed")),
+    R("mlx-metal-oom", _rx(r"\[metal::malloc\] Attempting to allocate (?P<n>\d+) bytes which is greater than the "
+                           r"maximum allowed buffer size"), OOM, CRIT,
+      lambda m, line: f"Apple GPU out of memory (MLX: one buffer of {int(m.group('n')) / 2**30:.1f} GiB exceeds Metal's "
+                      "limit)", H.HINT_ACCEL_OOM, ("attempting to allocate",)),
     R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
       OOM, CRIT, "TPU out of memory (XLA: ran out of HBM)", H.HINT_ACCEL_OOM, ("memory space",)),
     R("hip-error-oom", _rx(r"hipErrorOutOfMemory|HIP error: out of memory"), OOM, CRIT,
@@ -279,9 +283,9 @@ RULES: tuple[TextRule, ...] = (
       OOM, CRIT, "DataLoader worker (pid {pid}) killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,
       "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
-    R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
-                         r"|Floating point exception|Killed|Terminated|Hangup)(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
-      CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+    R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
+                         r"|Floating point exception|Killed|Terminated|Hangup)(?::\s*\d+)?(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
+      CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                   "killed", "terminated", "hangup")),
     R("torchrun-death", _rx(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)"),
       CRASH, CRIT, _torchrun_death, H.HINT_LAUNCHER, ("exitcode",)),
@@ -438,16 +442,16 @@ RULES: tuple[TextRule, ...] = (
     R("segv-words", _rx(r"received (?:signal )?SIGSEGV|SIGSEGV received|Signal 11 \(SIGSEGV\)|caught SIGSEGV"
                         r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
       ("sigsegv", "exitcode")),
-    R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
+    R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
                               r"|Floating point exception|Terminated|Hangup)"
                               r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?\s*$"),
-      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                      "terminated", "hangup")),
-    R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
+    R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Abort trap|Bus error"
                                r"|Illegal instruction|Floating point exception|Killed)"
                                r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?"
                                r"[`*_.]{0,3}\s*$"),
-      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                      "killed")),
     R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
                               r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,

@@ -110,9 +110,12 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="source not read (tensorflow/stream_executor/{cuda,rocm}/*_driver.cc, which the pasted logs name); "
                 "seen in pasted ROCm/tensorflow-upstream#82"),
     Source("tf-bfc-oom", "TensorFlow", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB",
-           "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc",
-           note="BFCAllocator's warning; its retry-able variant adds 'The caller indicates that this is not a "
-                "failure' and is left quiet; line not counted"),
+           "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc", 275,
+           "dc0b924e80edbe869c2173fd383982bb80ecc90d",
+           "AllocateRawInternal's LOG(WARNING) 'Allocator (' << Name() << ') ran out of memory trying to allocate ... "
+           "Current allocation summary follows.' (the line count checked against the code index's character offset "
+           "of that message, 9572); the no-retry variant at :220 adds 'The caller indicates that this is not a "
+           "failure' and is left quiet"),
     Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
            note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
     Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",

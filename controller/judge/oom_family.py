@@ -64,10 +64,12 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="source not read (Fluid's paddle/fluid/platform/gpu_info.cc of 2018, which the pasted logs name at "
                 ":89 and :119); seen in pasted paddlepaddle/Paddle#8992, #9230, #12749"),
     Source("tf-oom", "TensorFlow", "OOM when allocating tensor with shape[...] and type ... by allocator ...",
-           "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", None,
+           "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", 780,
            "c8e5f66965714c8eb3211ae8099c467872b5901a",
-           "OpKernelContext::allocate_tensor's errors::ResourceExhausted, at character 29832 of the file (lines not "
-           "counted: the code index serves it in pages)"),
+           "OpKernelContext::allocate_tensor's errors::ResourceExhausted('OOM when allocating tensor with shape', "
+           "..., ' by allocator ', ...): the line counted over the two pages the code index serves, its character "
+           "offset 29832 as recorded before; OpKernelConstruction's 'OOM when allocating temporary tensor' is "
+           "earlier in the file"),
     Source("tf-eigen-oom", "TensorFlow 1.x", "EigenAllocator for GPU ran out of memory when allocating",
            note="source not read (tensorflow/core/common_runtime/gpu/gpu_device.cc of TF 1.x, which the pasted log "
                 "names at :103); seen in pasted CharlesShang/FastMaskRCNN#129"),

@@ -474,3 +474,16 @@ def test_mlx_metal_buffer_oom_and_macos_abort_trap():
     assert _kinds(_final(["Abort trap: 6"])) == ["crash"]
     healthy = ["[metal::malloc] cache size 4.2 GB", "peak memory: 10.92 GB", "abort training? [y/N] n"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_jittors_memory_overflow_is_an_oom_and_its_nan_ratios_are_not_a_nan():
+    """Jittor's `GPU memory is overflow, please reduce your batch_size or data size!` (pasted
+    Jittor/jittor#396) is an OOM; its memory report's `-nan(ind)%` of an empty pool, printed
+    while it falls back to unified memory (Jittor/JittorLLMs#80), is no NaN and no failure."""
+    assert _kinds(_final(["Failed reason:[f 0926 09:44:26.560704 04 mem_info.cc:197]", "*******************",
+                          "GPU memory is overflow, please reduce your batch_size or data size!",
+                          "Total: 23.65GB Used: 47.36GB"])) == ["oom"]
+    healthy = ["[w 0429 09:00:15.731000 16 cuda_device_allocator.cc:30] Unable to alloc cuda device memory, use unify "
+               "memory instead. This may cause low performance.",
+               " name: temp is_device: 0 used:     0 B(-nan(ind)%) unused:     0 B(-nan(ind)%) total:     0 B"]
+    assert _kinds(_final(healthy)) == []

@@ -97,6 +97,9 @@ OOM_FAMILY: tuple[Source, ...] = (
            "MetalAllocator::malloc's message for a buffer past the device's maxBufferLength (pasted "
            "trevin-creator/autoresearch-mlx#2); its 'Resource limit (N) exceeded' at :143 is a handle count, not "
            "memory, and is not read as an OOM"),
+    Source("jittor-oom", "Jittor", "GPU memory is overflow, please reduce your batch_size or data size!",
+           "Jittor/jittor", "python/jittor/src/mem/mem_info.cc", 273, "06f5d3d271555682c95aa3505518f47eeab2bd9c",
+           "the memory check's fatal log, 'GPU' or 'CPU' before 'memory is overflow' (pasted Jittor/jittor#396)"),
     Source("tpu-hbm-oom", "XLA:TPU (JAX, torch-xla)", "Ran out of memory in memory space hbm",
            note="printed by the closed-source XLA:TPU compiler: no public source to cite; seen in pasted JAX logs"),
     Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h", 291,

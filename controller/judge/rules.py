@@ -257,6 +257,8 @@ RULES: tuple[TextRule, ...] = (
                            r"maximum allowed buffer size"), OOM, CRIT,
       lambda m, line: f"Apple GPU out of memory (MLX: one buffer of {int(m.group('n')) / 2**30:.1f} GiB exceeds Metal's "
                       "limit)", H.HINT_ACCEL_OOM, ("attempting to allocate",)),
+    R("jittor-oom", _rx(r"(?P<dev>GPU|CPU) ?memory is overflow, please reduce your batch_size"), OOM, CRIT,
+      "{dev} out of memory (Jittor: memory is overflow)", H.HINT_ACCEL_OOM, ("memory is overflow",)),
     R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
       OOM, CRIT, "TPU out of memory (XLA: ran out of HBM)", H.HINT_ACCEL_OOM, ("memory space",)),
     R("hip-error-oom", _rx(r"hipErrorOutOfMemory|HIP error: out of memory"), OOM, CRIT,

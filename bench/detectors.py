@@ -151,10 +151,14 @@ def old_detectors():
 _LOOP = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-try:                                   # the tree as built (wings) or an older commit's flat one
+import os
+# the tree as built (wings) or an older commit's flat one -- told by the tree's own files: an
+# import that fails over would be answered by the editable install's finder (this checkout's
+# wings), not by the older tree
+if os.path.isdir(os.path.join(sys.argv[1], "controller", "judge")):
     from controller.judge import TextScanner
     from controller.follow.logparse import flush_carry, split_lines
-except ImportError:
+else:
     from controller.detectors import TextScanner
     from controller.logparse import flush_carry, split_lines
 t0, c0 = time.perf_counter(), time.process_time()
@@ -192,9 +196,10 @@ _CORPUS = """
 import json, sys
 sys.path.insert(0, sys.argv[2])
 sys.path.insert(0, sys.argv[1])
-try:                                   # the tree as built (wings) or an older commit's flat one
+import os
+if os.path.isdir(os.path.join(sys.argv[1], "controller", "judge")):  # (as in _LOOP: the tree's own layout)
     from controller.judge import TextScanner
-except ImportError:
+else:
     from controller.detectors import TextScanner
 from tests.corpus.corpus import VARIANTS, entries, judge, scan_bytes, variants_of
 rows, fa, misses = {}, {}, {}

@@ -249,3 +249,241 @@ def test_every_oom_rule_says_where_its_wording_is_printed():
             assert s.repo and s.path and re.fullmatch(r"[0-9a-f]{40}", s.commit), s
         else:
             assert len(s.note) > 20, s
+
+
+# -- issue 22, third round: shapes read from the training split's new pastes ------------------
+
+CAFFE_HEALTHY = ["I0505 18:10:10.608124 24343 caffe.cpp:239] Starting Optimization",
+                 "I0505 18:10:10.608150 24343 solver.cpp:294] Learning Rate Policy: poly",
+                 "I1225 18:53:09.767861 16202 net.cpp:299] Memory required for data: 1097870692",
+                 "I0505 18:12:41.022315 24343 solver.cpp:218] Iteration 20 (0.13 iter/s, 150.4s/20 iters), loss = 6.91",
+                 "I0505 18:12:41.022360 24343 solver.cpp:237]     Train net output #0: loss1/loss1 = 6.93 (* 0.3 = 2.08 loss)"]
+
+
+def test_a_failed_cuda_check_of_code_2_is_an_oom_and_its_glog_trace_a_crash():
+    """Caffe's CUDA_CHECK is glog's CHECK_EQ(error, cudaSuccess) << cudaGetErrorString: code 2
+    is the CUDA runtime's out of memory; glog then prints its check failure stack trace
+    and aborts (pasted MhLiao/TextBoxes_plusplus#132, HyeonwooNoh/DeconvNet#1)."""
+    oom = ["F0903 14:31:26.106397 92421 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+           "*** Check failure stack trace: ***"]
+    assert _kinds(_final(CAFFE_HEALTHY + oom)) == ["oom"]
+    other = ["F0903 14:31:26.106397 92421 math_functions.cu:79] Check failed: error == cudaSuccess (700 vs. 0)  "
+             "an illegal memory access was encountered", "*** Check failure stack trace: ***"]
+    assert _kinds(_final(CAFFE_HEALTHY + other)) == ["crash"]
+    assert _kinds(_final(CAFFE_HEALTHY)) == []
+
+
+def test_the_cuda_error_wordings_of_ggml_and_mindspore_and_a_pinned_alloc_are_ooms():
+    """`CUDA error %d at %s:%d: %s` (ggml's CUDA_CHECK, pasted QwenLM/qwen.cpp#55), MindSpore's
+    `Malloc for kernel output failed, Memory isn't enough` (mindspore-lab/mindone#465), a
+    `cudaHostAlloc failed ... out of memory` (mindspore-ai/mindspore#172)."""
+    for line in ("CUDA error 2 at /home/qwen.cpp/third_party/ggml/src/ggml-cuda.cu:7196: out of memory",
+                 '"RuntimeError: CUDA error:out of memory"',  # torch 0.4 as pasted in bluer555/CR-GAN#8
+                 "RuntimeError: Malloc for kernel output failed, Memory isn't enough, node:Default/Cast-op446",
+                 "[ERROR] MD(14433,7fea2effd700,python):2021-12-12-14:13:43.932.181 [mindspore/ccsrc/minddata/dataset/"
+                 "util/arena.cc:250] Init] cudaHostAlloc failed, ret[2], out of memory"):
+        assert "oom" in _kinds(_final([line])), line
+    other = "CUDA error 700 at /src/ggml-cuda.cu:8455: an illegal memory access was encountered"
+    assert _kinds(_final([other])) == ["crash"]
+    healthy = ["ggml_init_cublas: found 2 CUDA devices:", "  Device 0: NVIDIA A800 80GB PCIe, compute capability 8.0",
+               "epoch: 1 step: 100, loss is 2.3011", "[WARNING] ME(1:1,python):2024 [memory] device memory used 12.1G"]
+    assert _kinds(_final(healthy)) == []
+
+
+RETRY = ["server not ready, wait 3 sec to retry...", "not ready endpoints:['10.0.0.2:6070', '10.0.0.2:6071']"]
+
+
+def test_a_wait_for_peers_retried_past_half_a_minute_is_a_hang_and_a_short_one_a_start_up():
+    """Paddle's launcher retries every 3 s while an endpoint is down: six retries while the
+    other node starts is a start-up (pasted PaddlePaddle/PLSC#115), ten and more in a row
+    with nothing else happening is a rank that never came (PaddlePaddle/Paddle#29847)."""
+    assert _kinds(_final(RETRY * 6)) == []
+    (f,) = [f for f in _final(RETRY * 10) if f.kind == "hang"]
+    assert "30 s" in f.summary and f.line == 19
+    # waits broken up by the run's own work are separate short waits, not one long one
+    work = ["W0108 15:53:37.673019 103703 device_context.cc:342] Please NOTE: device: 0, GPU Compute Capability: 7.0"]
+    spaced = (RETRY * 5 + work * 5) * 3
+    assert _kinds(_final(spaced)) == []
+
+
+def test_a_store_retrying_to_connect_is_timed_by_the_lines_own_clock():
+    """Paddle's TCP store logs each attempt (`Retry to connect to H:P while the server is not
+    yet listening.`): minutes between the first and the last is stuck (pasted
+    PaddlePaddle/PaddleSeg#2766); a few seconds is the store coming up."""
+    def at(hms: str) -> str:
+        return f"I1127 {hms}.167176 3907468 tcp_utils.cc:107] Retry to connect to 10.1.1.4:51920 while the server is not yet listening."
+    assert _kinds(_final([at("19:18:22"), at("19:18:25"), at("19:18:28")])) == []
+    assert _kinds(_final([at("19:18:22"), at("19:20:35")])) == ["hang"]
+    assert _kinds(_final([at("23:59:50"), at("00:00:30")])) == ["hang"]  # past midnight
+    # read live, the wait is judged as it goes: the same lines in two ticks
+    st = ScanState()
+    assert _kinds(scan_lines([at("19:18:22")], now_s=0.0, state=st)) == []
+    assert _kinds(scan_lines([at("19:20:35")], first_line_no=2, now_s=0.0, state=st)) == ["hang"]
+
+
+def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
+    """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
+    AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""
+    def tb(stmt: str) -> list[str]:
+        return ["Traceback (most recent call last):", '  File "main.py", line 409, in main',
+                "    train_stats = train_one_epoch(", '  File "ConvNeXt/engine.py", line 63, in train_one_epoch',
+                f"    {stmt}", "AssertionError"]
+    assert _kinds(_final(tb("assert math.isfinite(loss_value)"))) == ["crash", "nan"]
+    assert _kinds(_final(tb("assert not torch.isnan(loss).any()"))) == ["crash", "nan"]
+    assert _kinds(_final(tb("assert len(batch) == args.batch_size"))) == ["crash"]
+    # the same statement printed in a healthy log (a code listing, no traceback) is quiet
+    assert _kinds(_final(["    assert math.isfinite(loss_value)", "Epoch: [0]  [ 10/625]  loss: 6.9 (6.9)"])) == []
+
+
+def _tune_status(running_for: str, trials: str) -> list[str]:
+    return ["== Status ==", f"Current time: 2021-12-02 17:21:50 (running for {running_for})",
+            "Memory usage on this node: 8.3/125.9 GiB", "Using FIFO scheduling algorithm.",
+            "Resources requested: 0/32 CPUs, 0/2 GPUs, 0.0/75.41 GiB heap, 0.0/36.31 GiB objects",
+            f"Number of trials: {trials}"]
+
+
+def test_a_tune_experiment_whose_every_trial_is_pending_for_minutes_is_a_hang():
+    """Ray Tune's status block (pasted ray-project/ray#20847: 4/4 PENDING 3 min in): trials
+    wait seconds for resources that exist; every trial PENDING past a minute cannot start."""
+    (f,) = [f for f in _final(_tune_status("00:03:10.22", "4/4 (4 PENDING)")) if f.kind == "hang"]
+    assert "4 trial(s) still PENDING 190 s" in f.summary, f.summary
+    assert _kinds(_final(_tune_status("00:00:08.10", "4/4 (4 PENDING)"))) == []      # just started
+    assert _kinds(_final(_tune_status("00:03:10.22", "4/4 (2 PENDING, 2 RUNNING)"))) == []  # trials run
+    healthy = ["INFO 03-12 02:46:14 metrics.py:349] Avg prompt throughput: 0.0 tokens/s, Running: 0 reqs, "
+               "Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_fastai_v1_tables_with_two_word_losses_and_its_bar_comment_read_nan():
+    """fastai v1 wrote its results header with single spaces (`epoch train loss valid loss
+    ...`) and fastprogress puts the smoothed loss at the end of its bar (pasted
+    fastai/fastai#941)."""
+    head = "epoch train loss valid loss accuracy_thresh f2_opt"
+    assert _kinds(_final([head, "0 nan nan 0.997788 0.000000"])) == ["nan"]
+    assert _kinds(_final(["71.39% [6930/9707 3:56:27<1:34:45 nan]"])) == ["nan"]
+    healthy = [head, "0 0.412345 0.398765 0.997788 0.812000", "1 0.301234 0.310987 0.998012 0.845000",
+               "71.39% [6930/9707 3:56:27<1:34:45 0.3012]", "16.00% [4/25 00:13<01:10]"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_short_paste_cut_at_a_terminal_width_is_joined_back():
+    """A terminal copy of a few lines (pasted MhLiao/TextBoxes_plusplus#132 and others, cut at
+    80 columns): one line of exactly the width whose text goes on in the next, in a token or
+    at one space, is one line -- however short the paste."""
+    from controller.judge.repair import repaired, wrap_width
+
+    line = ("F1206 16:55:19.914152  3830 parallel.cpp:85] Check failed: error == cudaSuccess (2 vs. 0)  "
+            "out of memory")
+    cut = [line[:80], line[80:], "*** Check failure stack trace: ***"]
+    assert wrap_width(cut) == 80
+    assert [ln.text for ln in repaired(cut)][0].endswith("(2 vs. 0)  out of memory")
+    assert _kinds(_final(cut)) == ["oom"]
+    # not a cut: a line that happens to be 80 long, then an indented line or a new traceback
+    row = "step 100 | loss 2.3412 | lr 1.2e-04 | tok/s 11234 | mem 23.4 GiB | elapsed 0:12 "
+    assert len(row) == 80
+    assert wrap_width([row, "    at train.py:88", "done"]) is None
+    assert wrap_width([row, "Traceback (most recent call last):", '  File "x.py", line 1']) is None
+    assert wrap_width(["=" * 80, "epoch 1"]) is None  # a rule drawn to the width
+    assert wrap_width([row, row.replace("100", "101"), "step 102 | loss 2.3"]) is None  # lines of one format
+
+
+KEY_TB = ["step=40 loss=2.1032", "Traceback (most recent call last):", '  File "train.py", line 88, in <module>',
+          "    main()", '  File "train.py", line 61, in main', "    labels = batch['labels']", "KeyError: 'labels'"]
+
+
+@pytest.mark.parametrize("prefix", ["trainer-1  | ", "train_1      | ", "1469.worker.1  | ",
+                                    "[pod/train-worker-0/pytorch] ",
+                                    "Dec 02 13:00:00 gpu-node-3 python[41234]: ",
+                                    "2026-12-02 13:00:00.123 | ERROR    | __main__:main:42 - "])
+def test_collectors_prefixes_are_peeled_so_a_traceback_reads_whole(prefix):
+    """docker compose (`SERVICE-N  | `; pasted NVIDIA/OpenSeq2Seq#456 is a swarm's), kubectl
+    logs --prefix, journald and loguru put their own text before every line: the traceback
+    under them is the same traceback (its exception, where it was raised)."""
+    (f,) = _final([prefix + line for line in KEY_TB])
+    assert (f.kind, f.summary, f.line) == ("crash", "KeyError: 'labels' at train.py:61 in main", 7), f.summary
+
+
+def test_a_paste_indented_as_a_markdown_code_block_reads_like_the_text():
+    (f,) = _final(["    " + line for line in KEY_TB])
+    assert (f.kind, f.summary) == ("crash", "KeyError: 'labels' at train.py:61 in main")
+    assert f.evidence[0].startswith("    Traceback")  # evidence shows the lines as pasted
+    # the indentation a traceback has of its own is not a code block's
+    from controller.judge.repair import block_indent
+    assert block_indent(KEY_TB[1:]) == "" and block_indent(["    a", "", "      b"]) == "    "
+    assert block_indent(["\tTraceback (most recent call last):", "\t  File \"x.py\", line 1"]) == "\t"
+    healthy = ["    " + line for line in ("epoch 1 | loss 2.31 | lr 1e-4", "epoch 2 | loss 2.05 | lr 1e-4")]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_table_row_is_not_taken_for_a_compose_prefix():
+    """fairseq's `| epoch 001 | loss nan |` and a YOLO header keep their first column."""
+    assert _kinds(_final(["| epoch 001 | loss nan | nll_loss nan | ppl nan | wps 1000"])) == ["nan"]
+    assert _kinds(_final(["epoch | train_loss | val_loss", "1     | nan        | nan"])) == ["nan"]
+
+
+def test_srun_labels_pdsh_hosts_and_tabs_before_every_line_are_read_through():
+    """`srun --label` puts `0: ` before indented lines too; pdsh (DeepSpeed's multi-node
+    launcher) `worker-5: ` before every line of that node, two nodes interleaved; a paste
+    indented by a tab is a markdown code block."""
+    want = ("crash", "KeyError: 'labels' at train.py:61 in main")
+    for lines in ([f"0: {line}" for line in KEY_TB], ["\t" + line for line in KEY_TB],
+                  [f"worker-{i % 2}: {line}" if i % 2 else f"worker-0: {line}" for i, line in enumerate(KEY_TB)]):
+        assert [(f.kind, f.summary) for f in _final(lines)] == [want], lines
+    # two nodes, each printing its own lines: the keys keep them apart
+    from controller.judge.repair import host_prefixes
+    both = [f"worker-{i % 2}: step={i} loss=2.1" for i in range(8)]
+    assert host_prefixes(both) == {"worker-0: ", "worker-1: "}
+    # an exception's or a level's `Word: ` is no host
+    assert host_prefixes(["RuntimeError: x", "RuntimeError: y", "RuntimeError: z"]) == frozenset()
+    assert host_prefixes(["INFO: a", "INFO: b", "INFO: c"]) == frozenset()
+
+
+def test_a_screen_copy_padded_to_its_width_and_cut_at_it_is_joined():
+    """tmux/screen copies fill each short line with spaces to the width and cut long ones
+    at it: the cut lines (full of text) are joined, the padding dropped."""
+    line = "RuntimeError: CUDA error: an illegal memory access was encountered; compile with TORCH_USE_CUDA_DSA"
+    screen = [s.ljust(80) for s in ["step=1 loss=2.1", "step=2 loss=2.0", "step=3 loss=1.9", line[:80], line[80:]]]
+    (f,) = [f for f in _final(screen) if f.kind == "crash"]
+    assert f.summary.startswith("CUDA illegal memory access"), f.summary
+    from controller.judge.repair import padded
+    assert padded(screen) and not padded(["step=1 loss=2.1", "x" * 80, "y" * 80])
+
+
+def test_cupys_out_of_memory_in_both_its_wordings_is_an_oom():
+    """Chainer's trainer prints the exception's message (`Exception in main training loop:
+    ...`) before a traceback a paste often cuts: CuPy's message, old and new, names the OOM
+    (pasted motokimura/spacenet_building_detection#3, cupy/cupy#2537)."""
+    for line in ("Exception in main training loop: out of memory to allocate 163840000 bytes (total 1673061376 bytes)",
+                 "Exception in main training loop: Out of memory allocating 25,600,000 bytes (allocated so far: "
+                 "3,635,267,072 bytes)."):
+        assert _kinds(_final([line, "Traceback (most recent call last):"])) == ["crash", "oom"], line
+    healthy = ["epoch       iteration   main/loss   main/accuracy  elapsed_time",
+               "1           600         0.191       0.943          12.3", "pool: allocating 1,024 bytes of pinned memory"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_mlx_metal_buffer_oom_and_macos_abort_trap():
+    """MLX's `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum
+    allowed buffer size` (pasted trevin-creator/autoresearch-mlx#2) is an OOM; macOS's bash
+    reports a SIGABRT as `Abort trap: 6` (pasted ggml-org/llama.cpp#3644)."""
+    oom = ("RuntimeError: [metal::malloc] Attempting to allocate 17179869184 bytes which is greater than the maximum "
+           "allowed buffer size of 14302248960 bytes.")
+    assert "oom" in _kinds(_final([oom]))
+    (f,) = _final(["./train.sh: line 1:  1108 Abort trap: 6           ./finetune --model-base m.gguf"])
+    assert f.kind == "crash" and "SIGABRT" in f.summary and "./finetune" in f.summary, f.summary
+    assert _kinds(_final(["Abort trap: 6"])) == ["crash"]
+    healthy = ["[metal::malloc] cache size 4.2 GB", "peak memory: 10.92 GB", "abort training? [y/N] n"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_jittors_memory_overflow_is_an_oom_and_its_nan_ratios_are_not_a_nan():
+    """Jittor's `GPU memory is overflow, please reduce your batch_size or data size!` (pasted
+    Jittor/jittor#396) is an OOM; its memory report's `-nan(ind)%` of an empty pool, printed
+    while it falls back to unified memory (Jittor/JittorLLMs#80), is no NaN and no failure."""
+    assert _kinds(_final(["Failed reason:[f 0926 09:44:26.560704 04 mem_info.cc:197]", "*******************",
+                          "GPU memory is overflow, please reduce your batch_size or data size!",
+                          "Total: 23.65GB Used: 47.36GB"])) == ["oom"]
+    healthy = ["[w 0429 09:00:15.731000 16 cuda_device_allocator.cc:30] Unable to alloc cuda device memory, use unify "
+               "memory instead. This may cause low performance.",
+               " name: temp is_device: 0 used:     0 B(-nan(ind)%) unused:     0 B(-nan(ind)%) total:     0 B"]
+    assert _kinds(_final(healthy)) == []

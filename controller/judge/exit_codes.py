@@ -38,10 +38,11 @@ _SIGNALS = {
 }
 
 SIGNAL_BY_WORD = {
-    "segmentation fault": 11, "aborted": 6, "bus error": 7, "illegal instruction": 4,
+    "segmentation fault": 11, "aborted": 6, "abort trap": 6, "bus error": 7, "illegal instruction": 4,
     "floating point exception": 8, "killed": 9, "terminated": 15, "hangup": 1, "trace/breakpoint trap": 5, "quit": 3,
 }
-"""What a shell prints for a child killed by a signal (bash's strsignal texts)."""
+"""What a shell prints for a child killed by a signal (bash's strsignal texts; macOS's
+`Abort trap: 6` is its SIGABRT's)."""
 
 
 def death_by_signal(signum: int) -> Death:

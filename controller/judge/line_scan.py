@@ -6,7 +6,8 @@ The pass over a batch of lines: repair every line (repair.py), then
 1. the rule table on each line that holds a trigger word (rules.py);
 2. the metric-record reader on each line that holds "nan"/"inf" (metrics.py), and on
    lines with a finite gradient norm while a run of NaN ones is open;
-3. the loss-scale trajectory (loss_scale.py);
+3. the loss-scale trajectory (loss_scale.py) and a wait for peers retried past a minute
+   (peer_wait.py);
 4. the traceback reader (tracebacks.py) and usage errors (usage_errors.py);
 then the findings that only explain a failure when nothing better does (secondary).
 
@@ -19,7 +20,7 @@ collective whose timeout made the watchdog end the process; and, when the line i
 traceback's exception line, a crash names the exception and the user's frame and
 expression (`torch.AcceleratorError: CUDA illegal memory access at train.py:147 in step
 (`loss.item()`)`).
-State that must outlive a batch -- the loss-scale trajectory, the run of non-finite
+State that must outlive a batch -- the loss-scale trajectory, the wait for peers, the run of non-finite
 gradient-norm records in a row, whether compile trouble was seen, the kernel assertions seen,
 which rule findings were reported under which summary -- lives in a ScanState the
 caller may keep (TextScanner does), so a log fed in any chunking gives the same findings.
@@ -39,6 +40,7 @@ from controller.judge.kernel_asserts import KernelAssertions
 from controller.judge.loss_scale import LossScaleTrajectory
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.judge.nccl_reports import read_report
+from controller.judge.peer_wait import PeerWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.tracebacks import (
@@ -118,6 +120,7 @@ class ScanState:
     """What outlives one batch (see module doc)."""
 
     loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
+    peer_wait: PeerWait = field(default_factory=PeerWait)
     nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
     finite_norm_seen: bool = False
     zero_loss_norms: int = 0          # ... of which the loss read exactly 0
@@ -293,6 +296,7 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
     if lines:
         _note_last_line(b, st)
     _loss_scale_finding(b, st)
+    _peer_wait_finding(b, st)
     found = b.found
     if any(f.kind in ("oom", "crash", "hang") and f.severity == "critical" for f in found.values()):
         st.primary_seen = True
@@ -316,7 +320,7 @@ LINE_WORDS = (
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
-    "from device", "remainder", "dump debug",
+    "from device", "remainder", "dump debug", "retry", "running for", "pending",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -431,6 +435,10 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if "assertion" in low and st.kernel_asserts.feed(line, line_no, ln.raw):
             continue
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
+        if "retry" in low:
+            st.peer_wait.feed(line, line_no, ln.raw)
+        elif "running for" in low or "pending" in low:
+            st.peer_wait.feed_status(line, line_no)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
         non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
@@ -566,6 +574,11 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         hit = Hit("nan", "critical", f"a printed loss tensor turned NaN/Inf ({line.strip()[:40]})", H.HINT_NAN)
         b.add(b.make(hit, i, [b.rep[i].raw]), i)
         return True
+    if _FASTPROGRESS_NAN.search(line):
+        # fastprogress's bar carries the smoothed training loss as its comment
+        hit = Hit("nan", "critical", "loss is NaN/Inf (the progress bar's running loss)", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
     row = line.replace("|", " ").split()
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
@@ -587,6 +600,8 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         if len(cols) < 3 or not all(_HEADER_CELL.match(c) for c in cols):
             continue
         if len(row) < len(cols):
+            cols = _two_word_losses(cols)  # fastai v1: `epoch train loss valid loss ...`
+        if len(row) < len(cols):
             return False  # a header, but this line is no row of it
         yolo = cols[0].lower() == "epoch"
         for name, value in zip(cols, row):
@@ -607,6 +622,21 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
     return False
 
 
+def _two_word_losses(cols: list[str]) -> list[str]:
+    """A header written with single spaces whose loss columns are two words (`train loss`,
+    `valid loss`): each `loss` joins the word before it, so the names line up with a row."""
+    out: list[str] = []
+    for c in cols:
+        if c.lower() == "loss" and out and out[-1].lower() not in ("epoch", "step", "iter", "iteration"):
+            out[-1] += " " + c
+        else:
+            out.append(c)
+    return out
+
+
+_FASTPROGRESS_NAN = re.compile(r"\d+(?:\.\d+)?% \[\d+/\d+ [\d:]+<[\d:]+ [-+]?(?:nan|inf)\]")
+"""fastprogress (fastai's bars): `71.39% [6930/9707 3:56:27<1:34:45 nan]`, done/total,
+elapsed<remaining and then the bar's comment, which fastai fills with the smoothed loss."""
 _YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
 """`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
 YOLO from v3 to v11 prints them so)."""
@@ -756,6 +786,14 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
             continue
         if b.handled_after(i, None if tb.thread else rep[i].key, since=tb.start):
             continue
+        if tb.short_name == "AssertionError":
+            checked = _finite_assert(rep, tb)
+            if checked:
+                # the failed statement tests that a value is finite: the value was NaN/Inf
+                # (`assert math.isfinite(loss_value)`), whatever the bare exception says
+                nan = Hit("nan", "critical", f"a finiteness check failed (`{checked}`): a value was NaN/Inf",
+                          H.HINT_NAN)
+                b.found.setdefault((nan.kind, nan.summary), b.make(nan, i, _tb_evidence(rep, tb)))
         text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
         if len(text) > 160:
             text = text[:157] + "..."
@@ -775,6 +813,20 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         else:
             hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+_FINITE_ASSERT = re.compile(r"^\s*assert\b.*\b(?:isfinite|isnan|isinf|is_finite|all_finite)\b")
+
+
+def _finite_assert(rep: Sequence[Line], tb: Traceback) -> str:
+    """The `assert` statement a traceback's last frame shows, when it tests finiteness."""
+    if not tb.frames or tb.exc is None:
+        return ""
+    for j in range(tb.frames[-1] + 1, tb.exc):
+        text = rep[j].text
+        if _FINITE_ASSERT.match(text):
+            return text.strip()[:100]
+    return ""
 
 
 def _is_fence(text: str) -> bool:
@@ -898,4 +950,14 @@ def _loss_scale_finding(b: _Batch, st: ScanState) -> None:
               "; with fp16 prefer bf16")
     f = Finding(kind=hit.kind, severity=hit.severity, summary=hit.summary, evidence=bounded(ev),  # type: ignore
                 hint=hit.hint, first_seen_s=b.t, line=ls.collapse_line, run_id=b.run_id)
+    b.add(f, -1)
+
+
+def _peer_wait_finding(b: _Batch, st: ScanState) -> None:
+    pw = st.peer_wait
+    if not pw.stuck or pw.reported:
+        return
+    pw.reported = True
+    f = Finding(kind="hang", severity="critical", summary=pw.summary(), evidence=bounded(list(pw.evidence)),
+                hint=pw.hint(), first_seen_s=b.t, line=pw.stuck_line, run_id=b.run_id)
     b.add(f, -1)

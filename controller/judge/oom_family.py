@@ -32,13 +32,22 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("cuda-runtime-oom", "PyTorch < 1.0", "cuda runtime error (2) : out of memory",
            note="source not read: THC's THCudaCheck of torch < 1.0 is gone from the repository; seen in the "
                 "generated corpus's wording tests"),
-    Source("cuda-error-oom", "PyTorch", "CUDA error: out of memory", note="the CUDA runtime's cudaGetErrorString "
-           "for cudaErrorMemoryAllocation, printed by C10_CUDA_CHECK (c10/cuda/CUDAException.cpp); NVIDIA's runtime "
-           "is closed source"),
+    Source("cuda-error-oom", "PyTorch; ggml (llama.cpp, qwen.cpp)", "CUDA error: out of memory / CUDA error 2 at F:L: "
+           "out of memory", "ggml-org/ggml", "src/ggml-cuda.cu", 166, "c0e1eb4414d18242daa0641ea8aa29be28f09d00",
+           "ggml's CUDA_CHECK: fprintf 'CUDA error %d at %s:%d: %s' with cudaGetErrorString (the ggml commit that "
+           "pasted QwenLM/qwen.cpp#55's qwen.cpp pins); torch's form is C10_CUDA_CHECK's (c10/cuda/CUDAException.cpp, "
+           "not counted); the string itself is NVIDIA's closed-source runtime's for cudaErrorMemoryAllocation"),
+    Source("glog-cuda-oom", "Caffe (and glog CHECKs of a CUDA call)", "Check failed: error == cudaSuccess (2 vs. 0)  "
+           "out of memory", "BVLC/caffe", "include/caffe/util/device_alternate.hpp", 52,
+           "9b891540183ddc834a02b2bd81b31afae71b2153",
+           "CUDA_CHECK: CHECK_EQ(error, cudaSuccess) << \" \" << cudaGetErrorString(error); glog writes 'Check failed: ' "
+           "(google/glog src/glog/logging.h:554 at 53d58e4531c7c90f71ddab503d915e027432447a) and then '*** Check "
+           "failure stack trace: ***' (src/logging.cc:1688); 2 is cudaErrorMemoryAllocation"),
     Source("alloc-failed", "cuBLAS / cuDNN", "CUBLAS_STATUS_ALLOC_FAILED", note="the libraries' status enum names "
            "(closed source), printed by torch's CUDABlas checks; generated corpus wording tests"),
-    Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h",
-           note="the CUDACHECK macro prints 'Cuda failure %s' with cudaGetErrorString; line not counted"),
+    Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h", 18,
+           "5067397c2676d5aed50042fc39e5c8ee96eb0027",
+           "CUDACHECK: WARN(\"Cuda failure '%s'\", cudaGetErrorString(err)) (also at :28 and :40)"),
     Source("xla-oom", "XLA (JAX, TF, torch-xla)", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate",
            note="tests/corpus/cited/index.json (xla-resource-exhausted) cites it: "
                 "xla/stream_executor/integrations/tf_allocator_adapter.cc:96 with its commit"),
@@ -55,10 +64,12 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="source not read (Fluid's paddle/fluid/platform/gpu_info.cc of 2018, which the pasted logs name at "
                 ":89 and :119); seen in pasted paddlepaddle/Paddle#8992, #9230, #12749"),
     Source("tf-oom", "TensorFlow", "OOM when allocating tensor with shape[...] and type ... by allocator ...",
-           "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", None,
+           "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", 780,
            "c8e5f66965714c8eb3211ae8099c467872b5901a",
-           "OpKernelContext::allocate_tensor's errors::ResourceExhausted, at character 29832 of the file (lines not "
-           "counted: the code index serves it in pages)"),
+           "OpKernelContext::allocate_tensor's errors::ResourceExhausted('OOM when allocating tensor with shape', "
+           "..., ' by allocator ', ...): the line counted over the two pages the code index serves, its character "
+           "offset 29832 as recorded before; OpKernelConstruction's 'OOM when allocating temporary tensor' is "
+           "earlier in the file"),
     Source("tf-eigen-oom", "TensorFlow 1.x", "EigenAllocator for GPU ran out of memory when allocating",
            note="source not read (tensorflow/core/common_runtime/gpu/gpu_device.cc of TF 1.x, which the pasted log "
                 "names at :103); seen in pasted CharlesShang/FastMaskRCNN#129"),
@@ -68,47 +79,86 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("resource-exhausted-error", "TensorFlow / Paddle", "ResourceExhaustedError: ... OOM / memory",
            note="the Python exception class of both stacks (tensorflow/python/framework/errors_impl.py; Paddle's "
                 "enforce); source not read; seen in pasted logs of both"),
+    Source("cupy-oom", "CuPy (Chainer, cuML, ...)", "Out of memory allocating 25,600,000 bytes (allocated so far: ...) / "
+           "out of memory to allocate N bytes (total M bytes)", "cupy/cupy", "cupy/cuda/memory.pyx", 70,
+           "6b6d9563c4f7410cd1866a11b2f71a60dd45a68c",
+           "OutOfMemoryError.__init__'s message (and :75 with a pool limit); before CuPy v7 it read 'out of memory to "
+           "allocate %d bytes (total %d bytes)' (memory.pyx:38 at b4fba476420f2d961157e9853f3da2a01776ef94); Chainer's "
+           "trainer prints it as 'Exception in main training loop: ...' (pasted cupy/cupy#2537, chainer/chainer#5621)"),
+    Source("mindspore-oom", "MindSpore", "Malloc for kernel output failed, Memory isn't enough, node:...",
+           note="MS_LOG(EXCEPTION) in MindSpore's runtime (the graph scheduler's kernel launch: 'Malloc for kernel "
+                "input/output failed, Memory isn't enough, node:'), found by the code index in several versions but "
+                "without a repository path, and the repository (563 MB) is over the fetch limit: line not counted; "
+                "seen in pasted mindspore-lab/mindone#465 and mindspore-ai/mindspore#172 ('Out of memory. Memory "
+                "malloc failed.')"),
+    Source("mlx-metal-oom", "MLX (Apple silicon)", "[metal::malloc] Attempting to allocate N bytes which is greater than "
+           "the maximum allowed buffer size of M bytes.", "ml-explore/mlx", "mlx/backend/metal/allocator.cpp", 116,
+           "846d176227a0ac13d2667e58d2bb68b322109ab0",
+           "MetalAllocator::malloc's message for a buffer past the device's maxBufferLength (pasted "
+           "trevin-creator/autoresearch-mlx#2); its 'Resource limit (N) exceeded' at :143 is a handle count, not "
+           "memory, and is not read as an OOM"),
+    Source("jittor-oom", "Jittor", "GPU memory is overflow, please reduce your batch_size or data size!",
+           "Jittor/jittor", "python/jittor/src/mem/mem_info.cc", 273, "06f5d3d271555682c95aa3505518f47eeab2bd9c",
+           "the memory check's fatal log, 'GPU' or 'CPU' before 'memory is overflow' (pasted Jittor/jittor#396)"),
     Source("tpu-hbm-oom", "XLA:TPU (JAX, torch-xla)", "Ran out of memory in memory space hbm",
            note="printed by the closed-source XLA:TPU compiler: no public source to cite; seen in pasted JAX logs"),
-    Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h",
-           note="the hipError_t enumerator's name, printed by torch's HIP build and hipGetErrorName; line not counted"),
+    Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h", 291,
+           "c5e11fcac8249ce4f7e70157588ff9661a870b59",
+           "the hipError_t enumerator (hipErrorOutOfMemory = 2), printed by torch's HIP build and hipGetErrorName"),
     Source("cuda-driver-oom", "CUDA driver (TF, JAX, CuPy)", "CUDA_ERROR_OUT_OF_MEMORY",
-           note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs"),
+           note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs; the rule "
+                "also reads a CUDA allocation call named with 'out of memory' after it (cudaMalloc, cudaHostAlloc, "
+                "cuMemAlloc, hipMalloc: MXNet's pooled storage, MindSpore's pinned arena, pasted "
+                "mindspore-ai/mindspore#172)"),
     Source("tf-device-alloc-failed", "TensorFlow (CUDA, ROCm stream executors)",
            "failed to allocate 7.35G (7889485824 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY / hipError_t(1002)",
            note="source not read (tensorflow/stream_executor/{cuda,rocm}/*_driver.cc, which the pasted logs name); "
                 "seen in pasted ROCm/tensorflow-upstream#82"),
     Source("tf-bfc-oom", "TensorFlow", "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.19GiB",
-           "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc",
-           note="BFCAllocator's warning; its retry-able variant adds 'The caller indicates that this is not a "
-                "failure' and is left quiet; line not counted"),
+           "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc", 275,
+           "dc0b924e80edbe869c2173fd383982bb80ecc90d",
+           "AllocateRawInternal's LOG(WARNING) 'Allocator (' << Name() << ') ran out of memory trying to allocate ... "
+           "Current allocation summary follows.' (the line count checked against the code index's character offset "
+           "of that message, 9572); the no-retry variant at :220 adds 'The caller indicates that this is not a "
+           "failure' and is left quiet"),
     Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
            note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
     Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",
-           "numpy/core/_exceptions.py", note="_ArrayMemoryError.__str__; line not counted"),
+           "numpy/_core/_exceptions.py", 161, "1f90bbb55e65e7de68921bc3f1a2d94492fdf689",
+           "_ArrayMemoryError.__str__ (numpy/core/_exceptions.py before NumPy 2)"),
     Source("bad-alloc", "C++ runtime", "terminate called after throwing an instance of 'std::bad_alloc'",
            note="libstdc++'s verbose terminate handler and the standard exception's name"),
-    Source("slurm-oom", "Slurm", "Detected N oom-kill event(s) in StepId=...", "SchedMD/slurm",
-           "src/plugins/task/cgroup/task_cgroup_memory.c", note="the cgroup plugin's error(); line not counted"),
+    Source("slurm-oom", "Slurm", "Detected N oom_kill event(s) in StepId=... (older: oom-kill)", "SchedMD/slurm",
+           "src/plugins/task/cgroup/task_cgroup_memory.c", 291, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
+           "the cgroup task plugin's error(\"Detected %\"PRIu64\" oom_kill event%s in %ps. Some of the step tasks have "
+           "been OOM Killed.\"); older releases wrote oom-kill, which the rule also reads"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "
            "(vllm-kv-cache) cites it: vllm/worker/worker.py:498 with its commit"),
     Source("cpu-alloc", "PyTorch (host)", "DefaultCPUAllocator: can't allocate memory", "pytorch/pytorch",
-           "c10/core/impl/alloc_cpu.cpp", note="alloc_cpu's TORCH_CHECK; line not counted; generated corpus runs"),
+           "c10/core/impl/alloc_cpu.cpp", 85, "0803da8282cbd1bfea99f8bdd19f1dcf49a7ca0f",
+           "alloc_cpu's CAFFE_ENFORCE after posix_memalign (Linux); the Android/Windows branches' 'not enough "
+           "memory: you tried to allocate' are at :67 and :78"),
     Source("dataloader-killed", "PyTorch DataLoader", "DataLoader worker (pid N) is killed by signal: Killed",
-           "pytorch/pytorch", "torch/utils/data/_utils/signal_handling.py",
-           note="the worker-death handler's message (strsignal text); generated corpus runs print it"),
+           "pytorch/pytorch", "torch/csrc/DataLoader.cpp", 157, "03d4ef67a3b6390069b2c3cc55db0ae575aedbaa",
+           "THPModule_errorIfAnyWorkerFails: 'DataLoader worker (pid ' ... ') is killed by signal: ' << strsignal "
+           "(SIGKILL's is 'Killed'); torch/utils/data/_utils/signal_handling.py arms it"),
     Source("bare-killed", "bash", "Killed", note="bash's strsignal(SIGKILL) job report; generated corpus runs"),
     Source("elastic-sigkill", "torch.distributed.elastic", "Signal 9 (SIGKILL) received by PID N",
            "pytorch/pytorch", "torch/distributed/elastic/multiprocessing/api.py", note="generated corpus runs"),
     Source("exitcode-9", "torchrun", "exitcode  : -9", "pytorch/pytorch",
            "torch/distributed/elastic/multiprocessing/errors/__init__.py", note="ChildFailedError's report; "
            "generated corpus runs"),
-    Source("dmesg-oom", "Linux kernel", "Out of memory: Killed process N (comm)", "torvalds/linux", "mm/oom_kill.c",
-           note="__oom_kill_process's pr_err; line not counted"),
+    Source("dmesg-oom", "Linux kernel", "Out of memory: Kill(ed) process N (comm)", "torvalds/linux", "mm/oom_kill.c",
+           842, "c797bc88f77b51c4ba0b5d782b8284c7ed0233bc",
+           "oom_kill_process's pr_err('%s: Kill process %d (%s) score %u or sacrifice child') with message 'Out of "
+           "memory'; the victim line pr_err('Killed process %d (%s) total-vm:...') at :898 (this 4.x version; "
+           "5.x+ print 'Out of memory: Killed process' in __oom_kill_process)"),
     Source("oom-kill", "Linux kernel", "oom-kill:constraint=...,task=...,pid=...", "torvalds/linux", "mm/oom_kill.c",
-           note="dump_oom_summary; line not counted"),
-    Source("oom-invoked", "Linux kernel", "X invoked oom-killer:", "torvalds/linux", "mm/oom_kill.c",
-           note="dump_header; line not counted"),
+           note="dump_oom_summary (kernel 5.0+); the version the code index serves (c797bc8, 4.x) predates it and "
+                "the repository is over the fetch limit: line not counted; seen in pasted dmesg excerpts"),
+    Source("oom-invoked", "Linux kernel", "X invoked oom-killer:", "torvalds/linux", "mm/oom_kill.c", 409,
+           "c797bc88f77b51c4ba0b5d782b8284c7ed0233bc",
+           "dump_header's pr_warn('%s invoked oom-killer: gfp_mask=%#x(%pGg), nodemask=')"),
 )

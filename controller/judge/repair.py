@@ -3,10 +3,13 @@ around it.
 
 Logs reach dfctl as people capture them: through launchers that prefix every line
 (torchrun `[rank3]:` / `[default0]:`, Ray `(task, pid=3369) `, mpirun `[1,0]<stderr>:`,
-srun `0: `), loggers that put a timestamp and a level first (`[2026-12-01 15:44:52,260]
-[WARNING] [file.py:213:func]`, glog `W1201 15:45:39.195000 18174 path:1028]`), pastes
-quoted with markdown `> ` or numbered `12 | `, ANSI colour, and terminal copies
-hard-wrapped at the terminal's width (a token cut in two). `repair` peels those layers
+srun `0: `, docker compose `trainer-1  | `, `kubectl logs --prefix` `[pod/NAME/C] `,
+journald `Dec 02 13:00:00 host python[41234]: `), loggers that put a timestamp and a level
+first (`[2026-12-01 15:44:52,260] [WARNING] [file.py:213:func]`, glog `W1201
+15:45:39.195000 18174 path:1028]`, loguru `2026-12-02 13:00:00.123 | INFO | m:f:42 - `),
+pastes quoted with markdown `> `, indented four spaces (a markdown code block) or
+numbered `12 | `, ANSI colour, and terminal copies hard-wrapped at the terminal's width
+(a token cut in two). `repair` peels those layers
 off so the rules and structure readers see the bare text, and keeps the launcher part
 as the line's *key* -- interleaved ranks are read apart, never mixed.
 
@@ -27,7 +30,10 @@ _KEY_PREFIX = re.compile(
     r"\[(?:rank|default)?\d+\]:\s?"                         # torchrun / elastic --tee
     r"|\[\d+,\d+\]<std(?:out|err)>:\s?"                     # mpirun --tag-output
     r"|\((?:[\w.-]+,?\s)?(?:[\w.]+=[\w.:-]+,?\s)*pid=\d+(?:,\s*ip=[\w.:-]+)?\)\s"   # Ray / vLLM workers
-    r"|\d{1,4}: (?=\S)"                                      # srun --label
+    r"|\d{1,4}: (?=\s*\S)"                                   # srun --label (indented lines too)
+    r"|[a-z0-9][\w.-]*[-_.]\d+ +\| "                         # docker compose: `trainer-1  | `, `train_1  | `
+    r"|\[pod/[\w.-]+/[\w.-]+\] "                             # kubectl logs --prefix: `[pod/NAME/CONTAINER] `
+    r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+\[\d+\]: "  # journal
 )
 _NOISE_PREFIX = re.compile(
     r">+ ?"                                                             # markdown quote
@@ -38,9 +44,11 @@ _NOISE_PREFIX = re.compile(
     r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )\s*"  # log level
     r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
     r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
+    r"|(?:\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*)?\|\s*[\w.<>-]+:[\w.<>-]+:\d+ - "  # loguru
 )
-_PREFIX_START = frozenset("[(>0123456789IWEFDNC")
-"""A line that starts with none of these has no prefix to peel (the common fast path)."""
+_PREFIX_START = frozenset("[(>0123456789IWEFDNC|JMASO")
+"""A line that starts with none of these has no prefix to peel (the common fast path); a
+docker compose service name starts with any letter, so `  | ` early in a line also opens it."""
 MAX_LAYERS = 6
 WRAP_MIN_WIDTH = 60
 WRAP_MAX_WIDTH = 400
@@ -71,7 +79,7 @@ _HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
 
 def peel(line: str) -> tuple[str, str]:
     """(key, body): launcher prefixes kept as the key, other decoration dropped."""
-    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64]):
+    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64] and " | " not in line[:48]):
         return "", line
     key = ""
     body = line
@@ -82,7 +90,7 @@ def peel(line: str) -> tuple[str, str]:
                 key += h.group(0).strip()
                 body = body[h.end():]
                 continue
-        if not body or body[0] not in _PREFIX_START:
+        if not body or (body[0] not in _PREFIX_START and " | " not in body[:48]):
             break
         m = _KEY_PREFIX.match(body)
         if m:
@@ -97,18 +105,34 @@ def peel(line: str) -> tuple[str, str]:
     return key, body
 
 
+def _cut_mid_token(lines: Sequence[str], width: int) -> bool:
+    """A line of exactly `width` whose text goes on in the next line, cut in a token or at
+    one space (`... (2 vs. 0)  ou` / `t of memory`, `== cudaSuccess ` / `(2 vs. 0)`): what a
+    terminal copy does to one long line. (Padding or an indented next line is no cut.)"""
+    for i in range(len(lines) - 1):
+        s, t = lines[i], lines[i + 1]
+        if len(s) != width or len(t) < 2 or not s.strip(s[0]) or _LINE_START.match(t) or t.split(None, 1)[:1] == s.split(None, 1)[:1]:
+            continue  # (a next line that begins as this one did is the next line of one format)
+        junction = s[-2:] + t[:2]
+        if sum(c.isspace() for c in junction) <= 1:
+            return True
+    return False
+
+
 def wrap_width(lines: Sequence[str]) -> int | None:
     """The terminal width a hard-wrapped copy was cut at, or None when it does not look
-    wrapped: many lines of exactly the longest length, which real logs seldom have."""
-    if len(lines) < 8:
+    wrapped: many lines of exactly the longest length, which real logs seldom have -- or,
+    in a short paste or one with a single long line, a terminal's width that no line
+    exceeds and at which a line's token is cut in two."""
+    if len(lines) < 2:
         return None
     lens = list(map(len, lines))
     width = max(lens)
     if not WRAP_MIN_WIDTH <= width <= WRAP_MAX_WIDTH:
         return None
     full = lens.count(width)
-    if full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
-        return None
+    if len(lines) < 8 or full < (2 if width in TERMINAL_WIDTHS else WRAP_MIN_FULL_LINES):
+        return width if width in TERMINAL_WIDTHS and _cut_mid_token(lines, width) else None
     # A cut makes a spike exactly at the width; lines of one format (progress lines whose
     # numbers vary by a digit) cluster just below their longest instead.
     near = sum(lens.count(width - k) for k in range(1, WRAP_NEAR_CHARS + 1))
@@ -127,6 +151,66 @@ def wrap_width(lines: Sequence[str]) -> int | None:
     # ... nor is a box drawn to the width (rich's traceback panel: every line ends in `│`)
     boxed = sum(1 for s in lines if len(s) == width and s.endswith(("│", "║", "╮", "╯")))
     return None if (padded + boxed) * 2 > full else width
+
+
+CODE_BLOCK_INDENT = 4
+"""Markdown's indented code block: a paste whose every line starts with four spaces (or a tab)."""
+HOST_SAMPLE_LINES = 64
+HOST_SHARE = 0.6
+_HOST_TOKEN = re.compile(r"([A-Za-z0-9][\w.-]{0,62}): ")
+_NOT_HOSTS = frozenset(("INFO", "WARNING", "WARN", "ERROR", "DEBUG", "CRITICAL", "FATAL", "NOTICE", "Traceback"))
+
+
+def block_indent(lines: Sequence[str]) -> str:
+    """The indent every non-blank line of `lines` starts with when the paste was made a
+    markdown code block by indenting it (four spaces, or a tab), else "": a traceback's own
+    indentation (frames at two spaces) never reaches it on every line. The first unindented
+    line ends the test."""
+    pad = ""
+    for line in lines:
+        if not line.strip():
+            continue
+        if not pad:
+            pad = " " * CODE_BLOCK_INDENT if line.startswith(" " * CODE_BLOCK_INDENT) else "\t" if line[0] == "\t" else ""
+            if not pad:
+                return ""
+        elif not line.startswith(pad):
+            return ""
+    return pad
+
+
+def host_prefixes(lines: Sequence[str]) -> frozenset[str]:
+    """The `host: ` prefixes pdsh (DeepSpeed's and others' multi-node launcher) puts before
+    every line of each node, when they start most lines: a token with a digit, `-` or `.`
+    in it (`worker-5: `, `node01: `, `10.0.0.2: `) seen three times or more. Tested on the
+    first lines of a batch: the launcher prefixes every line, so they tell."""
+    counts: dict[str, int] = {}
+    seen = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        seen += 1
+        m = _HOST_TOKEN.match(line)
+        if m is not None and m.group(1) not in _NOT_HOSTS and any(c.isdigit() or c in "-." for c in m.group(1)):
+            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+        if seen >= HOST_SAMPLE_LINES:
+            break
+    hosts = frozenset(h for h, n in counts.items() if n >= 3)
+    return hosts if hosts and sum(counts[h] for h in hosts) >= HOST_SHARE * seen else frozenset()
+
+
+PADDED_MIN_LINES = 3
+
+
+def padded(lines: Sequence[str]) -> bool:
+    """A screen copy (tmux, screen, a console window) whose short lines are filled with
+    spaces to its width: several lines of exactly the longest length end in a run of
+    spaces (a log's own lines seldom do; a cut line, full of text, does not)."""
+    if len(lines) < PADDED_MIN_LINES:
+        return False
+    width = max(map(len, lines))
+    return width >= WRAP_MIN_WIDTH and sum(
+        1 for s in lines if len(s) == width and s.endswith("  ")) >= PADDED_MIN_LINES
 
 
 class LazyRepair(Sequence[Line]):
@@ -159,9 +243,33 @@ class LazyRepair(Sequence[Line]):
 
 
 def repaired(lines: Sequence[str]) -> Sequence[Line]:
-    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily."""
+    """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily. A
+    batch whose capture put something on every line first -- a screen's padding, a
+    markdown code block's indent, pdsh's `host: ` -- is read without it (the host kept as
+    the line's key; evidence shows the lines as they came)."""
+    given = lines
+    pad = padded(lines)
+    if pad:  # (a line cut at a word keeps its one separating space: its length stays the width)
+        lines = [line.rstrip() if line.endswith("  ") else line for line in lines]
+    indent = block_indent(lines)
+    if indent:
+        lines = [line[len(indent):] for line in lines]
+    hosts = host_prefixes(lines)
+    keys: list[str] = []
+    if hosts:
+        keys = [next((h for h in hosts if line.startswith(h)), "") for line in lines]
+        lines = [line[len(k):] for line, k in zip(lines, keys)]
     width = wrap_width(lines)
-    return repair(lines, width) if width is not None else LazyRepair(lines)
+    rep = repair(lines, width) if width is not None else LazyRepair(lines)
+    if not (pad or indent or hosts):
+        return rep
+    out = rep if isinstance(rep, list) else list(rep)
+    for ln in out:
+        if ln.raw == lines[ln.src]:  # (a line joined from a wrap keeps its joined text)
+            ln.raw = given[ln.src]
+        if keys and keys[ln.src]:
+            ln.key = keys[ln.src].strip() + ln.key
+    return out
 
 
 def repair(lines: Sequence[str], width: int | None = None) -> list[Line]:

@@ -197,7 +197,7 @@ RULES: tuple[TextRule, ...] = (
       _torch_oom, H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
     R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory", re.I), OOM, CRIT,
       "CUDA OOM (cuda runtime error (2): out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
-    R("cuda-error-oom", _rx(r"CUDA [Ee]rror: out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
+    R("cuda-error-oom", _rx(r"CUDA [Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
       "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
@@ -205,6 +205,8 @@ RULES: tuple[TextRule, ...] = (
     R("nccl-oom", _rx(r"Cuda failure (?:\d+ )?'out of memory'"), OOM, CRIT,
       "CUDA OOM inside NCCL (Cuda failure 'out of memory')",
       H.HINT_CUDA_OOM + "; NCCL needs free GPU memory for its buffers (NCCL_BUFFSIZE)", ("out of memory",)),
+    R("glog-cuda-oom", _rx(r"== cudaSuccess \(2 vs\. 0\)"), OOM, CRIT,
+      "CUDA OOM (a CUDA_CHECK failed: cudaSuccess (2 vs. 0), out of memory)", H.HINT_CUDA_OOM, ("out of memory",)),
     R("xla-oom", _rx(r"RESOURCE_EXHAUSTED:.{0,80}?(?:[Oo]ut of memory|memory|[Aa]llocat)"), OOM, CRIT,
       "accelerator out of memory (XLA RESOURCE_EXHAUSTED)", H.HINT_ACCEL_OOM, ("resource_exhausted",)),
     R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory"), OOM, CRIT,
@@ -225,7 +227,7 @@ RULES: tuple[TextRule, ...] = (
     R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
       "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
       ("ran out of memory",)),
-    R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
+    R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cudaHostAlloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
                              r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
       "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)", H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
     R("tf-device-alloc-failed", _rx(r"failed to allocate (?P<size>[\d.]+\s?[KMGT]i?B?) \(\d+ bytes\) from device"), OOM, CRIT,
@@ -244,6 +246,19 @@ RULES: tuple[TextRule, ...] = (
     R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
       "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
       ("oom-kill", "oom_kill")),
+    R("cupy-oom", _rx(r"[Oo]ut of memory (?:to allocate \d+ bytes \(total \d+ bytes\)"
+                      r"|allocating [\d,]+ bytes(?: \(allocated so far: [\d,]+ bytes)?)"), OOM, CRIT,
+      "CUDA OOM (CuPy OutOfMemoryError: out of memory allocating on the GPU)", H.HINT_CUDA_OOM, ("out of memory",)),
+    R("mindspore-oom", _rx(r"Malloc for kernel (?:input|output|workspace) failed, Memory isn't enough"
+                           r"|[Mm]emory isn't enough and alloc failed|Out of memory\. Memory malloc failed"), OOM, CRIT,
+      "MindSpore out of device memory (Memory isn't enough / memory malloc failed)", H.HINT_ACCEL_OOM,
+      ("memory isn't enough", "memory malloc failed")),
+    R("mlx-metal-oom", _rx(r"\[metal::malloc\] Attempting to allocate (?P<n>\d+) bytes which is greater than the "
+                           r"maximum allowed buffer size"), OOM, CRIT,
+      lambda m, line: f"Apple GPU out of memory (MLX: one buffer of {int(m.group('n')) / 2**30:.1f} GiB exceeds Metal's "
+                      "limit)", H.HINT_ACCEL_OOM, ("attempting to allocate",)),
+    R("jittor-oom", _rx(r"(?P<dev>GPU|CPU) ?memory is overflow, please reduce your batch_size"), OOM, CRIT,
+      "{dev} out of memory (Jittor: memory is overflow)", H.HINT_ACCEL_OOM, ("memory is overflow",)),
     R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
       OOM, CRIT, "TPU out of memory (XLA: ran out of HBM)", H.HINT_ACCEL_OOM, ("memory space",)),
     R("hip-error-oom", _rx(r"hipErrorOutOfMemory|HIP error: out of memory"), OOM, CRIT,
@@ -270,9 +285,9 @@ RULES: tuple[TextRule, ...] = (
       OOM, CRIT, "DataLoader worker (pid {pid}) killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,
       "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
-    R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
-                         r"|Floating point exception|Killed|Terminated|Hangup)(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
-      CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+    R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
+                         r"|Floating point exception|Killed|Terminated|Hangup)(?::\s*\d+)?(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
+      CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                   "killed", "terminated", "hangup")),
     R("torchrun-death", _rx(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)"),
       CRASH, CRIT, _torchrun_death, H.HINT_LAUNCHER, ("exitcode",)),
@@ -429,16 +444,16 @@ RULES: tuple[TextRule, ...] = (
     R("segv-words", _rx(r"received (?:signal )?SIGSEGV|SIGSEGV received|Signal 11 \(SIGSEGV\)|caught SIGSEGV"
                         r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
       ("sigsegv", "exitcode")),
-    R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Bus error|Illegal instruction"
+    R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
                               r"|Floating point exception|Terminated|Hangup)"
                               r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?\s*$"),
-      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                      "terminated", "hangup")),
-    R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Bus error"
+    R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Abort trap|Bus error"
                                r"|Illegal instruction|Floating point exception|Killed)"
                                r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?"
                                r"[`*_.]{0,3}\s*$"),
-      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "bus error", "illegal", "floating",
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                      "killed")),
     R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
                               r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
@@ -453,6 +468,9 @@ RULES: tuple[TextRule, ...] = (
       "the Ray task's or actor's own error (above, or in its worker log) says why it died",
       ("actordied", "raytaskerror", "rayactorerror", "workercrashederror", "actorunavailableerror", "actor died",
        "actor is already dead", "died or was killed")),
+    R("glog-check-trace", _rx(r"Check failure stack trace: \*\*\*"), CRASH, CRIT,
+      "a C++ CHECK failed (glog printed its check failure stack trace): the process aborts", H.HINT_ABORT,
+      ("check failure stack",), secondary=True),
     R("c10-error-frames", _rx(r"^frame #0: c10::Error::Error\("), CRASH, CRIT,
       "a C++ exception (c10::Error) was raised: its frames are printed, its message is above them", H.HINT_CRASH,
       ("c10::error",), secondary=True),

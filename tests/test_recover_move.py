@@ -1,0 +1,174 @@
+"""A resume on the next target of `[recover] targets` (controller/ship/move.py), local ->
+local: two local targets with different workdirs (A: the playbook's own, B: wd-b). kill -9
+of the real CPU trainer on A is resumed on B by `dfctl watch --recover` with the same
+release (carried from A as a tar stream: the checkout changed since the deploy) and A's
+newest checkpoint carried and verified (same sha256); steps continue at checkpoint + 1.
+With A unreachable the move resumes from the checkpoint in place when B can read it (a
+shared filesystem), and gives up naming A when it cannot."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from controller.act.executor import Recoverer
+from controller.errors import UnreachableError
+from controller.store.runstore import RunStore
+from controller.transport.local import LocalTransport
+from controller.watch import Watch
+from tests.deploy_support import dfctl, wait_for
+from tests.recover_support import (
+    Watcher,
+    checkpoints,
+    deploy_and_launch,
+    first_progress,
+    kill_trainer,
+    resumable_project,
+    trainer_project,
+)
+
+B_TOML = '[target]\nkind = "local"\nworkdir = "wd-b"\n'
+MOVE = '[recover]\non = ["crash", "oom"]\nbackoff_s = 0\nmax_attempts = 2\ntargets = ["b.toml"]\n'
+
+
+class DownTransport(LocalTransport):
+    """A stand-in for a target that is down (nothing here can take a local machine's link
+    away): every command fails as a lost SSH connection does."""
+
+    def run(self, argv, *, stdin=None, timeout_s=None):
+        raise UnreachableError("local: connection lost (target down)")
+
+
+def _sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _kill_all(*run_dirs_parents: Path) -> None:
+    for parent in run_dirs_parents:
+        for d in parent.iterdir() if parent.is_dir() else []:
+            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
+            if pid:
+                try:
+                    os.killpg(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def test_kill_9_on_a_is_resumed_on_b_with_its_release_and_checkpoint_carried(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "b.toml").write_text(B_TOML)
+    pb = trainer_project(root, MOVE)
+    monkeypatch.chdir(root)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    # the checkout moves on after the deploy: the release must come from A, not from here
+    with open(root / "trainer" / "__init__.py", "a") as fh:
+        fh.write("# changed after the deploy\n")
+    wd_b = root / "wd-b"
+    w = Watcher(run["run_id"])
+    try:
+        wait_for(lambda: checkpoints(run["run_dir"]), timeout_s=240, what="the first checkpoint")
+        os.kill(json.loads((Path(run["run_dir"]) / "launch.json").read_text())["trainer_pid"], signal.SIGKILL)
+        saved = checkpoints(run["run_dir"])[-1]
+        line = wait_for(lambda: w.saw(rf"recover {run['run_id']}: resume: "), timeout_s=120, what="the move")
+        assert f"on local ({wd_b})" in line and "carried from local" in line, line
+        store = RunStore()
+        nxt = store.successor(run["run_id"])
+        assert nxt is not None and nxt.attempt == 1 and nxt.release_id == run["release_id"]
+        assert nxt.workdir == str(wd_b) and nxt.run_dir.startswith(f"{wd_b}/runs/")
+        # the release is there, verified by its manifest; B's `current` is not switched by a resume
+        assert (wd_b / "releases" / run["release_id"] / ".dfctl-sha256sums").is_file()
+        assert not (wd_b / "current").exists()
+        copy = wd_b / "moved-in" / run["run_id"] / "checkpoints" / saved
+        assert _sha256(copy) == _sha256(Path(run["run_dir"]) / "checkpoints" / saved)
+        assert (wd_b / "moved-in" / run["run_id"] / "resumed_by").read_text().strip() == nxt.run_id
+        launched = json.loads(wait_for(lambda: (Path(nxt.run_dir) / "launch.json").exists()
+                                       and (Path(nxt.run_dir) / "launch.json").read_text(), what="launch.json"))
+        assert launched["argv"][launched["argv"].index("--resume-from") + 1] == str(copy)
+        first = wait_for(lambda: first_progress(nxt.run_dir), timeout_s=240, what="the resumed run's first step")
+        assert first[0] == int(saved[5:13]) + 1
+        code, out, _ = dfctl(capsys, "runs", "--json")
+        rows = {r["run_id"]: r for r in json.loads(out)}
+        assert rows[nxt.run_id]["previous_run_id"] == run["run_id"]
+        assert rows[nxt.run_id]["workdir"] == str(wd_b) and rows[run["run_id"]]["workdir"] != str(wd_b)
+        store.close()
+    finally:
+        w.stop()
+        _kill_all(Path(run["run_dir"]).parent, wd_b / "runs")
+
+
+def _move_with_a_down(tmp_path: Path, *, hide_checkpoints: bool):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "b.toml").write_text(B_TOML)
+    root, pb = resumable_project(root, recover=MOVE)
+    store = RunStore()
+    run = deploy_and_launch(root, pb, store)
+    said: list[str] = []
+    w = Watch([store.get_run(run.run_id)], store, interval_s=0.5)
+    down = DownTransport()
+    rec = Recoverer(store, lambda line, doc: said.append(line),
+                    transport_for=lambda r: down if r.run_id == run.run_id else LocalTransport(),
+                    open_target=lambda t: LocalTransport())
+    try:
+        end = time.monotonic() + 60
+        for _ in w.ticks():
+            w.tick()
+            if checkpoints(run.run_dir) or time.monotonic() > end:
+                break
+        assert checkpoints(run.run_dir)
+        kill_trainer(run)
+        saved = checkpoints(run.run_dir)[-1]
+        if hide_checkpoints:     # A's disk is not visible from B either (not a shared filesystem)
+            os.rename(Path(run.run_dir) / "checkpoints", Path(run.run_dir) / "checkpoints.away")
+        end = time.monotonic() + 60
+        for _ in w.ticks():
+            w.tick()
+            rec.after_tick(w)
+            if store.actions(run.run_id) or time.monotonic() > end:
+                break
+        return root, run, store, saved, said
+    finally:
+        w.close()
+
+
+def test_a_down_but_its_checkpoint_readable_from_b_resumes_from_it_in_place(tmp_path):
+    root, run, store, saved, said = _move_with_a_down(tmp_path, hide_checkpoints=False)
+    try:
+        acts = store.actions(run.run_id)
+        assert [a["action"] for a in acts] == ["resume"], acts
+        assert "read in place" in acts[0]["reason"] and "shipped from the checkout" in acts[0]["reason"]
+        nxt = store.successor(run.run_id)
+        assert nxt is not None and nxt.workdir == str(root / "wd-b") and nxt.release_id == run.release_id
+        launched = json.loads(wait_for(lambda: (Path(nxt.run_dir) / "launch.json").exists()
+                                       and (Path(nxt.run_dir) / "launch.json").read_text(), what="launch.json"))
+        ck = f"{run.run_dir}/checkpoints/{saved}"
+        assert launched["argv"][launched["argv"].index("--resume-from") + 1] == ck
+        wait_for(lambda: f"resume: {ck} step={int(saved[5:13])}" in (Path(nxt.run_dir) / "train.log").read_text(),
+                 what="the resumed program's own line")
+        assert not (root / "wd-b" / "current").exists()
+    finally:
+        _kill_all(Path(run.run_dir).parent, root / "wd-b" / "runs")
+        store.close()
+
+
+def test_a_down_and_its_checkpoint_unreadable_gives_up_naming_a(tmp_path):
+    root, run, store, saved, said = _move_with_a_down(tmp_path, hide_checkpoints=True)
+    try:
+        acts = store.actions(run.run_id)
+        assert [a["action"] for a in acts] == ["give_up"], acts
+        reason = acts[0]["reason"]
+        assert f"the old target local (workdir {run.run_dir.rsplit('/runs/', 1)[0]}) cannot be read" in reason
+        assert "connection lost" in reason and "nothing launched" in reason
+        assert store.successor(run.run_id) is None
+        assert not (root / "wd-b" / "runs").exists() or not list((root / "wd-b" / "runs").iterdir())
+        assert any(f"recover {run.run_id}: give_up: " in line for line in said)
+    finally:
+        _kill_all(Path(run.run_dir).parent)
+        store.close()

@@ -4,7 +4,7 @@ of the real CPU trainer on A is resumed on B by `dfctl watch --recover` with the
 release (carried from A as a tar stream: the checkout changed since the deploy) and A's
 newest checkpoint carried and verified (same sha256); steps continue at checkpoint + 1.
 With A unreachable the move resumes from the checkpoint in place when B can read it (a
-shared filesystem), and gives up naming A when it cannot."""
+shared filesystem), and gives up naming A when it cannot. On the rig: local -> a CT."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import os
 import signal
 import time
 from pathlib import Path
+
+import pytest
 
 from controller.act.executor import Recoverer
 from controller.errors import UnreachableError
@@ -30,6 +32,7 @@ from tests.recover_support import (
     resumable_project,
     trainer_project,
 )
+from tests.test_deploy_rig import PROJECT, live_pids_of_run, target_toml
 
 B_TOML = '[target]\nkind = "local"\nworkdir = "wd-b"\n'
 MOVE = '[recover]\non = ["crash", "oom"]\nbackoff_s = 0\nmax_attempts = 2\ntargets = ["b.toml"]\n'
@@ -172,3 +175,138 @@ def test_a_down_and_its_checkpoint_unreadable_gives_up_naming_a(tmp_path):
     finally:
         _kill_all(Path(run.run_dir).parent)
         store.close()
+
+
+@pytest.mark.rig
+def test_kill_9_on_local_is_resumed_in_a_ct_on_the_rig(rig, rig_host, tmp_path, capsys, monkeypatch):
+    """local -> pct (real sshd + LXC CT 200): the release and checkpoint go from this
+    machine's workdir into the CT over SSH (`pct exec` of the push); the playbooks live
+    outside the checkout, so the release is carried from A, not rebuilt."""
+    ct, ct_workdir = rig_host.vmid_running, f"/workspace/dfctl-move-{os.getpid()}"
+    (tmp_path / "ct.toml").write_text(f"[target]\n{target_toml(rig, rig_host, ct_workdir)}")
+    pb = tmp_path / "a.toml"
+    pb.write_text(f"""[target]
+kind = "local"
+workdir = "{tmp_path}/wd-a"
+[bundle]
+paths = ["trainer"]
+[run]
+name = "rig-move"
+module = "trainer"
+args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "300",
+        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "5",
+        "--device", "cpu", "--prefetch-workers", "1"]
+env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
+[watch]
+interval_s = 0.5
+[recover]
+on = ["crash", "oom"]
+backoff_s = 0
+targets = ["ct.toml"]
+""")
+    monkeypatch.chdir(PROJECT)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    w = Watcher(run["run_id"])
+    nxt = None
+    try:
+        wait_for(lambda: checkpoints(run["run_dir"]), timeout_s=240, what="a checkpoint on A")
+        os.kill(json.loads((Path(run["run_dir"]) / "launch.json").read_text())["trainer_pid"], signal.SIGKILL)
+        saved = checkpoints(run["run_dir"])[-1]
+        try:
+            line = wait_for(lambda: w.saw(rf"recover {run['run_id']}: (resume|give_up|failed): "), timeout_s=180,
+                            what="the move")
+        except AssertionError:
+            raise AssertionError(f"no move; the watch said {w.lines[-12:]}") from None
+        assert ": resume: " in line and f"on pct {ct} on {rig_host.name} ({ct_workdir})" in line, line
+        assert "carried from local" in line, line
+        store = RunStore()
+        nxt = store.successor(run["run_id"])
+        assert nxt is not None and nxt.target == f"pct {ct} on {rig_host.name}"
+        assert (nxt.release_id, nxt.attempt, nxt.workdir) == (run["release_id"], 1, ct_workdir)
+        store.close()
+        copy = rig_host.container_path(ct, f"{ct_workdir}/moved-in/{run['run_id']}/checkpoints/{saved}")
+        assert _sha256(copy) == _sha256(Path(run["run_dir"]) / "checkpoints" / saved)
+        assert not rig_host.container_path(ct, f"{ct_workdir}/current").exists()
+        first = wait_for(lambda: first_progress(str(rig_host.container_path(ct, nxt.run_dir))), timeout_s=240,
+                         what="the resumed run's first step in the CT")
+        assert first[0] == int(saved[5:13]) + 1
+        code, out, _ = dfctl(capsys, "runs", "--json")
+        rows = {r["run_id"]: r for r in json.loads(out)}
+        assert (rows[run["run_id"]]["target"], rows[nxt.run_id]["target"]) == ("local", f"pct {ct} on {rig_host.name}")
+    finally:
+        w.stop()
+        _kill_all(Path(run["run_dir"]).parent)
+        if nxt is not None:
+            for pid in live_pids_of_run(nxt.run_id):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+@pytest.mark.rig
+def test_kill_9_in_a_ct_is_resumed_on_local_reading_the_ct_over_ssh(rig, rig_host, tmp_path, capsys, monkeypatch):
+    """pct -> local: the release (tar) and the checkpoint (cat) are read from the CT through
+    an SSH session channel on the node's connection (SourceStream over `pct exec`)."""
+    ct, ct_workdir = rig_host.vmid_running, f"/workspace/dfctl-move-out-{os.getpid()}"
+    wd_b = tmp_path / "wd-b"
+    (tmp_path / "b.toml").write_text(f'[target]\nkind = "local"\nworkdir = "{wd_b}"\n')
+    pb = tmp_path / "ct.toml"
+    pb.write_text(f"""[target]
+{target_toml(rig, rig_host, ct_workdir)}
+[bundle]
+paths = ["trainer"]
+[run]
+name = "rig-move-out"
+module = "trainer"
+args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "300",
+        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "5",
+        "--device", "cpu", "--prefetch-workers", "1"]
+env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
+[watch]
+interval_s = 0.5
+[recover]
+on = ["crash", "oom"]
+backoff_s = 0
+targets = ["b.toml"]
+""")
+    monkeypatch.chdir(PROJECT)
+    code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+    assert code == 0, err
+    run = json.loads(out)["run"]
+    host_dir = rig_host.container_path(ct, run["run_dir"])
+    w = Watcher(run["run_id"])
+    nxt = None
+    try:
+        wait_for(lambda: checkpoints(str(host_dir)), timeout_s=240, what="a checkpoint in the CT")
+        trainer = [p for p in live_pids_of_run(run["run_id"])
+                   if b"-m\0trainer\0" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(trainer) == 1, trainer
+        os.kill(trainer[0], signal.SIGKILL)
+        saved = checkpoints(str(host_dir))[-1]
+        try:
+            line = wait_for(lambda: w.saw(rf"recover {run['run_id']}: (resume|give_up|failed): "), timeout_s=180,
+                            what="the move")
+        except AssertionError:
+            raise AssertionError(f"no move; the watch said {w.lines[-12:]}") from None
+        assert ": resume: " in line and f"on local ({wd_b})" in line, line
+        assert f"carried from pct {ct} on {rig_host.name}" in line, line
+        store = RunStore()
+        nxt = store.successor(run["run_id"])
+        assert nxt is not None and (nxt.target, nxt.workdir, nxt.release_id) == ("local", str(wd_b), run["release_id"])
+        store.close()
+        copy = wd_b / "moved-in" / run["run_id"] / "checkpoints" / saved
+        assert _sha256(copy) == _sha256(host_dir / "checkpoints" / saved)
+        assert (wd_b / "releases" / run["release_id"] / ".dfctl-sha256sums").is_file()
+        first = wait_for(lambda: first_progress(nxt.run_dir), timeout_s=240, what="the resumed run's first step")
+        assert first[0] == int(saved[5:13]) + 1
+    finally:
+        w.stop()
+        for pid in live_pids_of_run(run["run_id"]):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _kill_all(wd_b / "runs")

@@ -114,8 +114,12 @@ def ship_release(previous: RunRecord, pb: Playbook, root: Path, old: Transport, 
     nonce = _secrets.token_hex(4)
     argv = push_argv(workdir, "releases", rid, "tree", nonce=nonce, owner=lock_owner(f"release for a move {nonce}"),
                      link="-", lock_wait_s=LOCK_WAIT_S)
-    bundle = build_bundle(root, pb.bundle)
-    if bundle.content_id == rid:
+    try:
+        bundle = build_bundle(root, pb.bundle)
+        checkout = f"the checkout at {root} holds another ({bundle.content_id})"
+    except DfctlError as exc:                      # not the checkout the run came from: A has it
+        bundle, checkout = None, f"the checkout at {root} cannot build it ({exc.message})"
+    if bundle is not None and bundle.content_id == rid:
         tar, _ = bundle.tar_file()
         r = dest.run(argv, stdin=tar, timeout_s=3600)
         if r.exited == LOCKED_EXIT:
@@ -128,7 +132,7 @@ def ship_release(previous: RunRecord, pb: Playbook, root: Path, old: Transport, 
         carry(old, ["tar", "-c", "-f", "-", "--exclude=__pycache__", "-C", src, "."], dest, argv)
     except DfctlError as exc:
         raise SourceUnreadableError(
-            f"release {rid} is not on {dest.name}, the checkout holds another ({bundle.content_id}), and "
+            f"release {rid} is not on {dest.name}, {checkout}, and "
             f"{old.name} ({src}) cannot be read: {exc.message}") from None
     return f"carried from {old.name}"
 

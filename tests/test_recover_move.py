@@ -310,3 +310,58 @@ targets = ["b.toml"]
             except ProcessLookupError:
                 pass
         _kill_all(wd_b / "runs")
+
+
+def test_two_moves_of_one_run_launch_once_the_marker_on_b_decides(tmp_path):
+    """Two controllers that both decide to move a crashed run (the same attempt: the same
+    target): the second launch is refused by moved-in/<run>/resumed_by under B's lock."""
+    from controller.errors import AlreadyResumedError
+    from controller.ship.move import relaunch_on
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "b.toml").write_text(B_TOML)
+    root, pb = resumable_project(root, recover=MOVE)
+    store = RunStore()
+    run = deploy_and_launch(root, pb, store)
+    try:
+        wait_for(lambda: checkpoints(run.run_dir), timeout_s=60, what="a checkpoint")
+        kill_trainer(run)
+        prev = store.get_run(run.run_id)
+        kw = {"transport_for": lambda r: LocalTransport(), "open_target": lambda t: LocalTransport()}
+        first = relaunch_on(store, prev, {}, "b.toml", **kw)
+        with pytest.raises(AlreadyResumedError, match=f"already resumed by {first.run.run_id}"):
+            relaunch_on(store, prev, {}, "b.toml", **kw)
+        assert [p.name for p in (root / "wd-b" / "runs").iterdir()] == [first.run.run_id]
+        assert "carried from local" in first.checkpoint and "sha256" in first.checkpoint
+        assert first.release == "shipped from the checkout"
+    finally:
+        _kill_all(Path(run.run_dir).parent, root / "wd-b" / "runs")
+        store.close()
+
+
+def test_a_carry_that_does_not_verify_leaves_nothing(tmp_path):
+    """A checkpoint whose bytes do not match the sha256 read at the source (changed in
+    flight, a bad disk) is refused by the push on B and leaves no file; a short stream too."""
+    from controller.errors import DeployError
+    from controller.ship.carry import carry
+    from controller.ship.push import push_argv
+
+    src = tmp_path / "step-00000005.pt"
+    src.write_bytes(os.urandom(3 << 20))
+    good = _sha256(src)
+    dest = tmp_path / "b"
+    with pytest.raises(DeployError, match="hash mismatch"):
+        carry(LocalTransport(), ["cat", str(src)], LocalTransport(),
+              push_argv(str(dest), "moved-in/r/checkpoints", src.name, "file", sha256="0" * 64, owner="-"))
+    assert not list((dest / "moved-in" / "r" / "checkpoints").iterdir())
+    with pytest.raises(DeployError, match="hash mismatch"):      # cut short: the source's sha256 does not hold
+        carry(LocalTransport(), ["head", "-c", "1000", str(src)], LocalTransport(),
+              push_argv(str(dest), "moved-in/r/checkpoints", src.name, "file", sha256=good, owner="-"),
+              expect_bytes=src.stat().st_size)
+    assert not list((dest / "moved-in" / "r" / "checkpoints").iterdir())
+    n = carry(LocalTransport(), ["cat", str(src)], LocalTransport(),
+              push_argv(str(dest), "moved-in/r/checkpoints", src.name, "file", sha256=good, owner="-"),
+              expect_bytes=src.stat().st_size)
+    assert n == 3 << 20 and _sha256(dest / "moved-in" / "r" / "checkpoints" / src.name) == good
+    assert oct((dest / "moved-in" / "r" / "checkpoints" / src.name).stat().st_mode & 0o777) == "0o644"

@@ -100,6 +100,9 @@ def test_kill_9_on_a_is_resumed_on_b_with_its_release_and_checkpoint_carried(tmp
         rows = {r["run_id"]: r for r in json.loads(out)}
         assert rows[nxt.run_id]["previous_run_id"] == run["run_id"]
         assert rows[nxt.run_id]["workdir"] == str(wd_b) and rows[run["run_id"]]["workdir"] != str(wd_b)
+        code, out, _ = dfctl(capsys, "runs")
+        assert f"chain: {run['run_id']} -> this (attempt 1) -> (newest); moved from local " \
+               f"{rows[run['run_id']]['workdir']}" in out
         store.close()
     finally:
         w.stop()

@@ -19,6 +19,7 @@ import pytest
 
 from controller.act.executor import Recoverer
 from controller.errors import UnreachableError
+from controller.playbook import load_playbook
 from controller.store.runstore import RunStore
 from controller.transport.local import LocalTransport
 from controller.watch import Watch
@@ -44,6 +45,17 @@ class DownTransport(LocalTransport):
 
     def run(self, argv, *, stdin=None, timeout_s=None):
         raise UnreachableError("local: connection lost (target down)")
+
+
+class SwitchTransport(LocalTransport):
+    """The same stand-in, for a target that goes down mid-run: up until `down` is set."""
+
+    down = False
+
+    def run(self, argv, *, stdin=None, timeout_s=None):
+        if self.down:
+            raise UnreachableError("local: connection lost (target down)")
+        return super().run(argv, stdin=stdin, timeout_s=timeout_s)
 
 
 def _sha256(path: str | Path) -> str:
@@ -368,3 +380,59 @@ def test_a_carry_that_does_not_verify_leaves_nothing(tmp_path):
               expect_bytes=src.stat().st_size)
     assert n == 3 << 20 and _sha256(dest / "moved-in" / "r" / "checkpoints" / src.name) == good
     assert oct((dest / "moved-in" / "r" / "checkpoints" / src.name).stat().st_mode & 0o777) == "0o644"
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_a_live_run_on_a_target_gone_dark_is_moved_without_its_stop_and_says_so(tmp_path, exclusive):
+    """`unreachable` acted on with a move: the old run cannot be stopped (its target does not
+    answer), the resume on B goes ahead (the checkpoint read in place here) and the line says
+    the old run was not stopped. A and B are one machine here: an exclusive run refuses to
+    start beside the live one (it would share its GPUs) and the move is `failed`, retried."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "b.toml").write_text(B_TOML)
+    root, pb = resumable_project(root, recover='[recover]\non = ["unreachable"]\nbackoff_s = 0\n'
+                                               'targets = ["b.toml"]\n')
+    text = (root / "pb.toml").read_text()
+    (root / "pb.toml").write_text(text.replace("[run]\n", f"[run]\nexclusive = {str(exclusive).lower()}\n", 1))
+    pb = load_playbook(root / "pb.toml")
+    store = RunStore()
+    run = deploy_and_launch(root, pb, store)
+    a_workdir = run.run_dir.rsplit("/runs/", 1)[0]
+    a_link = SwitchTransport()
+    w = Watch([store.get_run(run.run_id)], store, interval_s=0.5, persistent=False,
+              transport_for=lambda t: LocalTransport() if t.workdir == "wd-b" else a_link)   # B's, as in b.toml
+    said: list[str] = []
+    rec = Recoverer(store, lambda line, doc: said.append(line),
+                    transport_for=lambda r: a_link if r.workdir == a_workdir else LocalTransport(),
+                    open_target=lambda t: LocalTransport())
+    try:
+        end = time.monotonic() + 60
+        for _ in w.ticks():
+            w.tick()
+            if checkpoints(run.run_dir) or time.monotonic() > end:
+                break
+        assert checkpoints(run.run_dir)
+        a_link.down = True
+        end = time.monotonic() + 60
+        for _ in w.ticks():
+            w.tick()
+            rec.after_tick(w)
+            if store.actions(run.run_id) or time.monotonic() > end:
+                break
+        acts = store.actions(run.run_id)
+        if exclusive:
+            assert [a["action"] for a in acts] == ["failed"], said
+            assert f"{run.run_id} (pid {run.pid}) is still alive" in acts[0]["reason"]
+            runs_b = root / "wd-b" / "runs"
+            assert store.successor(run.run_id) is None and not (runs_b.is_dir() and list(runs_b.iterdir()))
+            return
+        assert [a["action"] for a in acts] == ["resume"], said
+        assert "the old run could not be stopped" in acts[0]["reason"] and "read in place" in acts[0]["reason"]
+        assert os.path.exists(f"/proc/{run.pid}")                        # still running on A: nothing reached it
+        nxt = store.successor(run.run_id)
+        assert nxt is not None and nxt.workdir == str(root / "wd-b")
+    finally:
+        w.close()
+        _kill_all(Path(run.run_dir).parent, root / "wd-b" / "runs")
+        store.close()

@@ -17,10 +17,15 @@ import subprocess
 import tempfile
 from typing import Any, Sequence
 
-from controller.errors import DeployError, UnreachableError
+from controller.errors import DeployError, DfctlError
 from controller.transport.base import ChannelUnsupported, Transport
 from controller.transport.local import LocalTransport
 from controller.transport.pct import PctTransport
+
+
+class SourceReadError(DeployError):
+    """The source end failed (its command, or the stream from it): not the destination's fault."""
+
 
 CHUNK_BYTES = 1 << 20
 """What one read() of a stream returns at most: all the carrying holds in memory at once."""
@@ -39,7 +44,10 @@ class SourceStream:
         self._eof = False
         self.read_bytes = 0
         if isinstance(transport, PctTransport):
-            transport.ensure_running()
+            try:
+                transport.ensure_running()
+            except DfctlError as exc:                # a stopped CT, or its node gone
+                raise SourceReadError(f"{self.where}: {exc.message}") from None
             argv = transport.wrap(argv)
             transport = transport.host
         if isinstance(transport, LocalTransport):
@@ -51,11 +59,11 @@ class SourceStream:
         try:
             self._chan = transport.open_channel(argv, timeout_s=timeout_s)
         except ChannelUnsupported as exc:
-            raise DeployError(f"{self.where}: cannot stream from it: {exc}") from None
-        except UnreachableError:
-            raise
+            raise SourceReadError(f"{self.where}: cannot stream from it: {exc}") from None
+        except DfctlError as exc:
+            raise SourceReadError(f"{self.where}: {exc.message}") from None
         except Exception as exc:  # noqa: BLE001 - paramiko raises many kinds
-            raise UnreachableError(f"{self.where}: cannot open a channel to read from it: {exc}") from None
+            raise SourceReadError(f"{self.where}: cannot open a channel to read from it: {exc}") from None
 
     def read(self, size: int = -1, /) -> bytes:
         n = CHUNK_BYTES if size is None or size < 0 else min(size, CHUNK_BYTES)
@@ -93,14 +101,15 @@ class SourceStream:
 def carry(source: Transport, argv: Sequence[str], dest: Transport, push: Sequence[str], *,
           expect_bytes: int | None = None, timeout_s: float = 3600.0) -> int:
     """Run `push` on `dest` with the stdout of `argv` on `source` as its stdin; the bytes
-    carried. DeployError when either end failed or the count is not `expect_bytes`."""
+    carried. SourceReadError when the source end failed, DeployError when the destination
+    did or the count is not `expect_bytes`."""
     stream = SourceStream(source, argv)
     try:
         r = dest.run(push, stdin=stream, timeout_s=timeout_s)
     finally:
         code, err = stream.close()
     if code != 0:
-        raise DeployError(f"reading from {source.name}: exit {code}" + (f": {err}" if err else ""))
+        raise SourceReadError(f"reading from {source.name}: exit {code}" + (f": {err}" if err else ""))
     if not r.ok:
         raise DeployError(f"writing to {dest.name}: {r.summary()}")
     if expect_bytes is not None and stream.read_bytes != expect_bytes:

@@ -36,7 +36,7 @@ from typing import Callable, Mapping
 from controller.errors import BadInputError, DeployError, DfctlError, LockedError, SourceUnreadableError
 from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.ship.bundle import build_bundle, project_root
-from controller.ship.carry import carry
+from controller.ship.carry import SourceReadError, carry
 from controller.ship.deploy import LOCK_WAIT_S, lock_owner, probe, resolve_workdir
 from controller.ship.launch import LaunchedRun, launch_registered, launch_spec
 from controller.ship.push import LOCKED_EXIT, push_argv
@@ -130,7 +130,7 @@ def ship_release(previous: RunRecord, pb: Playbook, root: Path, old: Transport, 
     src = posixpath.join(previous.workdir, "releases", rid)
     try:
         carry(old, ["tar", "-c", "-f", "-", "--exclude=__pycache__", "-C", src, "."], dest, argv)
-    except DfctlError as exc:
+    except SourceReadError as exc:               # B's own failures (disk full, the lock) are retried instead
         raise SourceUnreadableError(
             f"release {rid} is not on {dest.name}, {checkout}, and "
             f"{old.name} ({src}) cannot be read: {exc.message}") from None

@@ -95,6 +95,12 @@ class AlreadyResumedError(RunConflictError):
     written under the deploy lock): this controller's resume is refused, nothing launched."""
 
 
+class SourceUnreadableError(UnreachableError):
+    """A resume on another target needs the old target's release or checkpoint, that target
+    cannot be read, and the new target cannot see the files itself (no shared filesystem):
+    nothing was launched, and trying again would not help while the old target is down."""
+
+
 # Characters that some reader (str.splitlines, a terminal, a log shipper) treats as a line
 # break, plus the other C0/C1 controls: a message printed on one line must show none raw.
 _LINE_BREAKING = {ord(c): f"\\x{ord(c):02x}" for c in "\x0b\x0c\x1c\x1d\x1e\x85"}

@@ -209,7 +209,7 @@ class RecoverConfig:
     max_attempts: int = doc("Resumes at most this many times along one chain; then give up (said and recorded).", default=3)
     backoff_s: float = doc("Wait before the n-th resume of a chain: backoff_s x 2^(n-1) after the finding was first seen (0: none).", default=30.0)
     window_s: float = doc("A finding must hold this long before anything is done (a link down for less never acts).", default=0.0)
-    targets: tuple[str, ...] = doc("Playbook files of other targets, in order: attempt n goes to the n-th (the last one keeps the rest); empty: the run's own target.", default=())
+    targets: tuple[str, ...] = doc("Playbook files of other targets, relative to this playbook's directory, in order: attempt n resumes on the n-th one's [target] (the last one keeps the rest), its release and newest checkpoint carried there first (README: Unattended); empty: the run's own target.", default=())
     crash: RecoverKindConfig = doc("[recover.crash]: the process died (non-zero exit, vanished).", default_factory=RecoverKindConfig)
     oom: RecoverKindConfig = doc("[recover.oom]: out of memory (CUDA OOM line, OOM killer).", default_factory=RecoverKindConfig)
     hang: RecoverKindConfig = doc("[recover.hang]: no progress with idle GPUs.", default_factory=RecoverKindConfig)

@@ -9,8 +9,10 @@ finds the trainer's."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,6 +87,43 @@ interval_s = 0.2
 {recover}
 """)
     return root, load_playbook(pb)
+
+
+def trainer_project(root: Path, recover: str) -> Path:
+    """A project holding a copy of the bundled trainer and a CPU playbook with `recover`."""
+    make_project(root, git=False)
+    shutil.copytree(ROOT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
+    pb = root / "pb.toml"
+    pb.write_text(f"""
+[target]
+kind = "local"
+[bundle]
+paths = ["trainer"]
+[run]
+name = "rec"
+module = "trainer"
+args = ["--config", "tiny", "--data", "{{workdir}}/data/syn", "--synthetic-samples", "400",
+        "--run-dir", "{{run_dir}}", "--steps", "5000", "--log-every", "1", "--checkpoint-every", "5",
+        "--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"]
+env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
+stop_grace_s = 60
+[watch]
+interval_s = {INTERVAL_S}
+{recover}
+""")
+    return pb
+
+
+def first_progress(run_dir: str) -> tuple[int, float] | None:
+    """(step, time_s) of the run's first metrics.jsonl record."""
+    p = Path(run_dir) / "metrics.jsonl"
+    if not p.exists():
+        return None
+    line = p.read_text().split("\n", 1)[0]
+    if not line.endswith("}"):
+        return None
+    doc = json.loads(line)
+    return doc["step"], doc["time_s"]
 
 
 def deploy_and_launch(root: Path, pb: Playbook, store: RunStore) -> LaunchedRun:

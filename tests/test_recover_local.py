@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -21,8 +20,17 @@ from controller.errors import UnreachableError
 from controller.store.runstore import RunStore
 from controller.transport.local import LocalTransport
 from controller.watch import Watch
-from tests.deploy_support import dfctl, make_project, wait_for
-from tests.recover_support import INTERVAL_S, Watcher, checkpoints, deploy_and_launch, kill_trainer, resumable_project
+from tests.deploy_support import dfctl, wait_for
+from tests.recover_support import (
+    INTERVAL_S,
+    Watcher,
+    checkpoints,
+    deploy_and_launch,
+    first_progress,
+    kill_trainer,
+    resumable_project,
+    trainer_project,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,43 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CUDA_OOM_LINE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
                  "capacity of 79.19 GiB of which 1.25 GiB is free. Including non-PyTorch memory, this process "
                  "has 77.93 GiB memory in use.\n")
-
-
-def trainer_project(root: Path, recover: str) -> Path:
-    """A project holding a copy of the bundled trainer and a CPU playbook with `recover`."""
-    make_project(root, git=False)
-    shutil.copytree(ROOT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
-    pb = root / "pb.toml"
-    pb.write_text(f"""
-[target]
-kind = "local"
-[bundle]
-paths = ["trainer"]
-[run]
-name = "rec"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/syn", "--synthetic-samples", "400",
-        "--run-dir", "{{run_dir}}", "--steps", "5000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-stop_grace_s = 60
-[watch]
-interval_s = {INTERVAL_S}
-{recover}
-""")
-    return pb
-
-
-def first_progress(run_dir: str) -> tuple[int, float] | None:
-    """(step, time_s) of the run's first metrics.jsonl record."""
-    p = Path(run_dir) / "metrics.jsonl"
-    if not p.exists():
-        return None
-    line = p.read_text().split("\n", 1)[0]
-    if not line.endswith("}"):
-        return None
-    doc = json.loads(line)
-    return doc["step"], doc["time_s"]
 
 
 def _deploy(capsys, pb: Path) -> dict:

@@ -2,8 +2,9 @@
 
 Per watched run: decide() (controller/act/recovery.py) on its state, then act -- a resume
 stops the old run first when it still lives (SIGTERM: the bundled trainer saves a
-checkpoint), launches the linked run (controller/ship/relaunch.py) and adds it to the
-watch; a stop or resume of a hang waits until the watch's automatic stack dump of it is
+checkpoint), launches the linked run (controller/ship/relaunch.py; on the next target of
+recover.targets, controller/ship/move.py: release and checkpoint carried there first) and
+adds it to the watch; a stop or resume of a hang waits until the watch's automatic stack dump of it is
 saved (or has concluded it cannot be taken: that is said). Every action is said once
 (`say`) and recorded in the registry's actions table. Acting runs inside the tick: a
 resume costs that tick the old run's stop grace and one launch exec.
@@ -15,10 +16,11 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from controller.act.recovery import Action, decide
-from controller.errors import AlreadyResumedError, DfctlError
-from controller.playbook import recover_config_from
+from controller.errors import AlreadyResumedError, DfctlError, SourceUnreadableError, UnreachableError
+from controller.playbook import TargetConfig, recover_config_from
 from controller.records import Finding
 from controller.ship.launch import stop_recorded
+from controller.ship.move import describe_move, relaunch_on
 from controller.ship.relaunch import describe, relaunch
 from controller.store.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
@@ -36,17 +38,23 @@ same failure again is not said or recorded again."""
 
 
 def _open(record: RunRecord) -> Transport:
+    return _open_target(target_of(record))
+
+
+def _open_target(target: TargetConfig) -> Transport:
     from controller.transport.factory import open_transport
 
-    return open_transport(target_of(record))
+    return open_transport(target)
 
 
 class Recoverer:
     """Decides and acts for every run of one Watch, once per tick (call after_tick)."""
 
     def __init__(self, store: RunStore, say: Say, *, transport_for: Callable[[RunRecord], Transport] = _open,
+                 open_target: Callable[[TargetConfig], Transport] = _open_target,
                  clock: Callable[[], float] = time.time):
         self.store, self.say, self.transport_for, self.clock = store, say, transport_for, clock
+        self.open_target = open_target          # a resume on another target (recover.targets)
         self._said: set[tuple[str, ...]] = set()
         self._failed_at: dict[str, float] = {}
         self._last_failure: dict[str, str] = {}
@@ -115,15 +123,16 @@ class Recoverer:
                 self._finished.add(rec.run_id)
                 return self._record(rec.run_id, "stop", action.reason, now)
             if action.target is not None:
-                self._finished.add(rec.run_id)
-                return self._record(rec.run_id, "give_up", f"{action.reason}: a resume on another target "
-                                                           f"is not built yet; nothing launched", now)
+                return self._move(watch, r, action, transport, now)
             if self._stop(transport, rec, r, "dfctl watch --recover (resume)"):
                 self._stopped_for_resume[rec.run_id] = action
             run = relaunch(self.store, transport, rec, action.changes)
         except AlreadyResumedError as exc:
             self._finished.add(rec.run_id)
             return self._record(rec.run_id, "refused", f"{action.reason}: {exc.message}", now)
+        except SourceUnreadableError as exc:
+            self._finished.add(rec.run_id)
+            return self._record(rec.run_id, "give_up", f"{action.reason}: {exc.message}", now)
         except DfctlError as exc:
             self._failed_at[rec.run_id] = now
             self._waiting.add(rec.run_id)
@@ -135,6 +144,26 @@ class Recoverer:
         self._finished.add(rec.run_id)
         watch.add_run(self.store.get_run(run.run_id))
         return self._record(rec.run_id, "resume", f"{action.reason}: {describe(run, rec)}", now, run.run_id)
+
+    def _move(self, watch: Watch, r: RunFollower, action: Action, transport: Transport,
+              now: float) -> dict[str, Any]:
+        """A resume on the next target of recover.targets (controller/ship/move.py). The old
+        run is stopped first when it may live; when its target cannot be reached -- often the
+        reason to move -- it is not, and the line says so."""
+        rec = r.record
+        note = ""
+        try:
+            if self._stop(transport, rec, r, "dfctl watch --recover (resume elsewhere)"):
+                self._stopped_for_resume[rec.run_id] = action
+        except UnreachableError as exc:
+            note = f" (the old run could not be stopped: {exc.message})"
+        assert action.target is not None
+        moved = relaunch_on(self.store, rec, action.changes, action.target, transport_for=self.transport_for,
+                            open_target=self.open_target)
+        self._finished.add(rec.run_id)
+        watch.add_run(self.store.get_run(moved.run.run_id))
+        return self._record(rec.run_id, "resume", f"{action.reason}: {describe_move(moved, rec)}{note}", now,
+                            moved.run.run_id)
 
     def _stop(self, transport: Transport, rec: RunRecord, r: RunFollower, by: str) -> bool:
         """Stop the run if a process of it may still live (SIGTERM, its stop_grace_s, SIGKILL);

@@ -268,8 +268,8 @@ def _run_row(rec: RunRecord) -> dict[str, Any]:
     from controller.adopt.importers import imported_end_state, is_imported
 
     state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
-    return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "run_dir": rec.run_dir,
-            "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
+    return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "workdir": rec.workdir,
+            "run_dir": rec.run_dir, "pid": rec.pid, "state": state, "exit_code": rec.exit_code, "release_id": rec.release_id,
             "started_s": rec.started_s, "git_commit": rec.git_commit, "git_dirty": rec.git_dirty,
             "previous_run_id": rec.previous_run_id, "attempt": rec.attempt}
 

@@ -309,8 +309,10 @@ def launch(spec):
         own = os.path.join(workdir, "runs", spec["run_id"])
         if spec.get("adopt") and os.path.isdir(own):
             return _adopt(own)       # our own earlier attempt: never a conflict with itself
+        # a resume on another target (controller/ship/move.py) cannot mark the previous run's
+        # dir, which is not here: its marker names that run in this workdir instead
+        marker = spec.get("resume_marker") or os.path.join(resume_of or "", RESUMED_BY_FILE)
         if resume_of:
-            marker = os.path.join(resume_of, RESUMED_BY_FILE)
             if os.path.exists(marker):
                 with open(marker) as fh:
                     by = fh.read().strip() or "unknown"
@@ -322,7 +324,8 @@ def launch(spec):
                     "conflict": live}
         info = _launch(spec)
         if resume_of and "pid" in info:
-            fd2 = os.open(os.path.join(resume_of, RESUMED_BY_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.makedirs(os.path.dirname(marker), exist_ok=True)
+            fd2 = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd2, "w") as fh:
                 fh.write(info["run_id"] + "\n")
         return info

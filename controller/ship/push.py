@@ -16,14 +16,17 @@ from typing import Literal
 LOCKED_EXIT = 75
 """The push script's exit status when the deploy lock stayed held for the whole wait."""
 
-PushForm = Literal["tree", "tool", "none"]
+PushForm = Literal["tree", "tool", "file", "none"]
 
 # Positional args: $1 workdir, $2 subdir (releases | tools), $3 name (the content id), $4 form,
-# $5 sha256 of a tool ("-" for a tree), $6 random suffix, $7 lock owner text, $8 the link
-# beside the subdir to switch to it ("current", or "" for none), $9 seconds to wait for the lock.
+# $5 sha256 of a tool or file ("-" for a tree), $6 random suffix, $7 lock owner text, $8 the link
+# beside the subdir to switch to it ("current"; "-": take the deploy lock for the rename but
+# switch nothing -- a release shipped for a resume elsewhere, ship/move.py; "" for neither),
+# $9 seconds to wait for the lock.
 # form: tree -- stdin is a tar stream holding .dfctl-sha256sums, skipped when the name is there;
 #       tool -- stdin is the file, made executable, replacing what is there (the caller's
 #               check found it missing or not matching its sha256);
+#       file -- as tool, but a plain file (mode 644): a checkpoint carried to another target;
 #       none -- no stream: the object is already there (only the switch).
 # The stream is received and verified into a temp of this script's own (named with its pid)
 # WITHOUT the lock: a push whose link died mid-stream, blocked on a stream that never ends,
@@ -39,8 +42,8 @@ W=$1; SUB=$2; NAME=$3; FORM=$4; SUM=$5; RAND=$6; OWNER=$7; LINK=$8; WAIT=${9:-10
 # chose (fs/proc/array.c, proc_task_name), so no line of it can be forged from inside
 alive() { S=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' "/proc/$1/status" 2>/dev/null) && [ -n "$S" ] && [ "$S" != Z ]; }
 mkdir -p "$D" || exit 70
-[ -z "$LINK" ] || mkdir -p "$W/runs" || exit 70
-if [ "$FORM" = tool ] || { [ "$FORM" = tree ] && [ ! -d "$D/$NAME" ]; }; then
+[ -z "$LINK" ] || [ "$LINK" = - ] || mkdir -p "$W/runs" || exit 70
+if [ "$FORM" = tool ] || [ "$FORM" = file ] || { [ "$FORM" = tree ] && [ ! -d "$D/$NAME" ]; }; then
   T="$D/.tmp-$NAME-$RAND-$$"
   if [ "$FORM" = tree ]; then
     mkdir "$T" || exit 70
@@ -60,7 +63,8 @@ if [ "$FORM" = tool ] || { [ "$FORM" = tree ] && [ ! -d "$D/$NAME" ]; }; then
   else
     cat > "$T" || { rm -f "$T"; echo "stream incomplete or unwritable" >&2; exit 71; }
     H=$(sha256sum "$T"); [ "${H%% *}" = "$SUM" ] || { rm -f "$T"; echo "hash mismatch after push" >&2; exit 72; }
-    chmod 755 "$T" || { rm -f "$T"; exit 70; }
+    if [ "$FORM" = tool ]; then M=755; else M=644; fi
+    chmod "$M" "$T" || { rm -f "$T"; exit 70; }
   fi
 elif [ "$FORM" = tree ]; then
   cat >/dev/null
@@ -81,7 +85,7 @@ for d in "$D"/.tmp-*; do
   P=${d##*-}
   case "$P" in ""|*[!0-9]*) rm -rf "$d";; *) alive "$P" || rm -rf "$d";; esac
 done
-if [ "$FORM" = tool ]; then
+if [ "$FORM" = tool ] || [ "$FORM" = file ]; then
   mv -f "$T" "$D/$NAME" || { rm -f "$T"; exit 74; }
   echo "pushed $D/$NAME"
 elif [ -n "$T" ] && [ -d "$D/$NAME" ]; then
@@ -91,7 +95,7 @@ elif [ -n "$T" ]; then
 elif [ ! -e "$D/$NAME" ]; then
   echo "$SUB/$NAME is missing on the target" >&2; exit 73
 fi
-[ -n "$LINK" ] || exit 0
+[ -n "$LINK" ] && [ "$LINK" != - ] || exit 0
 rm -f "$W/.$LINK.tmp-"*
 ln -s "$SUB/$NAME" "$W/.$LINK.tmp-$RAND" || exit 74
 mv -T "$W/.$LINK.tmp-$RAND" "$W/$LINK" || { rm -f "$W/.$LINK.tmp-$RAND"; exit 74; }

@@ -33,6 +33,13 @@ def _cells(r: dict[str, Any], now_s: float) -> dict[str, str]:
             "run dir": str(r.get("run_dir") or "-")}
 
 
+def _moved(r: dict[str, Any], prev: dict[str, Any] | None) -> str:
+    """`; moved from TARGET WORKDIR` when the previous attempt ran elsewhere ([recover] targets)."""
+    if prev is None or (prev.get("target"), prev.get("workdir")) == (r.get("target"), r.get("workdir")):
+        return ""
+    return f"; moved from {prev.get('target') or '-'} {prev.get('workdir') or ''}".rstrip()
+
+
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:
     return GAP.join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
 
@@ -51,11 +58,12 @@ def render_runs(rows: Sequence[dict[str, Any]], width: int, now_s: float | None 
     under = [c for c in ("target", "run dir") if c not in cols]
     widths = [need[c] for c in cols]
     out = [_line(cols, widths)]
+    by_id = {r["run_id"]: r for r in rows}
     for r, x in zip(rows, cells):
         out.append(_line([x[c] for c in cols], widths))
         if under:
             out.append("  " + GAP.join(x[c] for c in under))
         if r.get("previous_run_id") or r.get("next_run_id"):     # a resume chain (dfctl watch --recover)
             out.append(f"  chain: {r.get('previous_run_id') or '(first)'} -> this (attempt {r.get('attempt') or 0})"
-                       f" -> {r.get('next_run_id') or '(newest)'}")
+                       f" -> {r.get('next_run_id') or '(newest)'}" + _moved(r, by_id.get(r.get("previous_run_id"))))
     return "\n".join(out)

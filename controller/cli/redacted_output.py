@@ -36,7 +36,7 @@ def redacted_stdio(redact: Callable[[str], str]) -> Iterator[None]:
     them too; a secret that Rich's styling cuts in two is not matched there, the lines kept
     after it quits are plain text and are."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(out, redact), RedactingStream(err, redact)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = RedactingStream(out, redact), RedactingStream(err, redact)
     try:
         yield
     finally:

@@ -667,8 +667,13 @@ def _follow_shadows(lock):
             except OSError:                      # EAGAIN: drained
                 pass
         with lock:
-            for sh in list(_SHADOWS.values()):
-                sh.pump()
+            pump_shadows()
+
+
+def pump_shadows():
+    """Read every followed log's new bytes (the follower thread's step)."""
+    for sh in list(_SHADOWS.values()):
+        sh.pump()
 
 
 def start_shadow_thread():

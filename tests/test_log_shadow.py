@@ -1,0 +1,100 @@
+"""The probe agent's LogShadow (controller/remote/probe_agent.py): a held log read between
+requests keeps the bytes past the watcher's cursor, so a truncation that comes before the
+next request destroys none of them; memory is capped, what the cap drops is told as
+lost_bytes; the guards on what is opened hold (a FIFO is never followed), and a one-shot
+probe follows nothing. The real agent and follower thread run in test_follow_vs_tail.py;
+here the agent's functions run in-process and the thread's step (pump_shadows) is called
+where the thread would have woken."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from controller.probe.readings import FileRead
+from controller.remote import probe_agent as pa
+
+
+@pytest.fixture(autouse=True)
+def fresh_agent():
+    yield
+    for sh in pa._SHADOWS.values():
+        sh.close()
+    pa._SHADOWS.clear()
+    for f, _ in pa._HELD.values():
+        f.close()
+    pa._HELD.clear()
+
+
+def lines(a: int, b: int) -> bytes:
+    return b"".join(b"line %06d\n" % i for i in range(a, b))
+
+
+def read(path, cursor, *, hold=True):
+    return pa.read_since(str(path), None, 0, 1 << 20, cursor=cursor, hold=hold, fp_bytes=True)
+
+
+def cursor_after(doc) -> dict:
+    data = FileRead.from_doc(doc).data
+    return {"inode": doc["inode"], "dev": doc["dev"], "offset": doc["start"] + len(data)}
+
+
+def test_a_truncation_after_the_last_read_loses_nothing_the_agent_read(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 100))
+    cur = cursor_after(read(log, {}))
+    with log.open("ab") as f:
+        f.write(lines(100, 150))
+    pa.pump_shadows()                                  # the follower thread, woken by the writes
+    with open(log, "r+b") as f:                        # truncated, at once rewritten longer
+        f.truncate(0)
+        f.write(b"rewrite\n" * 1000)
+    saved = read(log, cur)
+    got = FileRead.from_doc(saved)
+    assert saved["saved"] and not got.rotated and got.start == cur["offset"] and got.lost_bytes == 0
+    assert got.data == lines(100, 150)
+    new = FileRead.from_doc(read(log, cursor_after(saved)))
+    assert new.rotated and new.start == 0 and new.event == "truncated"
+    assert new.data == b"rewrite\n" * 1000
+
+
+def test_the_cap_drops_the_oldest_and_says_how_many(tmp_path, monkeypatch):
+    monkeypatch.setattr(pa, "SHADOW_CAP_BYTES", 1000)
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 10))
+    cur = cursor_after(read(log, {}))
+    more = lines(10, 510)                              # 6,000 bytes past the cursor
+    with log.open("ab") as f:
+        f.write(more)
+    pa.pump_shadows()
+    assert all(len(sh.buf) <= 1000 for sh in pa._SHADOWS.values())
+    os.truncate(log, 0)
+    got = FileRead.from_doc(read(log, cur))
+    assert got.lost_bytes == len(more) - 1000 and got.start == cur["offset"] + got.lost_bytes
+    assert got.data == more[-1000:]
+
+
+def test_a_whole_file_is_read_from_the_file_and_the_shadow_trimmed_to_the_cursor(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 10))
+    cur = cursor_after(read(log, {}))
+    with log.open("ab") as f:
+        f.write(lines(10, 20))
+    pa.pump_shadows()
+    doc = read(log, cur)
+    assert "saved" not in doc and FileRead.from_doc(doc).data == lines(10, 20)
+    read(log, cursor_after(doc))
+    (sh,) = pa._SHADOWS.values()
+    assert sh.base == cursor_after(doc)["offset"] and not sh.buf
+
+
+def test_a_fifo_is_never_followed_and_a_one_shot_probe_follows_nothing(tmp_path):
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    doc = read(fifo, {})
+    assert not doc["exists"] and "FIFO" in doc["error"] and not pa._SHADOWS
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 3))
+    assert FileRead.from_doc(read(log, {}, hold=False)).data == lines(0, 3)
+    assert not pa._SHADOWS

@@ -9,6 +9,7 @@ where the thread would have woken."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -61,6 +62,7 @@ def test_a_truncation_after_the_last_read_loses_nothing_the_agent_read(tmp_path)
 
 def test_the_cap_drops_the_oldest_and_says_how_many(tmp_path, monkeypatch):
     monkeypatch.setattr(pa, "SHADOW_CAP_BYTES", 1000)
+    monkeypatch.setattr(pa, "SHADOW_MIN_CAP_BYTES", 0)
     log = tmp_path / "train.log"
     log.write_bytes(lines(0, 10))
     cur = cursor_after(read(log, {}))
@@ -98,3 +100,25 @@ def test_a_fifo_is_never_followed_and_a_one_shot_probe_follows_nothing(tmp_path)
     log.write_bytes(lines(0, 3))
     assert FileRead.from_doc(read(log, {}, hold=False)).data == lines(0, 3)
     assert not pa._SHADOWS
+
+
+def test_a_huge_jump_is_not_read_through_and_the_logs_share_one_cap(tmp_path, monkeypatch):
+    """Untrusted input: a CT's log can grow by a terabyte at once (a sparse hole): the
+    agent keeps its cap's worth of the newest bytes and reads no more than that."""
+    monkeypatch.setattr(pa, "SHADOW_TOTAL_CAP_BYTES", 3 * 4096)
+    monkeypatch.setattr(pa, "SHADOW_MIN_CAP_BYTES", 4096)
+    logs = [tmp_path / f"run{i}.log" for i in range(4)]
+    for log in logs:
+        log.write_bytes(lines(0, 10))
+    curs = [cursor_after(read(log, {})) for log in logs]
+    assert sorted(sh.cap for sh in pa._SHADOWS.values()) == [4096] * 4   # 3 x 4 KiB / 4, but at least 4 KiB
+    os.truncate(logs[0], 1 << 40)                       # a 1 TiB hole past the cursor
+    t0 = time.monotonic()
+    pa.pump_shadows()
+    assert time.monotonic() - t0 < 1.0
+    sh = pa._SHADOWS[("", str(logs[0]))]
+    assert len(sh.buf) == 4096 and sh.end == 1 << 40 and not sh.cut
+    assert sh.dropped == (1 << 40) - 4096 - curs[0]["offset"]
+    os.truncate(logs[0], 0)
+    got = FileRead.from_doc(read(logs[0], curs[0]))
+    assert got.lost_bytes == sh.dropped and got.data == b"\0" * 4096

@@ -518,6 +518,11 @@ SHADOW_CAP_BYTES = 4 << 20
 """The most bytes of one log the agent keeps past its watcher's cursor."""
 SHADOW_POLL_S = 0.05
 """Without inotify: how often the agent looks at its followed logs between requests."""
+SHADOW_TOTAL_CAP_BYTES = 64 << 20
+"""...and for all its logs together (each gets an equal share, at least SHADOW_MIN_CAP_BYTES)."""
+SHADOW_MIN_CAP_BYTES = 256 << 10
+SHADOW_IDLE_S = 120.0
+"""A log no request has asked for this long is no longer followed (its run left the watch)."""
 SHADOW_STEP_BYTES = 1 << 20
 _IN_MODIFY, _IN_NONBLOCK, _IN_CLOEXEC = 0x2, 0o4000, 0o2000000
 _INOTIFY = []  # type: list  # [(libc, fd) or None], made once
@@ -551,6 +556,7 @@ class LogShadow(object):
         self.cut = False                         # since shrunk below `end`, or its bytes before `end` changed
         self.dropped = 0                         # bytes dropped past the cap (base moved past them unread)
         self.wd = None
+        self.asked_s = time.time()
         ino = _inotify()
         if ino is not None:
             wd = ino[0].inotify_add_watch(ino[1], ("/proc/self/fd/%d" % self.f.fileno()).encode(), _IN_MODIFY)
@@ -565,28 +571,46 @@ class LogShadow(object):
         return (self.pre + bytes(self.buf[-FP_BYTES:]))[-FP_BYTES:]
 
     def pump(self):
-        """Read what was appended since `end`, unless the file was cut."""
-        while not self.cut and self.f.fd is not None:
+        """Read what was appended since `end`, unless the file was cut: at most a few `cap`s
+        a call (a file that grew by more than `cap` -- a flood, a sparse hole -- is kept from
+        its last `cap` bytes; those before stay the file's, dropped here)."""
+        for _ in range(4):
+            if self.cut or self.f.fd is None:
+                return
             try:
                 size = os.fstat(self.f.fd).st_size
-                end = self.end
+                end, last = self.end, self.known()
                 if size == end:
                     return
-                last = self.known()
-                got = self.f.pread(end - len(last), len(last) + min(max(0, size - end), SHADOW_STEP_BYTES))
+                if size > end + self.cap:
+                    if self.f.pread(end - len(last), len(last)) == last:
+                        self._skip_to(size - self.cap)
+                        continue
+                    got = b""
+                else:
+                    got = self.f.pread(end - len(last), len(last) + min(max(0, size - end), SHADOW_STEP_BYTES))
             except OSError:
                 return
             if size < end or got[:len(last)] != last:
                 self.cut = True              # truncated (and perhaps rewritten): buf is all that is left
                 return
             self.buf += got[len(last):]
-            over = len(self.buf) - self.cap
-            if over > 0:
-                self.pre = bytes(self.buf[over - FP_BYTES:over]) if over >= FP_BYTES else \
-                    (self.pre + bytes(self.buf[:over]))[-FP_BYTES:]
-                del self.buf[:over]
-                self.base += over
-                self.dropped += over
+            self.drop_over()
+
+    def _skip_to(self, pos):
+        self.dropped += pos - self.end
+        self.buf, self.base = bytearray(), pos
+        self.pre = self.f.pread(max(0, pos - FP_BYTES), min(pos, FP_BYTES))
+
+    def drop_over(self):
+        """Keep at most `cap` bytes: the oldest go (told as lost_bytes if the file is cut)."""
+        over = len(self.buf) - self.cap
+        if over > 0:
+            self.pre = bytes(self.buf[over - FP_BYTES:over]) if over >= FP_BYTES else \
+                (self.pre + bytes(self.buf[:over]))[-FP_BYTES:]
+            del self.buf[:over]
+            self.base += over
+            self.dropped += over
 
     def trim(self, pos):
         """The watcher holds the bytes before `pos`: keep only those after it."""
@@ -671,9 +695,15 @@ def _follow_shadows(lock):
 
 
 def pump_shadows():
-    """Read every followed log's new bytes (the follower thread's step)."""
-    for sh in list(_SHADOWS.values()):
-        sh.pump()
+    """Read every followed log's new bytes (the follower thread's step); forget the logs
+    no request asked for in SHADOW_IDLE_S."""
+    now = time.time()
+    for key, sh in list(_SHADOWS.items()):
+        if now - sh.asked_s > SHADOW_IDLE_S:
+            sh.close()
+            del _SHADOWS[key]
+        else:
+            sh.pump()
 
 
 def start_shadow_thread():
@@ -713,6 +743,7 @@ def _shadow_of(key, cur, carry):
     sh = _SHADOWS.get(key)
     if sh is None or cur.get("inode") != sh.inode or cur.get("dev") not in (None, sh.dev):
         return None
+    sh.asked_s = time.time()
     sh.pump()
     pos = (cur.get("offset") or 0) + (carry or 0)
     if not sh.cut:
@@ -726,10 +757,16 @@ def _keep_shadow(key, f, st, end, restarted):
     sh = _SHADOWS.get(key)
     if sh is not None and not restarted and not sh.cut and sh.inode == st.st_ino and sh.dev == st.st_dev \
             and sh.base <= end <= sh.end:
+        sh.asked_s = time.time()
         return
     if sh is not None:
         sh.close()
-    _SHADOWS[key] = LogShadow(f, st, end, SHADOW_CAP_BYTES)
+        del _SHADOWS[key]
+    cap = max(SHADOW_MIN_CAP_BYTES, min(SHADOW_CAP_BYTES, SHADOW_TOTAL_CAP_BYTES // (len(_SHADOWS) + 1)))
+    _SHADOWS[key] = LogShadow(f, st, end, cap)
+    for other in _SHADOWS.values():      # an equal share each
+        other.cap = cap
+        other.drop_over()
 
 
 def _tail_start(f, size, lines):

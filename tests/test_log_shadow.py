@@ -122,3 +122,31 @@ def test_a_huge_jump_is_not_read_through_and_the_logs_share_one_cap(tmp_path, mo
     os.truncate(logs[0], 0)
     got = FileRead.from_doc(read(logs[0], curs[0]))
     assert got.lost_bytes == sh.dropped and got.data == b"\0" * 4096
+
+
+def test_a_line_appended_to_the_emptied_file_then_overwritten_is_kept(tmp_path):
+    """truncate, a line from the O_APPEND writer into the empty file, then the rewrite over
+    it from offset 0 (test_follow_vs_tail's live-writer case): each content is delivered
+    in turn -- the old one's unread tail, the line, the rewrite -- each from its start."""
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 10))
+    cur = cursor_after(read(log, {}))
+    with log.open("ab") as f:
+        f.write(lines(10, 15))
+    pa.pump_shadows()
+    os.truncate(log, 0)
+    pa.pump_shadows()
+    with log.open("ab") as f:                          # the writer, O_APPEND: at offset 0
+        f.write(lines(15, 16))
+    pa.pump_shadows()
+    with open(log, "r+b") as f:                        # the rewrite, from offset 0, over it
+        f.write(b"rewrite\n" * 100)
+    pa.pump_shadows()
+    got = []
+    for _ in range(3):
+        doc = read(log, cur)
+        got.append(FileRead.from_doc(doc))
+        cur = cursor_after(doc)
+    assert got[0].data == lines(10, 15) and not got[0].rotated
+    assert got[1].data == lines(15, 16) and got[1].rotated and got[1].start == 0 and got[1].event == "truncated"
+    assert got[2].data == b"rewrite\n" * 100 and got[2].rotated and got[2].start == 0

@@ -521,6 +521,8 @@ SHADOW_POLL_S = 0.05
 SHADOW_TOTAL_CAP_BYTES = 64 << 20
 """...and for all its logs together (each gets an equal share, at least SHADOW_MIN_CAP_BYTES)."""
 SHADOW_MIN_CAP_BYTES = 256 << 10
+SHADOW_GENERATIONS = 3
+"""Contents of one log kept across cuts in a row (the old one, the emptied file's, the rewrite's)."""
 SHADOW_IDLE_S = 120.0
 """A log no request has asked for this long is no longer followed (its run left the watch)."""
 SHADOW_STEP_BYTES = 1 << 20
@@ -545,20 +547,25 @@ def _inotify():
 
 
 class LogShadow(object):
-    """One followed log's bytes from `base` on, read as they are written (see above)."""
+    """One followed log's bytes from `base` on, read as they are written (see above).
 
-    def __init__(self, f, st, base, cap):
+    Once cut, the content written after the cut is followed by `next` (from offset 0),
+    so a line appended to the emptied file and then overwritten by the rewrite (a writer
+    with O_APPEND beside a rewriter without it) is kept too; SHADOW_GENERATIONS at most."""
+
+    def __init__(self, f, inode, dev, base, cap, wd=None, depth=0):
         self.f = RawFile(os.dup(f.fileno()))     # its own descriptor: the held one is replaced per read
-        self.inode, self.dev, self.cap = st.st_ino, st.st_dev, cap
+        self.inode, self.dev, self.cap, self.depth = inode, dev, cap, depth
+        self.next = None                         # the content after the cut, once cut
         self.base = base
         self.pre = _pread(self.f, max(0, base - FP_BYTES), min(base, FP_BYTES))   # the bytes before base
         self.buf = bytearray()                   # the file's bytes [base, end)
         self.cut = False                         # since shrunk below `end`, or its bytes before `end` changed
         self.dropped = 0                         # bytes dropped past the cap (base moved past them unread)
-        self.wd = None
+        self.wd = wd                             # a successor takes over its parent's watch (one per inode)
         self.asked_s = time.time()
         ino = _inotify()
-        if ino is not None:
+        if ino is not None and depth == 0:
             wd = ino[0].inotify_add_watch(ino[1], ("/proc/self/fd/%d" % self.f.fileno()).encode(), _IN_MODIFY)
             self.wd = wd if wd >= 0 else None
 
@@ -575,7 +582,11 @@ class LogShadow(object):
         a call (a file that grew by more than `cap` -- a flood, a sparse hole -- is kept from
         its last `cap` bytes; those before stay the file's, dropped here)."""
         for _ in range(4):
-            if self.cut or self.f.fd is None:
+            if self.cut:
+                if self.next is not None:
+                    self.next.pump()
+                return
+            if self.f.fd is None:
                 return
             try:
                 size = os.fstat(self.f.fd).st_size
@@ -593,6 +604,10 @@ class LogShadow(object):
                 return
             if size < end or got[:len(last)] != last:
                 self.cut = True              # truncated (and perhaps rewritten): buf is all that is left
+                if self.depth + 1 < SHADOW_GENERATIONS:
+                    self.next = LogShadow(self.f, self.inode, self.dev, 0, self.cap, self.wd, self.depth + 1)
+                    self.wd = None
+                    self.next.pump()
                 return
             self.buf += got[len(last):]
             self.drop_over()
@@ -644,6 +659,14 @@ class LogShadow(object):
         if ino is not None and self.wd is not None:
             ino[0].inotify_rm_watch(ino[1], self.wd)
         self.f.close()
+        if self.next is not None:
+            self.next.close()
+
+    def successor(self):
+        """The next generation, the caller's now (this one is done: the watcher has it all)."""
+        nxt, self.next = self.next, None
+        self.close()
+        return nxt
 
 
 def _cut_event(path, root, cur, pos):
@@ -763,7 +786,7 @@ def _keep_shadow(key, f, st, end, restarted):
         sh.close()
         del _SHADOWS[key]
     cap = max(SHADOW_MIN_CAP_BYTES, min(SHADOW_CAP_BYTES, SHADOW_TOTAL_CAP_BYTES // (len(_SHADOWS) + 1)))
-    _SHADOWS[key] = LogShadow(f, st, end, cap)
+    _SHADOWS[key] = LogShadow(f, st.st_ino, st.st_dev, end, cap)
     for other in _SHADOWS.values():      # an equal share each
         other.cap = cap
         other.drop_over()
@@ -832,6 +855,13 @@ def _read_since(path, inode, offset, cap, context, root, cursor, carry, proc_roo
     sh = _shadow_of(key, cur, carry) if hold else None
     if sh is not None and sh.cut and pos < sh.end:
         return sh.answer(pos, cap)              # what the cut destroyed, saved by this agent
+    if sh is not None and sh.cut and sh.next is not None:
+        nxt = _SHADOWS[key] = sh.successor()   # all of it delivered: on to what came after the cut
+        nxt.pump()
+        if nxt.cut:                             # that was cut too: its bytes, from its start
+            out = nxt.answer(0, cap)
+            out.update(rotated=True, event=_cut_event(path, root, cur, pos))
+            return out
     f, st, follow, event, err = _pick_file(path, cur, carry or 0, root, proc_root, pid)
     if f is None:
         return {"exists": False, "error": err}
@@ -875,7 +905,7 @@ def _read_since(path, inode, offset, cap, context, root, cursor, carry, proc_roo
         if hold and follow is None:
             _hold(path, f, st)
             keep = True
-            _keep_shadow(key, f, st, start + n, cut is not None)
+            _keep_shadow(key, f, st, start + n, rotated)
         elif _HELD.get(path, (None,))[0] is f:
             keep = True                     # the held file of a deleted log: read it on
         return out

@@ -640,7 +640,8 @@ class LogShadow(object):
         `base` when the cap dropped some: lost_bytes), as read_since spells a read."""
         start = max(pos, self.base)
         data = bytes(self.buf[start - self.base:start - self.base + cap])
-        held = self.pre + bytes(self.buf[:start - self.base])
+        at = start - self.base
+        held = self.pre + bytes(self.buf[max(0, at - FP_BYTES):at])
         try:
             st = os.fstat(self.f.fd)
             size, mtime, nlink = st.st_size, st.st_mtime, st.st_nlink
@@ -713,8 +714,11 @@ def _follow_shadows(lock):
                     pass
             except OSError:                      # EAGAIN: drained
                 pass
-        with lock:
-            pump_shadows()
+        try:
+            with lock:
+                pump_shadows()
+        except Exception:  # noqa: BLE001 - keep following; a request pumps too
+            time.sleep(SHADOW_POLL_S)
 
 
 def pump_shadows():

@@ -126,6 +126,7 @@ class LogStatus:
     deleted: bool = False                # the log is read through a descriptor of its unlinked file
     followed: str | None = None          # the file read, when not `path` (a rename, the copy, a writer's fd)
     error: str | None = None             # why it could not be read (missing; a FIFO there, ...)
+    lost_bytes: int = 0                  # this read: bytes a truncation destroyed unread (past the agent's cap)
 
 
 @dataclass

@@ -6,6 +6,9 @@ LogStream (its own loop, in a thread, writing the bytes it reads to a file).
 
 dfctl must lose nothing the files (or a descriptor it holds) still have, deliver no
 broken line, say what happened (the log's `event`), and lose at most what tail -F loses.
+Between ticks the host's agent reads the log as it is written (probe_agent.LogShadow,
+woken by inotify as tail -F is), so a truncation destroys only what neither could read
+in time: at most the last RACE_LINES before it.
 The ticks are driven here, so "unread at the moment of the event" is made to happen:
 the watch is paused for a while before each event, as a busy or slow tick would be."""
 
@@ -44,6 +47,11 @@ WRITER = textwrap.dedent("""
 """)
 LINE = re.compile(r"^seq (\d{6}) x{40}$")
 N_LINES = 1200
+RACE_LINES = 3
+"""What a reader woken per write (tail -F, the agent's follower thread) can still lose to a
+truncation: a line written within its wake-up latency before it (a line every 2.7 ms here;
+on this 2-core machine at load 6, tail -F lost 1 in 3 of 15 runs, dfctl at most 2). Before
+the agent followed the log between ticks the watch lost one poll window: ~37 lines."""
 
 
 class Run:
@@ -172,6 +180,7 @@ def test_copytruncate(run_factory):
     # is dfctl's fault. (Before 2026-12-01 this compared with tail -F's count and failed
     # about once in 50 runs on a loaded machine: a line landed in that window.)
     assert all(max(copied) < seq < min(after) for seq in lost), (sorted(lost)[:10], max(copied), min(after))
+    assert len(lost) <= RACE_LINES and len(r.stream_lost) <= RACE_LINES, (sorted(lost), sorted(r.stream_lost))
     assert not broken and "copytruncate" in r.events
     # logs -f, never paused: the same rule (and it reads the copy, not a rotation)
     assert not ((copied | after) & r.stream_lost), sorted((copied | after) & r.stream_lost)[:10]
@@ -205,8 +214,10 @@ def test_truncate_then_rewrite_longer_before_the_next_read(run_factory):
 
 def test_truncate_then_rewrite_longer_under_a_live_writer(run_factory):
     """The writer keeps going: the lines written after a follower's last read and before
-    the truncation are gone from every file (tail -F, woken per write, may have them).
-    Nothing else may be lost: the rewrite from its first line, the writer's lines after it."""
+    the truncation are gone from every file. The watch's last tick was ~0.1 s before it
+    (~37 lines), but its host's agent read them as they came and answers the next tick
+    from those bytes first; logs -f's agent too. Nothing else may be lost: the rewrite
+    from its first line, the writer's lines after it."""
     r = run_factory("hold")
     r.tick_for(0.8)
     size = r.log.stat().st_size
@@ -218,6 +229,10 @@ def test_truncate_then_rewrite_longer_under_a_live_writer(run_factory):
     first_after = min(in_files(r.log))
     for who, gone, got in (("watch", lost, r.watch_got), ("logs -f", r.stream_lost, r.stream_got)):
         assert only_what_was_unread_when_destroyed(gone, got, first_after), (who, sorted(gone)[:10], first_after)
+        # the agent read the lines between the last tick and the truncation: only the last
+        # few before it can be gone, as they can for tail -F (not a poll window's ~37)
+        assert len(gone) <= RACE_LINES and all(seq >= first_after - RACE_LINES for seq in gone), \
+            (who, sorted(gone), first_after, len(tail_lost))
         assert all(seq in got for seq in range(first_after, N_LINES)), who   # everything after, all of it
     assert not broken and not r.stream_broken, (broken[:3], r.stream_broken[:3])
     assert sum(ln.startswith("rewrite ") for ln in r.lines) == n_rewrite

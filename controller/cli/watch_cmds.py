@@ -250,6 +250,8 @@ def status_line(state: RunState) -> str:
         bits.append(f"log_{state.log.event}" + (f"({state.log.followed})" if state.log.followed else ""))
     elif state.log.error:
         bits.append(f"log_unreadable({state.log.error[:80]})")
+    if state.log.lost_bytes:                 # a truncation outran the agent's cap: said, never silent
+        bits.append(f"log_lost_bytes={state.log.lost_bytes}")
     if state.last_log_growth_s is not None and state.updated_s is not None:
         bits.append(f"log_age={state.updated_s - state.last_log_growth_s:.0f}s")
     if any(g.util_pct is not None for g in state.gpus):

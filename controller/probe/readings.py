@@ -48,6 +48,8 @@ class FileRead:
     event: str | None = None           # renamed | deleted | copytruncate | truncated | replaced
     deleted: bool = False              # read through a descriptor of an unlinked file
     followed: str | None = None        # the file read, when not the path asked for
+    saved: bool = False                # bytes the agent kept of a file since cut (remote/probe_agent.LogShadow)
+    lost_bytes: int = 0                # bytes before `start` dropped past the agent's cap, never read
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any] | None) -> "FileRead | None":
@@ -61,7 +63,8 @@ class FileRead:
                    context_start=int(doc.get("context_start", 0)),
                    head=decode_blob(doc["head"]) if "head" in doc else None,
                    before=decode_blob(doc["before"]) if "before" in doc else None,
-                   event=doc.get("event"), deleted=bool(doc.get("deleted")), followed=doc.get("followed"))
+                   event=doc.get("event"), deleted=bool(doc.get("deleted")), followed=doc.get("followed"),
+                   saved=bool(doc.get("saved")), lost_bytes=int(doc.get("lost_bytes") or 0))
 
 
 @dataclass

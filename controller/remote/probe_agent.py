@@ -505,6 +505,300 @@ def _pick_file(path, cur, carry, root, proc_root, pid):
     return f, st, None, None, err
 
 
+# -- between ticks (agent mode) ---------------------------------------------------------
+#
+# A tick reads a log every interval; a truncation destroys whatever was written after the
+# last read (one poll window x the write rate: 0.1 s at 370 lines/s is ~37 lines). So the
+# agent reads each followed log as it is written, between requests -- woken by inotify
+# where the kernel has it (as `tail -F` is), else every SHADOW_POLL_S -- and keeps the
+# bytes past the watcher's cursor until a request's cursor passes them. Once the file is
+# seen cut (shorter than, or different before, what was read), a request is answered from
+# those saved bytes first, then the file from its start. Only the descriptor open_regular
+# already vetted is read (a regular file inside its root), through a dup of it; memory is
+# at most SHADOW_CAP_BYTES per log, the oldest dropped and told as `lost_bytes`.
+
+SHADOW_CAP_BYTES = 4 << 20
+"""The most bytes of one log the agent keeps past its watcher's cursor."""
+SHADOW_POLL_S = 0.05
+"""Without inotify: how often the agent looks at its followed logs between requests."""
+SHADOW_TOTAL_CAP_BYTES = 64 << 20
+"""...and for all its logs together (each gets an equal share, at least SHADOW_MIN_CAP_BYTES)."""
+SHADOW_MIN_CAP_BYTES = 256 << 10
+SHADOW_GENERATIONS = 3
+"""Contents of one log kept across cuts in a row (the old one, the emptied file's, the rewrite's)."""
+SHADOW_IDLE_S = 120.0
+"""A log no request has asked for this long is no longer followed (its run left the watch)."""
+SHADOW_STEP_BYTES = 1 << 20
+_IN_MODIFY, _IN_NONBLOCK, _IN_CLOEXEC = 0x2, 0o4000, 0o2000000
+_INOTIFY = []  # type: list  # [(libc, fd) or None], made once
+
+
+def _inotify():
+    """(libc, inotify fd) of this agent, or None (no inotify here: the short poll)."""
+    if not _INOTIFY:
+        got = None
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+            if fd >= 0:
+                got = (libc, fd)
+        except Exception:  # no ctypes, no inotify: poll instead
+            got = None
+        _INOTIFY.append(got)
+    return _INOTIFY[0]
+
+
+class LogShadow(object):
+    """One followed log's bytes from `base` on, read as they are written (see above).
+
+    Once cut, the content written after the cut is followed by `next` (from offset 0),
+    so a line appended to the emptied file and then overwritten by the rewrite (a writer
+    with O_APPEND beside a rewriter without it) is kept too; SHADOW_GENERATIONS at most."""
+
+    def __init__(self, f, inode, dev, base, cap, wd=None, depth=0):
+        self.f = RawFile(os.dup(f.fileno()))     # its own descriptor: the held one is replaced per read
+        self.inode, self.dev, self.cap, self.depth = inode, dev, cap, depth
+        self.next = None                         # the content after the cut, once cut
+        self.base = base
+        self.pre = _pread(self.f, max(0, base - FP_BYTES), min(base, FP_BYTES))   # the bytes before base
+        self.buf = bytearray()                   # the file's bytes [base, end)
+        self.cut = False                         # since shrunk below `end`, or its bytes before `end` changed
+        self.dropped = 0                         # bytes dropped past the cap (base moved past them unread)
+        self.wd = wd                             # a successor takes over its parent's watch (one per inode)
+        self.asked_s = time.time()
+        ino = _inotify()
+        if ino is not None and depth == 0:
+            wd = ino[0].inotify_add_watch(ino[1], ("/proc/self/fd/%d" % self.f.fileno()).encode(), _IN_MODIFY)
+            self.wd = wd if wd >= 0 else None
+
+    @property
+    def end(self):
+        return self.base + len(self.buf)
+
+    def known(self):
+        """The last FP_BYTES the shadow holds of the file, ending at `end`."""
+        return (self.pre + bytes(self.buf[-FP_BYTES:]))[-FP_BYTES:]
+
+    def pump(self):
+        """Read what was appended since `end`, unless the file was cut: at most a few `cap`s
+        a call (a file that grew by more than `cap` -- a flood, a sparse hole -- is kept from
+        its last `cap` bytes; those before stay the file's, dropped here)."""
+        for _ in range(4):
+            if self.cut:
+                if self.next is not None:
+                    self.next.pump()
+                return
+            if self.f.fd is None:
+                return
+            try:
+                size = os.fstat(self.f.fd).st_size
+                end, last = self.end, self.known()
+                if size == end:
+                    return
+                if size > end + self.cap:
+                    if self.f.pread(end - len(last), len(last)) == last:
+                        self._skip_to(size - self.cap)
+                        continue
+                    got = b""
+                else:
+                    got = self.f.pread(end - len(last), len(last) + min(max(0, size - end), SHADOW_STEP_BYTES))
+            except OSError:
+                return
+            if size < end or got[:len(last)] != last:
+                self.cut = True              # truncated (and perhaps rewritten): buf is all that is left
+                if self.depth + 1 < SHADOW_GENERATIONS:
+                    self.next = LogShadow(self.f, self.inode, self.dev, 0, self.cap, self.wd, self.depth + 1)
+                    self.wd = None
+                    self.next.pump()
+                return
+            self.buf += got[len(last):]
+            self.drop_over()
+
+    def _skip_to(self, pos):
+        self.dropped += pos - self.end
+        self.buf, self.base = bytearray(), pos
+        self.pre = self.f.pread(max(0, pos - FP_BYTES), min(pos, FP_BYTES))
+
+    def drop_over(self):
+        """Keep at most `cap` bytes: the oldest go (told as lost_bytes if the file is cut)."""
+        over = len(self.buf) - self.cap
+        if over > 0:
+            self.pre = bytes(self.buf[over - FP_BYTES:over]) if over >= FP_BYTES else \
+                (self.pre + bytes(self.buf[:over]))[-FP_BYTES:]
+            del self.buf[:over]
+            self.base += over
+            self.dropped += over
+
+    def trim(self, pos):
+        """The watcher holds the bytes before `pos`: keep only those after it."""
+        if self.base < pos <= self.end:
+            n = pos - self.base
+            self.pre = (self.pre + bytes(self.buf[max(0, n - FP_BYTES):n]))[-FP_BYTES:]
+            del self.buf[:n]
+            self.base = pos
+
+    def answer(self, pos, cap):
+        """The reply to a cursor at `pos` of a cut file: the saved bytes from there (from
+        `base` when the cap dropped some: lost_bytes), as read_since spells a read."""
+        start = max(pos, self.base)
+        data = bytes(self.buf[start - self.base:start - self.base + cap])
+        at = start - self.base
+        held = self.pre + bytes(self.buf[max(0, at - FP_BYTES):at])
+        try:
+            st = os.fstat(self.f.fd)
+            size, mtime, nlink = st.st_size, st.st_mtime, st.st_nlink
+        except (OSError, TypeError):
+            size, mtime, nlink = None, None, 1
+        out = {"exists": True, "inode": self.inode, "dev": self.dev, "size": size, "mtime": mtime, "start": start,
+               "rotated": False, "bytes": _blob(data), "saved": True, "before": _blob(held[-FP_BYTES:])}
+        if start > pos:
+            out["lost_bytes"] = start - pos
+        if nlink == 0:
+            out["deleted"] = True
+        return out
+
+    def close(self):
+        ino = _inotify()
+        if ino is not None and self.wd is not None:
+            ino[0].inotify_rm_watch(ino[1], self.wd)
+        self.f.close()
+        if self.next is not None:
+            self.next.close()
+
+    def successor(self):
+        """The next generation, the caller's now (this one is done: the watcher has it all)."""
+        nxt, self.next = self.next, None
+        self.close()
+        return nxt
+
+
+def _cut_event(path, root, cur, pos):
+    """What cut the log: `copytruncate` when a copy of it lies beside it (its first bytes
+    the cursor's head, no longer than what was read), else `truncated`."""
+    if _copy_of(path, root, cur) is not None:
+        return "copytruncate"
+    if cur.get("head"):
+        for name, st in _siblings(path, root):
+            if name == path or not 0 < st.st_size <= pos:
+                continue
+            f, fst, _ = _open_stat(name, root)
+            if f is None:
+                continue
+            try:
+                if _head_matches(f, fst.st_size, cur["head"]):
+                    return "copytruncate"
+            finally:
+                f.close()
+    return "truncated"
+
+
+_SHADOWS = {}  # type: dict  # (root, path) -> LogShadow of each followed log (agent mode)
+
+
+def _follow_shadows(lock):
+    """The agent's follower thread: woken by inotify on any followed log (else every
+    SHADOW_POLL_S), it reads every log's new bytes -- while a request is being answered
+    too, so a request's own time (a process scan) is no window for a truncation."""
+    import select
+    ino = _inotify()
+    while True:
+        polled = any(sh.wd is None for sh in list(_SHADOWS.values()))
+        if ino is None or polled:
+            if ino is not None:
+                select.select([ino[1]], [], [], SHADOW_POLL_S)
+            else:
+                time.sleep(SHADOW_POLL_S)
+        else:
+            select.select([ino[1]], [], [], 1.0)
+        if ino is not None:
+            try:
+                while os.read(ino[1], 65536):
+                    pass
+            except OSError:                      # EAGAIN: drained
+                pass
+        try:
+            with lock:
+                pump_shadows()
+        except Exception:  # noqa: BLE001 - keep following; a request pumps too
+            time.sleep(SHADOW_POLL_S)
+
+
+def pump_shadows():
+    """Read every followed log's new bytes (the follower thread's step); forget the logs
+    no request asked for in SHADOW_IDLE_S."""
+    now = time.time()
+    for key, sh in list(_SHADOWS.items()):
+        if now - sh.asked_s > SHADOW_IDLE_S:
+            sh.close()
+            del _SHADOWS[key]
+        else:
+            sh.pump()
+
+
+def start_shadow_thread():
+    """Agent mode only (a one-shot probe follows nothing between ticks). A short GIL
+    switch interval: the follower reads within ~1 ms of a write even while the main
+    thread answers a request (the default 5 ms is ~2 lines at 370 lines/s)."""
+    import threading
+    if _SHADOW_LOCK:
+        return
+    _SHADOW_LOCK.append(threading.Lock())
+    sys.setswitchinterval(0.0005)
+    t = threading.Thread(target=_follow_shadows, args=(_SHADOW_LOCK[0],))
+    t.daemon = True
+    t.start()
+
+
+class _NoLock(object):
+    """The lock of a process with no follower thread (one-shot, tests): nothing to exclude."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_SHADOW_LOCK = []  # type: list  # [threading.Lock] once the follower thread runs
+
+
+def _shadow_lock():
+    return _SHADOW_LOCK[0] if _SHADOW_LOCK else _NoLock()
+
+
+def _shadow_of(key, cur, carry):
+    """The followed log's shadow, caught up, for a cursor on its file (else None); trimmed
+    to the cursor while the file is whole."""
+    sh = _SHADOWS.get(key)
+    if sh is None or cur.get("inode") != sh.inode or cur.get("dev") not in (None, sh.dev):
+        return None
+    sh.asked_s = time.time()
+    sh.pump()
+    pos = (cur.get("offset") or 0) + (carry or 0)
+    if not sh.cut:
+        sh.trim(pos)
+    return sh
+
+
+def _keep_shadow(key, f, st, end, restarted):
+    """After a read of the log at its path up to `end`: follow it on from there (a new
+    shadow when there is none, the file is another, or the old one was cut)."""
+    sh = _SHADOWS.get(key)
+    if sh is not None and not restarted and not sh.cut and sh.inode == st.st_ino and sh.dev == st.st_dev \
+            and sh.base <= end <= sh.end:
+        sh.asked_s = time.time()
+        return
+    if sh is not None:
+        sh.close()
+        del _SHADOWS[key]
+    cap = max(SHADOW_MIN_CAP_BYTES, min(SHADOW_CAP_BYTES, SHADOW_TOTAL_CAP_BYTES // (len(_SHADOWS) + 1)))
+    _SHADOWS[key] = LogShadow(f, st.st_ino, st.st_dev, end, cap)
+    for other in _SHADOWS.values():      # an equal share each
+        other.cap = cap
+        other.drop_over()
+
+
 def _tail_start(f, size, lines):
     """The offset where the last `lines` lines of the file begin (read backwards, as
     `tail -n` counts: a final newline does not start another line)."""
@@ -527,6 +821,18 @@ def _tail_start(f, size, lines):
 
 def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=0, proc_root=None,
                pid=None, hold=False, fp_bytes=False, tail_lines=0):
+    """New bytes of a growing file from a cursor (_read_since); a held log's under the
+    follower thread's lock (its shadow is read and moved here)."""
+    if not hold:
+        return _read_since(path, inode, offset, cap, context, root, cursor, carry, proc_root, pid, hold, fp_bytes,
+                           tail_lines)
+    with _shadow_lock():
+        return _read_since(path, inode, offset, cap, context, root, cursor, carry, proc_root, pid, hold, fp_bytes,
+                           tail_lines)
+
+
+def _read_since(path, inode, offset, cap, context, root, cursor, carry, proc_root, pid, hold, fp_bytes,
+                tail_lines):
     """New bytes of a growing file from a cursor.
 
     `cursor` (one file's FileCursor as JSON, controller/records.py: inode, dev,
@@ -552,13 +858,28 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
         cur = {"inode": inode, "offset": offset}
     offset = cur.get("offset") or 0
     inode, dev = cur.get("inode"), cur.get("dev")
+    key, pos, cut = (root, path), offset + (carry or 0), None
+    sh = _shadow_of(key, cur, carry) if hold else None
+    if sh is not None and sh.cut and pos < sh.end:
+        return sh.answer(pos, cap)              # what the cut destroyed, saved by this agent
+    if sh is not None and sh.cut and sh.next is not None:
+        nxt = _SHADOWS[key] = sh.successor()   # all of it delivered: on to what came after the cut
+        nxt.pump()
+        if nxt.cut:                             # that was cut too: its bytes, from its start
+            out = nxt.answer(0, cap)
+            out.update(rotated=True, event=_cut_event(path, root, cur, pos))
+            return out
     f, st, follow, event, err = _pick_file(path, cur, carry or 0, root, proc_root, pid)
     if f is None:
         return {"exists": False, "error": err}
+    if sh is not None and sh.cut and follow is None and st.st_ino == sh.inode and st.st_dev == sh.dev:
+        cut = _cut_event(path, root, cur, pos)  # all the saved bytes delivered: the file anew, from its start
     keep = False
     try:
         rotated = False
-        if event == "copytruncate":
+        if cut is not None:
+            rotated, event = True, cut
+        elif event == "copytruncate":
             pass                            # the copy holds the cursor's bytes
         elif event in ("truncated", "replaced"):
             rotated = True                  # shorter than the cursor, or its bytes changed (_pick_file)
@@ -591,6 +912,7 @@ def read_since(path, inode, offset, cap, context=0, root="", cursor=None, carry=
         if hold and follow is None:
             _hold(path, f, st)
             keep = True
+            _keep_shadow(key, f, st, start + n, rotated)
         elif _HELD.get(path, (None,))[0] is f:
             keep = True                     # the held file of a deleted log: read it on
         return out
@@ -1247,7 +1569,8 @@ def serve(src="", pending=b""):
     """Agent mode: JSON request lines on stdin, one JSON document line each on stdout.
 
     Holds no state a restart would lose: every cursor arrives with each request (the
-    open descriptors of followed logs it keeps are a help, not a need). It exits when
+    open descriptors of followed logs it keeps, and the bytes it reads from them between
+    requests -- LogShadow -- are a help, not a need). It exits when
     stdin closes (the controller went away) OR when no request has come for
     `idle_exit_s` (each request says how long: a few watch intervals) -- a cut link
     brings no end-of-file (the TCP session can linger for hours), and an agent left
@@ -1255,6 +1578,7 @@ def serve(src="", pending=b""):
     `pending`: bytes of stdin the bootstrap already read past the script."""
     fd = sys.stdin.fileno()
     import select
+    start_shadow_thread()
     buf = pending
     idle_exit_s = AGENT_IDLE_EXIT_S
     last = time.time()

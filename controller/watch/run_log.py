@@ -79,7 +79,7 @@ class RunLog:
         self.size_seen = lr.size_bytes
         st.log = LogStatus(path=self.log_path, inode=lr.inode, size_bytes=lr.size_bytes, mtime_s=lr.mtime_s,
                            offset_bytes=self.file.offset, rotated=chunk.rotated, event=lr.event,
-                           deleted=lr.deleted, followed=lr.followed)
+                           deleted=lr.deleted, followed=lr.followed, lost_bytes=lr.lost_bytes)
         obs.log = st.log
         obs.new_lines = chunk.ended_lines + chunk.lines
         obs.first_line_no = chunk.ended_first_line_no if chunk.ended_lines else chunk.first_line_no

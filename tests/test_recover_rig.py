@@ -31,9 +31,10 @@ from tests.test_recover_local import CUDA_OOM_LINE
 
 pytestmark = pytest.mark.rig
 
-UNREACHABLE_WINDOW_S = 20.0
+UNREACHABLE_WINDOW_S = 12.0
 """[recover.unreachable].window_s of these tests: long enough for sshd to be stopped, seen
-down and back on a loaded 2-core machine, short enough to wait out."""
+down and back on a loaded 2-core machine (measured here: the watch waiting 0.6 s after the
+stop, the run read running 1.3 s after it), short enough to wait out."""
 
 
 NAME = "rig-rec"

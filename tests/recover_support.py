@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from controller.playbook import Playbook, load_playbook
@@ -161,23 +162,27 @@ def _alive(pid: int) -> bool:
 class Watcher:
     """`dfctl watch RUN --recover` as a real process; its stdout lines collected as they come."""
 
-    def __init__(self, run_id: str, *extra: str):
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    def __init__(self, run_id: str, *extra: str, env: dict[str, str] | None = None):
+        env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen([sys.executable, "-m", "controller", "watch", run_id, "--recover",
                                       "--interval", str(INTERVAL_S), *extra], env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
+        self.seen_s: list[float] = []          # when each line came (time.time())
         self._t = threading.Thread(target=self._read, daemon=True)
         self._t.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            self.seen_s.append(time.time())
             self.lines.append(line.rstrip("\n"))
 
-    def saw(self, pattern: str) -> str | None:
+    def saw(self, pattern: str, *, after_s: float = float("-inf")) -> str | None:
+        """The first line matching `pattern` that came after `after_s` (time.time())."""
         rx = re.compile(pattern)
-        return next((ln for ln in list(self.lines) if rx.search(ln)), None)
+        seen = list(zip(list(self.seen_s), list(self.lines)))
+        return next((ln for t, ln in seen if t > after_s and rx.search(ln)), None)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -1,9 +1,9 @@
 """trainer/loss_kernel.py against loss._ce_chunk's arithmetic, on fresh random logits.
 
 Runs where Triton is importable: on a CUDA device (the tuned kernel), else on the CPU under
-Triton's interpreter (TRITON_INTERPRET=1, set before the module is loaded again). The
-project's CPU venv has no Triton, so there it is skipped; it was run here with Triton 3.6.0
-installed beside the venv, and on the H200 (BENCHMARKS.md, trainer run 11)."""
+Triton's interpreter (TRITON_INTERPRET=1, set before the module is loaded again): the test
+command installs Triton 3.6.0 (pyproject's dev extra), so CI runs it on the CPU; it ran on the
+H200 too (BENCHMARKS.md, trainer run 11). Seeds are fixed: CI draws the same logits each run."""
 
 import importlib
 import os
@@ -45,7 +45,7 @@ def _reference(logits, labels, w):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_loss_argmax_and_gradient_equal_the_reference(kernel, dtype):
     mod, dev = kernel
-    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    g = torch.Generator().manual_seed(20261202)                  # derandomized, as CI runs every test
     n, v = (64, 151936) if dev.type == "cuda" else (5, 9001)      # V not a multiple of any tile
     logits = (torch.randn(n, v, generator=g) * 4).to(dtype)
     logits[1, 3] = logits[1].max() + 2
@@ -77,7 +77,7 @@ def test_a_chunk_through_dflash_loss_equals_the_inductor_path(kernel):
         pytest.skip("the inductor path is CUDA's")
     from trainer.loss import dflash_loss
 
-    g = torch.Generator(device=dev).manual_seed(int.from_bytes(os.urandom(4), "little"))
+    g = torch.Generator(device=dev).manual_seed(20261202)
     s, a, bk, h, v = 2, 64, 16, 512, 151936
     weight = (torch.randn(v, h, device=dev, generator=g) * 0.02).bfloat16()
     labels = torch.randint(0, v, (s, a, bk), device=dev, generator=g)

@@ -191,3 +191,15 @@ class Watcher:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def kill_every_run_beside(run_dir: str) -> None:
+    """A test's cleanup: SIGKILL the process group of every run in run_dir's runs/ folder
+    (the run and the resumes the test made of it), whichever are still alive."""
+    for d in Path(run_dir).parent.iterdir():
+        pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
+        if pid:
+            try:
+                os.killpg(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

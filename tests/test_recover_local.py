@@ -27,6 +27,7 @@ from tests.recover_support import (
     checkpoints,
     deploy_and_launch,
     first_progress,
+    kill_every_run_beside,
     kill_trainer,
     resumable_project,
     trainer_project,
@@ -96,13 +97,7 @@ def test_kill_9_is_resumed_within_a_tick_and_continues_from_the_checkpoint(in_pr
         store.close()
     finally:
         w.stop()
-        for d in Path(run["run_dir"]).parent.iterdir():
-            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-            if pid:
-                try:
-                    os.killpg(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_every_run_beside(run["run_dir"])
 
 
 def test_a_cuda_oom_line_is_resumed_with_the_declared_change(in_project, capsys):
@@ -131,13 +126,7 @@ def test_a_cuda_oom_line_is_resumed_with_the_declared_change(in_project, capsys)
         store.close()
     finally:
         w.stop()
-        for d in Path(run["run_dir"]).parent.iterdir():
-            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-            if pid:
-                try:
-                    os.killpg(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_every_run_beside(run["run_dir"])
 
 
 class LinkTransport(LocalTransport):
@@ -233,13 +222,7 @@ def test_two_watching_controllers_resume_a_crashed_run_once(tmp_path, capsys):
     finally:
         for w in watchers:
             w.stop()
-        for d in Path(run.run_dir).parent.iterdir():
-            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-            if pid:
-                try:
-                    os.killpg(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_every_run_beside(run.run_dir)
 
 
 def _watch_until(w: Watch, rec: Recoverer, cond, timeout_s: float, what: str):
@@ -344,13 +327,7 @@ def test_a_resume_that_failed_after_its_stop_is_tried_again(tmp_path):
         assert nxt.attempt == 1 and [a["action"] for a in store.actions(run.run_id)] == ["failed", "resume"]
     finally:
         w.close()
-        for d in Path(run.run_dir).parent.iterdir():
-            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-            if pid:
-                try:
-                    os.killpg(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_every_run_beside(run.run_dir)
         store.close()
 
 
@@ -381,10 +358,4 @@ def test_kill_9_of_the_whole_group_is_a_crash_and_is_resumed(in_project, capsys)
             store.close()
     finally:
         w.stop()
-        for d in Path(run["run_dir"]).parent.iterdir():
-            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-            if pid:
-                try:
-                    os.killpg(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_every_run_beside(run["run_dir"])

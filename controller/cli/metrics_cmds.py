@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from controller.cli.app import app
-from controller.cli.interrupts import interrupts_unwind
+from controller.cli.interrupts import interrupts_unwind, raise_if_interrupted
 from controller.cli.watch_cmds import PROGRESS_SEED_LEN, _HistoryHook, _report_errors, metrics_endpoint, tick_hooks
 
 
@@ -51,6 +51,7 @@ def export_metrics(
     try:
         with interrupts_unwind():   # SIGTERM/SIGHUP unwind through the finally below
             for _ in ticks_every(interval_s):
+                raise_if_interrupted()   # one a `__del__` swallowed (controller/cli/interrupts.py)
                 for run_id in fleet.refresh():
                     print(f"dfctl: export-metrics: watching {run_id}", file=sys.stderr, flush=True)
                 fleet.tick()

@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Optional
 import typer
 
 from controller.cli.app import app
-from controller.cli.interrupts import interrupts_unwind
+from controller.cli.interrupts import interrupts_unwind, raise_if_interrupted
 from controller.errors import BadInputError, DfctlError, UnknownRunError, UnreachableError
 from controller.records import Finding, RunState, tick_document, to_jsonable
 
@@ -610,6 +610,7 @@ def _plain_loop(w, interval_s: float, json_out: bool, status_every_s: float = ST
     shown: set = set()
     ended_shown: set[str] = set()
     for _ in w.ticks():
+        raise_if_interrupted()   # one a `__del__` swallowed (controller/cli/interrupts.py)
         rep = w.tick()
         _report_errors(w, shown)
         if json_out:
@@ -647,6 +648,7 @@ def _live_loop(w, interval_s: float, finished: Callable[[], bool] | None = None)
         screen = LiveScreen(lambda selected: live.update(render(w.states, selected, jobs=w.job_states), refresh=True),
                             len(w.runs), wait_key, MAX_REFRESH_HZ)
         for _ in w.ticks(wait=screen.wait):      # the watch's clock; the screen fills the waits
+            raise_if_interrupted()
             w.tick()
             screen.runs = len(w.runs)            # --recover adds each resumed run to the watch
             if finished():

@@ -147,6 +147,23 @@ def test_slack_and_discord_bodies_carry_summary_evidence_and_next_step_within_th
         assert "CUDA OOM on GPU 0" in text and "restart from the last checkpoint" in text and " 0\n" in text
 
 
+def test_each_service_gets_its_own_marks_and_a_code_fence_in_evidence_cannot_end_the_block():
+    """Slack's mrkdwn bolds with one *, Discord's markdown with two (and * is its italic);
+    a ``` inside a log line is broken up so the evidence block stays one block."""
+    from controller.view.notify_message import NotifyMessage, discord_text, slack_text
+
+    msg = NotifyMessage(title="T", summary="S", evidence=("x ``` y",), next_step="N", held=2)
+    slack, discord = slack_text(msg).splitlines(), discord_text(msg).splitlines()
+    assert slack[0] == "*T*" and discord[0] == "**T**"
+    assert "*Next:* N" in slack and "**Next:** N" in discord
+    assert slack[-1].startswith("_+2 more finding(s)") and slack[-1].endswith("_")
+    assert discord[-1].startswith("*+2 more finding(s)") and not discord[-1].startswith("**")
+    assert discord[2:5] == ["```", "x `\u200b`` y", "```"]              # fences on their own lines
+    assert slack[2] == "```x `\u200b`` y```"
+    for text in (slack_text(msg), discord_text(msg)):
+        assert text.count("```") == 2                                   # one block, opened and closed
+
+
 def test_no_secret_reaches_a_message():
     url = f"https://hooks.slack.com/services/T000/B000/{SLACK_TOKEN}"
     redact = Redactor([url], env={"WANDB_API_KEY": API_KEY, "PATH": "/usr/bin:/bin", "SHORT_TOKEN": "1"})

@@ -118,32 +118,42 @@ def _discord_escape(text: str) -> str:
     return text.replace("```", "`\u200b``")
 
 
-def slack_text(msg: NotifyMessage) -> str:
-    e = _slack_escape
-    lines = [f"*{e(msg.title)}*", e(msg.summary)]
+@dataclass(frozen=True)
+class Markup:
+    """How one chat service's markdown spells what a message uses: the two dialects differ
+    only in these marks and in what must be escaped, so one renderer serves both."""
+
+    bold: str
+    italic: str
+    code_open: str
+    code_close: str
+    escape: Callable[[str], str]
+
+
+SLACK_MARKUP = Markup(bold="*", italic="_", code_open="```", code_close="```", escape=_slack_escape)
+DISCORD_MARKUP = Markup(bold="**", italic="*", code_open="```\n", code_close="\n```", escape=_discord_escape)
+
+
+def marked_up_text(msg: NotifyMessage, m: Markup) -> str:
+    e = m.escape
+    lines = [f"{m.bold}{e(msg.title)}{m.bold}", e(msg.summary)]
     if msg.evidence:
-        lines.append("```" + "\n".join(e(x) for x in msg.evidence) + "```")
+        lines.append(m.code_open + "\n".join(e(x) for x in msg.evidence) + m.code_close)
     if msg.next_step:
-        lines.append(f"*Next:* {e(msg.next_step)}")
+        lines.append(f"{m.bold}Next:{m.bold} {e(msg.next_step)}")
     if msg.held:
-        lines.append(f"_{e(_held_line(msg))}_")
+        lines.append(f"{m.italic}{e(_held_line(msg))}{m.italic}")
     if msg.see:
         lines.append(e(msg.see))
     return "\n".join(lines)
+
+
+def slack_text(msg: NotifyMessage) -> str:
+    return marked_up_text(msg, SLACK_MARKUP)
 
 
 def discord_text(msg: NotifyMessage) -> str:
-    e = _discord_escape
-    lines = [f"**{e(msg.title)}**", e(msg.summary)]
-    if msg.evidence:
-        lines.append("```\n" + "\n".join(e(x) for x in msg.evidence) + "\n```")
-    if msg.next_step:
-        lines.append(f"**Next:** {e(msg.next_step)}")
-    if msg.held:
-        lines.append(f"*{e(_held_line(msg))}*")
-    if msg.see:
-        lines.append(e(msg.see))
-    return "\n".join(lines)
+    return marked_up_text(msg, DISCORD_MARKUP)
 
 
 def _fitted(msg: NotifyMessage, render: Callable[[NotifyMessage], str], limit: int) -> str:

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.deploy_support import make_project, ticker_playbook, wait_for
 from tests.test_watch import ROOT
 
@@ -45,9 +47,11 @@ def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
     assert bad.returncode == 2 and bad.stderr.startswith("dfctl: error: --until 'forever'")
 
 
-def test_ctrl_c_ends_the_follow_not_the_run_and_says_how_to_watch_or_stop_it(tmp_path, _dfctl_home):
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_ends_the_follow_not_the_run_and_says_how_to_watch_or_stop_it(tmp_path, _dfctl_home, sig):
     """Issue 26.5: Ctrl-C on `deploy --follow` said only "interrupted"; the run went on
-    unsaid. Now: exit 130 still, the run named as going on, and the commands for it."""
+    unsaid. Now: exit 130 still, the run named as going on, and the commands for it. SIGTERM
+    (`timeout`, a closed pane's SIGHUP alike) unwinds the same way instead of dying unsaid."""
     import signal
 
     from controller.store.runstore import RunStore
@@ -60,7 +64,7 @@ def test_ctrl_c_ends_the_follow_not_the_run_and_says_how_to_watch_or_stop_it(tmp
     try:
         while "[progress] step=" not in (p.stdout.readline() or "[progress] step="):
             pass                                           # following: the log streams
-        p.send_signal(signal.SIGINT)                       # what Ctrl-C sends
+        p.send_signal(getattr(signal, sig))                # SIGINT: what Ctrl-C sends
         _, err = p.communicate(timeout=60)
         assert p.returncode == 130, err
         (rec,) = RunStore().runs()

@@ -14,6 +14,7 @@ import sys
 import time
 
 from controller.cli import EXIT_INTERRUPTED
+from controller.cli.interrupts import interrupts_unwind, raise_if_interrupted
 from controller.records import ENDED_STATES, SEVERITY_RANK, Finding, RunState
 
 UNTIL = ("first_step", "end")
@@ -50,7 +51,8 @@ def follow_run(record, store, *, until: str = "first_step", interval_s: float = 
     t0 = time.monotonic()
     seen_milestones: set[str] = set()
     try:
-        return _follow(w, record, until, interval_s, json_out, timeout_s, t0, seen_milestones)
+        with interrupts_unwind():   # SIGTERM/SIGHUP as Ctrl-C; one a `__del__` dropped comes back
+            return _follow(w, record, until, interval_s, json_out, timeout_s, t0, seen_milestones)
     except KeyboardInterrupt:
         interrupted(record, w.states[0] if w.states else None, json_out)
         return EXIT_INTERRUPTED
@@ -80,6 +82,7 @@ def _follow(w, record, until: str, interval_s: float, json_out: bool, timeout_s:
     from controller.judge import verdict_exit_code
 
     for _ in w.ticks():
+        raise_if_interrupted()
         rep = w.tick()
         st = rep.states[0]
         for obs in rep.observations:

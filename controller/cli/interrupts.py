@@ -45,8 +45,9 @@ def raise_if_interrupted() -> None:
 def interrupts_unwind() -> Iterator[None]:
     """While inside, SIGTERM/SIGHUP/SIGINT raise KeyboardInterrupt; the old handlers come back after."""
     global _received
-    if threading.current_thread() is not threading.main_thread():
-        yield   # signal handlers can only be set from the main thread
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is _raise_interrupt:
+        yield   # handlers can only be set from the main thread; nested: the outer one's stand
         return
     _received = None
     old = {sig: signal.signal(sig, _raise_interrupt) for sig in UNWIND_SIGNALS}

@@ -9,6 +9,10 @@ export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 .venv/bin/ruff check --quiet controller trainer tests bench || { echo "test.sh: ruff found problems (above)" >&2; exit 1; }
 # Types next (config in pyproject.toml [tool.mypy]: controller/, the stdlib remote scripts included).
 .venv/bin/mypy || { echo "test.sh: mypy found problems (above)" >&2; exit 1; }
+# Bytecode first: the suite starts hundreds of `python -m controller` and agent processes, and
+# where PYTHONDONTWRITEBYTECODE is set (as on this kind of machine) each one compiled every
+# module again (~60 ms of CPU a start, BENCHMARKS.md "The test command").
+.venv/bin/python -m compileall -q -j 2 controller trainer tests bench >/dev/null
 # pytest-xdist: the suite mostly waits on processes, sshd and events (a serial run used ~57 %
 # of one core), so 2 workers on 2 cores halve it and leave CPU for the tests that time real
 # runs (3 workers starve those under load); --dist loadfile runs each module whole on one

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from controller.adopt.imported import IMPORTED_KIND, imported_end_state
 from controller.errors import BadInputError
 from controller.records import Finding, ProgressSample, finite_or_none
 from controller.store import history
@@ -410,27 +411,6 @@ def load_path(spec: str, *, label: str | None = None) -> LoadedRun:
 
 
 # -- import -----------------------------------------------------------------------------
-
-IMPORTED_KIND = "import"
-"""RunRecord.target_kind of an imported run: no process of ours, files read locally, an
-end state fixed by what the import found."""
-
-
-def is_imported(record: RunRecord) -> bool:
-    return record.target_kind == IMPORTED_KIND
-
-
-def imported_end_state(record: RunRecord) -> tuple[str, str]:
-    """(end state, detail) the import found: 'oom', 'crash', 'finished', … -- not 'unknown'."""
-    info = (record.playbook or {}).get("imported") or {}
-    meta = {} if info.get("end_state") else history.read_meta(record.run_id)
-    return (str(info.get("end_state") or meta.get("end_state") or record.state or "unknown"),
-            str(info.get("end_detail") or meta.get("end_detail") or ""))
-
-
-def imported_source(record: RunRecord) -> str:
-    return str(((record.playbook or {}).get("imported") or {}).get("source") or "?")
-
 
 def imported_state(record: RunRecord, findings: Iterable[Finding]) -> RunState:
     """The RunState an imported run shows in `dfctl watch`: its end state, exit code,

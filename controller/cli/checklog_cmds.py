@@ -13,16 +13,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from controller.cli.app import app
 from controller.errors import BadInputError
 from controller.follow.logparse import flush_carry, split_lines
-from controller.judge import TextScanner, detect_regression, throughput_summary, verdict_exit_code
 from controller.playbook import WatchConfig
 from controller.records import Finding, to_jsonable
+
+if TYPE_CHECKING:
+    from controller.judge import TextScanner
 
 CHUNK_BYTES = 1 << 20
 
@@ -30,6 +32,8 @@ CHUNK_BYTES = 1 << 20
 def check_log_file(path: Path, baseline_tok_per_s: float | None = None,
                    progress_pattern: str | None = None, cfg: WatchConfig | None = None) -> dict[str, Any]:
     """Scan one log file; return the report document (findings, wandb, throughput)."""
+    from controller.judge import TextScanner  # here, not at the top: every dfctl start paid for numpy
+
     cfg = cfg or WatchConfig()
     if baseline_tok_per_s is None:
         baseline_tok_per_s = cfg.baseline_tok_per_s
@@ -67,6 +71,8 @@ def _feed(scanner: TextScanner, fh, where: str) -> None:
 
 
 def _report(scanner: TextScanner, path: str, cfg: WatchConfig, baseline_tok_per_s: float | None) -> dict[str, Any]:
+    from controller.judge import detect_regression, throughput_summary
+
     findings = scanner.all_findings()
     progress = list(scanner.progress)
     # the whole log's warm window: the samples that left the scanner's deque count too
@@ -158,6 +164,8 @@ def check_log(
 
     Examples: dfctl check-log runs/train.log · pbpaste | dfctl check-log - --json
     """
+    from controller.judge import verdict_exit_code
+
     report = check_log_file(path, baseline_tok_s, progress_pattern)
     code = verdict_exit_code(report["findings"])
     if as_json:

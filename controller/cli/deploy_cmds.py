@@ -265,7 +265,7 @@ def _open_for(rec: RunRecord) -> tuple[TargetConfig, Transport]:
 
 
 def _run_row(rec: RunRecord) -> dict[str, Any]:
-    from controller.adopt.importers import imported_end_state, is_imported
+    from controller.adopt.imported import imported_end_state, is_imported
 
     state = imported_end_state(rec)[0] if is_imported(rec) else rec.state   # what the import found
     return {"run_id": rec.run_id, "name": rec.name, "target": rec.target, "workdir": rec.workdir,
@@ -292,7 +292,7 @@ def runs(
         from controller.cli.runs_live import live_table
 
         raise typer.Exit(live_table(interval))
-    from controller.adopt.importers import is_imported
+    from controller.adopt.imported import is_imported
     from controller.ship.job import refresh_with_jobs
 
     store = RunStore()
@@ -345,7 +345,7 @@ def logs(
     """Print a run's train.log (the tail; with -f, follow it as the watch does: by inode,
     offset and fingerprint, through renames, truncations and deletions). A job's log is
     per node (--node): every worker line carries its global rank, `[rank3]: ...`."""
-    from controller.adopt.importers import imported_source, is_imported
+    from controller.adopt.imported import imported_source, is_imported
     from controller.watch.logstream import LogStream
 
     store = RunStore()
@@ -398,7 +398,7 @@ def stop(
     yes: bool = typer.Option(False, "--yes", "-y", help="Stop the default run without asking."),
 ) -> None:
     """SIGTERM the run's process group, wait, SIGKILL what is left; confirm nothing is left."""
-    from controller.adopt.importers import imported_end_state, imported_source, is_imported
+    from controller.adopt.imported import imported_end_state, imported_source, is_imported
     from controller.ship.plan import stop as stop_run
 
     store = RunStore()

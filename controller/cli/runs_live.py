@@ -64,7 +64,7 @@ def live_table(interval_s: float) -> int:
     from rich.console import Console
     from rich.live import Live
 
-    from controller.adopt.importers import is_imported
+    from controller.adopt.imported import is_imported
     from controller.watch import Watch
     from controller.watch import tick as watch_tick
 

@@ -528,7 +528,8 @@ def _show_imported(store, records: list, json_out: bool, once: bool) -> tuple[li
     """Imported runs have no process to watch: print each one's recorded end state once
     (as a finished watch would) and hand back the runs left to watch, with the imported
     runs' verdict."""
-    from controller.adopt.importers import imported_state, is_imported
+    from controller.adopt.imported import is_imported
+    from controller.adopt.importers import imported_state
     from controller.judge import verdict_exit_code
 
     shown = [imported_state(r, store.findings(r.run_id)) for r in records if is_imported(r)]

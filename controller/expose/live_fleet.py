@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from controller.adopt.importers import is_imported
+from controller.adopt.imported import is_imported
 from controller.records import RunState
 from controller.store.runstore import LIVE_STATES, RunRecord, RunStore
 from controller.watch.tick import TickReport, Watch

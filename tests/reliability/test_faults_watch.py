@@ -35,6 +35,8 @@ APPENDER = """
     import os, sys, time
     steps = int(os.environ.get("STEPS", "100000"))
     for n in range(1, steps + 1):
+        if os.path.exists("stop"):   # the test has what it needs: end now, not at `steps`
+            break
         with open("train.log", "a") as f:
             f.write("[progress] step=%d loss=2.5 tok_per_s=21500.0 step_time_s=0.05\\n" % n)
             if os.path.exists("inject"):
@@ -217,6 +219,7 @@ def test_watcher_sigkilled_mid_tick_resumes_and_two_watchers_at_once(rig, rig_ho
             p.send_signal(signal.SIGKILL)
             p.wait(10)
         inject(run_dir, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB")
+        (run_dir / "stop").write_text("")   # the run ends a step after its OOM line, not 400 steps in
         # then two watchers of the same run at once, to the end of the run
         # both read the registry's cursor before either ticks (else the second may start
         # where the first already is, and its journal need not meet watcher 1's)

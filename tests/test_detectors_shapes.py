@@ -321,6 +321,56 @@ def test_a_store_retrying_to_connect_is_timed_by_the_lines_own_clock():
     assert _kinds(scan_lines([at("19:20:35")], first_line_no=2, now_s=0.0, state=st)) == ["hang"]
 
 
+def test_a_wait_reported_at_a_fixed_period_is_timed_by_its_reports_per_thing_waited_for():
+    """torch's store-based barrier and TensorFlow's master repeat one line every 10 s while a
+    rank or worker is missing (pasted huggingface/accelerate#1401, yahoo/TensorFlowOnSpark#238):
+    three reports for the same one, with no clock on the lines, is 30 s of waiting -- stuck;
+    eight ranks each reporting once is 10 s, and a barrier every rank has joined is no wait."""
+    def barrier(rank: int, joined: int = 1) -> str:
+        return (f"INFO:root:Waiting in store based barrier to initialize process group for rank: {rank}, key: "
+                f"store_based_barrier_key:1 (world_size=8, worker_count={joined}, timeout=0:30:00)")
+    assert _kinds(_final([barrier(r) for r in range(8)])) == []
+    (f,) = _final([barrier(0), barrier(1)] * 3)
+    assert f.kind == "hang" and "1 of 8 ranks" in f.summary and "30 s" in f.summary
+    assert _kinds(_final([barrier(0, joined=8)] * 5)) == []
+    ps = "I tensor flow/core/distributed_runtime/master.cc:193] CreateSession still waiting for response from worker: /job:ps/replica:0/task:0"
+    assert _kinds(_final([ps] * 2 + ["Start master session 2feaff26548834a9 with config:", "step 0, duration = 0.292"])) == []
+    (f,) = _final([ps] * 3)
+    assert f.kind == "hang" and "/job:ps/replica:0/task:0" in f.summary
+
+
+def test_minutes_without_a_shared_memory_broadcast_read_is_a_hang_one_minute_a_slow_load():
+    """vLLM says it each 60 s a worker has not read its broadcast: one is a long compile or
+    load (pasted gpustack/gpustack#3888), five in a row a hung engine (vllm-project/vllm#51986)."""
+    def shm(t: str) -> str:
+        return (f"(EngineCore pid=2025) INFO 08-13 11:{t} [shm_broadcast.py:802] No available shared memory broadcast "
+                "block found in 60 seconds. This typically happens when some processes are hanging or doing some "
+                "time-consuming work (e.g. compilation, weight/kv cache quantization).")
+    assert _kinds(_final([shm("27:02"), "INFO:     127.0.0.1:56038 - \"GET /v1/models HTTP/1.1\" 200 OK"])) == []
+    assert _kinds(_final([shm("27:02"), shm("28:02")])) == []
+    (f,) = _final([shm("27:02"), shm("28:02"), shm("29:02")])
+    assert f.kind == "hang" and "180 s" in f.summary
+
+
+def test_slurm_killing_a_job_over_its_memory_limit_is_a_host_oom_and_its_warning_alone_is_not():
+    """slurmstepd says `Job N exceeded memory limit (USED > LIMIT), being killed` when it kills
+    (pasted heronsystems/adeptRL#13); `Exceeded step memory limit at some point.` alone is the
+    warning of a step that may have finished (pasted chaos/slurm#54: dd completed)."""
+    (f,) = _final(["Epoch 0 | Training | Steps: 93 | Loss: 24.580695",
+                   "slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), being killed"])
+    assert f.kind == "oom" and "7518" in f.summary and "626359956 > 512000000" in f.summary
+    assert _kinds(_final(["52428800 bytes (52 MB) copied, 0.459204 s, 114 MB/s",
+                          "slurmstepd: Exceeded step memory limit at some point."])) == []
+
+
+def test_windows_paging_file_too_small_is_a_host_oom_and_another_dll_load_error_a_crash():
+    """WinError 1455 is Windows' commit limit reached (pasted cszn/KAIR#127, WongKinYiu/yolov7#1036):
+    memory; WinError 126 loading the same DLL is a missing file, not memory."""
+    dll = ' Error loading "D:\\env\\lib\\site-packages\\torch\\lib\\shm.dll" or one of its dependencies.'
+    assert _kinds(_final(["OSError: [WinError 1455] The paging file is too small for this operation to complete." + dll])) == ["oom"]
+    assert _kinds(_final(["OSError: [WinError 126] The specified module could not be found." + dll])) == ["crash"]
+
+
 def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
     """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
     AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""

@@ -40,7 +40,7 @@ from controller.judge.kernel_asserts import KernelAssertions
 from controller.judge.loss_scale import LossScaleTrajectory
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.judge.nccl_reports import read_report
-from controller.judge.peer_wait import PeerWait
+from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.tracebacks import (
@@ -320,7 +320,7 @@ LINE_WORDS = (
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
-    "from device", "remainder", "dump debug", "retry", "running for", "pending",
+    "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -435,7 +435,7 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if "assertion" in low and st.kernel_asserts.feed(line, line_no, ln.raw):
             continue
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
-        if "retry" in low:
+        if any(w in low for w in WAIT_WORDS):
             st.peer_wait.feed(line, line_no, ln.raw)
         elif "running for" in low or "pending" in low:
             st.peer_wait.feed_status(line, line_no)

@@ -132,6 +132,18 @@ OOM_FAMILY: tuple[Source, ...] = (
            "src/plugins/task/cgroup/task_cgroup_memory.c", 291, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
            "the cgroup task plugin's error(\"Detected %\"PRIu64\" oom_kill event%s in %ps. Some of the step tasks have "
            "been OOM Killed.\"); older releases wrote oom-kill, which the rule also reads"),
+    Source("slurm-mem-limit", "Slurm (jobacct_gather polling)", "Job N exceeded memory limit (USED > LIMIT), being "
+           "killed", "SchedMD/slurm", "src/common/slurm_jobacct_gather.c",
+           note="jobacct_gather_handle_mem_limit's error('%ps exceeded memory limit (%PRIu64 > %PRIu64), being "
+                "killed') before _acct_kill_step (and the same with 'virtual memory'); read in the code index without "
+                "its path or commit, so path from the Slurm releases of the pasted logs and line not counted; its "
+                "'Exceeded step memory limit at some point.' alone is a warning of a step that may have finished "
+                "(pasted chaos/slurm#54) and is not read"),
+    Source("win-paging-file", "Windows (Python's OSError)", "[WinError 1455] The paging file is too small for this "
+           "operation to complete",
+           note="the system message of Win32 error 1455, ERROR_COMMITMENT_LIMIT (closed source), as Python's OSError "
+                "prints it when loading torch's CUDA DLLs in each DataLoader worker fails; seen in pasted "
+                "ultralytics/yolov5#11418, cszn/KAIR#127, WongKinYiu/yolov7#1036"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "

@@ -246,6 +246,14 @@ RULES: tuple[TextRule, ...] = (
     R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
       "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
       ("oom-kill", "oom_kill")),
+    R("slurm-mem-limit", _rx(r"(?:Job|Step) (?P<id>[\d.]+(?:\.\w+)?) exceeded (?P<v>virtual )?memory limit \((?P<used>\d+) > "
+                             r"(?P<limit>\d+)\), being killed"), OOM, CRIT,
+      "Slurm killed job {id}: it exceeded its {v}memory limit ({used} > {limit})", H.HINT_HOST_OOM,
+      ("exceeded memory limit", "exceeded virtual memory limit")),
+    R("win-paging-file", _rx(r"\[WinError 1455\]|The paging file is too small for this operation to complete"), OOM, CRIT,
+      "host memory ran out (Windows WinError 1455: the paging file is too small -- the commit limit was reached)",
+      H.HINT_HOST_OOM + "; on Windows each DataLoader worker loads torch's CUDA DLLs again: fewer workers, or a "
+      "larger, system-managed page file", ("winerror 1455", "error: the paging file")),
     R("cupy-oom", _rx(r"[Oo]ut of memory (?:to allocate \d+ bytes \(total \d+ bytes\)"
                       r"|allocating [\d,]+ bytes(?: \(allocated so far: [\d,]+ bytes)?)"), OOM, CRIT,
       "CUDA OOM (CuPy OutOfMemoryError: out of memory allocating on the GPU)", H.HINT_CUDA_OOM, ("out of memory",)),

@@ -371,6 +371,41 @@ def test_windows_paging_file_too_small_is_a_host_oom_and_another_dll_load_error_
     assert _kinds(_final(["OSError: [WinError 126] The specified module could not be found." + dll])) == ["crash"]
 
 
+def test_a_tune_trial_asking_for_more_than_the_cluster_has_is_a_hang_and_a_slow_start_is_not():
+    """Ray Tune's `You asked for 11.0 cpu and 1.0 gpu per trial, but the cluster only has 8.0 cpu
+    and 0 gpu` (pasted ray-project/ray#18718): the numbers say no trial can be placed; asking
+    for what the cluster has is no failure, and the time-based `No trial is running ... within
+    the last 60.0 seconds` while nodes come up stays quiet (pasted ray-project/ray#31292)."""
+    def asked(cpu: str, gpu: str) -> str:
+        return (f"(pid=202) 2021-09-17 11:08:06,745\tWARNING trial_executor.py:305 -- Ignore this message if the "
+                f"cluster is autoscaling. You asked for {cpu} cpu and {gpu} gpu per trial, but the cluster only has "
+                "8.0 cpu and 0 gpu. Stop the tuning job and adjust the resources requested per trial")
+    (f,) = _final([asked("11.0", "1.0")])
+    assert f.kind == "hang" and "11.0 CPU" in f.summary
+    assert _kinds(_final([asked("2.0", "1.0")])) == ["hang"]  # no GPU at all
+    assert _kinds(_final([asked("4.0", "0")])) == []
+    assert _kinds(_final(["WARNING insufficient_resources_manager.py:133 -- Ignore this message if the cluster is "
+                          "autoscaling. No trial is running and no new trial has been started within at least the "
+                          "last 60.0 seconds."])) == []
+
+
+def test_a_loss_by_its_other_names_perplexity_cross_entropy_cost_is_read_as_a_loss():
+    """OpenNMT-py's `ppl:   nan; xent:  nan;` (pasted OpenNMT/OpenNMT-py#1072), `PPL nan ;` and
+    `Validation perplexity: nan` (harvardnlp/data2text#9), MXNet's `cross-entropy=nan`, Marian's
+    `Cost nan`: the loss under another name; finite ones (OpenNMT/OpenNMT-py#709, a ppl of
+    42885 is poor, not NaN) and a timing `avg_batch_cost: nan` stay quiet."""
+    for line in ["[2018-11-26 15:06:01,481 INFO] Step 5650/50000; acc:   0.19; ppl:   nan; xent:  nan; lr: 0.00070;",
+                 "Epoch 10 ; Iter 50/213 ; LR 1.0000 ; Target tokens/s 2135 ; PPL nan ;",
+                 "Epoch[0] Batch [100]\tSpeed: 1000.00 samples/sec\tTrain-cross-entropy=nan",
+                 "[2017-10-14 02:03:33] Ep. 2 : Up. 116800 : Sen. 6972416 : Cost nan : Time 2.74s : 19413.05 words/s"]:
+        assert _kinds(_final([line])) == ["nan"], line
+    healthy = ["Epoch  1, 12950/37527; acc:   4.50; ppl: 42885.19; xent:  10.67; 3594 src tok/s;",
+               "INFO:root:Epoch[0] Batch [10]\tSpeed: 3.22 samples/sec\tCrossEntropy=4.200497\tSmoothL1=0.816728",
+               "epoch: [1/100], global_step: 10, lr: 0.001, loss: 2.1, avg_reader_cost: nan s, avg_batch_cost: nan s",
+               "INFO:root:Epoch[1] Time cost=nan"]
+    assert _kinds(_final(healthy)) == []
+
+
 def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
     """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
     AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""

@@ -183,6 +183,18 @@ def _nccl(m: re.Match, line: str) -> str:
     return f"NCCL error: {what}"
 
 
+def _tune_infeasible(m: re.Match, line: str) -> str | None:
+    """Ray Tune's insufficient-resources message (python/ray/tune/execution/insufficient_resources_manager.py,
+    trial_executor.py in Ray 1.x): a trial that asks for more CPUs or GPUs than the whole cluster
+    has can never be placed -- every trial stays PENDING. Asking for what is there, only
+    claimed by other trials, is a wait and not read here."""
+    need_cpu, need_gpu, has_cpu, has_gpu = (float(m.group(k)) for k in ("cpu", "gpu", "hcpu", "hgpu"))
+    if need_cpu <= has_cpu and need_gpu <= has_gpu:
+        return None
+    return (f"no trial can start: each asks for {m.group('cpu')} CPU and {m.group('gpu')} GPU, the cluster has "
+            f"{m.group('hcpu')} CPU and {m.group('hgpu')} GPU (Ray Tune; unless nodes are being added)")
+
+
 def _rx(p: str, flags: int = 0) -> re.Pattern:
     return re.compile(p, flags)
 
@@ -354,6 +366,10 @@ RULES: tuple[TextRule, ...] = (
                        if int(m.group("workers")) > int(m.group("world")) else None),
       "a second job or a wrong --nproc_per_node/--nnodes joined this rendezvous: give each job its own MASTER_PORT",
       ("barrier",)),
+    R("tune-infeasible", _rx(r"You asked for (?P<cpu>[\d.]+) cpu and (?P<gpu>[\d.]+) gpu per trial, but the cluster only has "
+                             r"(?P<hcpu>[\d.]+) cpu and (?P<hgpu>[\d.]+) gpu"), HANG, CRIT, _tune_infeasible,
+      "lower resources_per_trial / num_workers to what the cluster has (`ray status`), or add nodes that have it",
+      ("cluster only has",)),
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,

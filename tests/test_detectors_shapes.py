@@ -406,6 +406,33 @@ def test_a_loss_by_its_other_names_perplexity_cross_entropy_cost_is_read_as_a_lo
     assert _kinds(_final(healthy)) == []
 
 
+def test_tensorrt_out_of_memory_in_its_three_wordings_and_its_other_runtime_errors_not():
+    """TensorRT 7's `Cuda Error in allocate: 2 (out of memory)` (pasted linghu8812/tensorrt_inference#155),
+    8-10's `Error Code 1: Cuda Runtime (out of memory)` (NVIDIA/TensorRT#4258) and `Error Code 2:
+    OutOfMemory (Requested size was N bytes.)`; its `Cuda Runtime (invalid argument)` and the
+    builder's warning that a request could not be allocated are not an OOM by themselves."""
+    for line in ["[09/29/2022-16:59:38] [E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)",
+                 "[11/22/2024-13:40:47] [E] Error[1]: [defaultAllocator.cpp::allocate::31] Error Code 1: Cuda Runtime (out of memory)",
+                 "[E] [virtualMemoryBuffer.cpp::resizePhysical::154] Error Code 2: OutOfMemory (Requested size was 16581132288 bytes.)"]:
+        assert _kinds(_final([line])) == ["oom"], line
+    assert _kinds(_final(["[TRT] [E] 1: [defaultAllocator.cpp::deallocate::42] Error Code 1: Cuda Runtime (invalid argument)",
+                          "[W] [TRT] Requested amount of GPU memory (15485030400 bytes) could not be allocated. There may "
+                          "not be enough free memory for allocation to succeed.", "[I] Engine built in 41.2 sec."])) == []
+
+
+def test_glibc_assert_and_a_zh_cn_shell_death_notice_are_crashes():
+    """glibc's `prog: file:line: func: Assertion `expr' failed.` (assert/assert.c:37) aborts; a
+    zh_CN shell reports the abort as `已放弃 (核心已转储)` (pasted linghu8812/tensorrt_inference#117) or,
+    in newer glibc, `已中止`, a segfault as `段错误 (核心已转储)`. A CUDA kernel's assertion keeps its own
+    reader; the words in prose, without the core-dump mark or the assert format, stay quiet."""
+    (f,) = [f for f in _final(["build engine done", "mmpose_trt: /src/model.cpp:46: void Model::OnnxToTRTModel(): "
+                                                   "Assertion `engine' failed."]) if f.kind == "crash"]
+    assert "`engine`" in f.summary and "model.cpp:46" in f.summary
+    assert _kinds(_final(["epoch 3 loss 0.21", "段错误 (核心已转储)"])) == ["crash"]
+    assert _kinds(_final(["./train.sh: 第 3 行： 已中止 (核心已转储)"])) == ["crash"]
+    assert _kinds(_final(["训练已中止，请检查数据 (见上文)", "assert engine is not None, 'build failed'"])) == []
+
+
 def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
     """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
     AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""

@@ -132,13 +132,17 @@ OOM_FAMILY: tuple[Source, ...] = (
            "src/plugins/task/cgroup/task_cgroup_memory.c", 291, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
            "the cgroup task plugin's error(\"Detected %\"PRIu64\" oom_kill event%s in %ps. Some of the step tasks have "
            "been OOM Killed.\"); older releases wrote oom-kill, which the rule also reads"),
+    Source("tensorrt-oom", "TensorRT", "Error Code 1: Cuda Runtime (out of memory) / Cuda Error in allocate: 2 (out "
+           "of memory) / Error Code 2: OutOfMemory (Requested size was N bytes.)",
+           note="printed by TensorRT's closed-source builder and runtime (defaultAllocator.cpp, safeRuntime.cpp, "
+                "virtualMemoryBuffer.cpp, which the logs name): no public source to cite; seen in pasted "
+                "NVIDIA/TensorRT#4258 and #2198, linghu8812/tensorrt_inference#117 and #155 (TensorRT 7 to 10)"),
     Source("slurm-mem-limit", "Slurm (jobacct_gather polling)", "Job N exceeded memory limit (USED > LIMIT), being "
-           "killed", "SchedMD/slurm", "src/common/slurm_jobacct_gather.c",
-           note="jobacct_gather_handle_mem_limit's error('%ps exceeded memory limit (%PRIu64 > %PRIu64), being "
-                "killed') before _acct_kill_step (and the same with 'virtual memory'); read in the code index without "
-                "its path or commit, so path from the Slurm releases of the pasted logs and line not counted; its "
-                "'Exceeded step memory limit at some point.' alone is a warning of a step that may have finished "
-                "(pasted chaos/slurm#54) and is not read"),
+           "killed", "SchedMD/slurm", "src/interfaces/jobacct_gather.c", 889, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
+           "jobacct_gather_handle_mem_limit's error('%ps exceeded memory limit (...), being killed') before "
+           "_acct_kill_step, and the same with 'virtual memory' after it (older releases: "
+           "src/common/slurm_jobacct_gather.c); its 'Exceeded step memory limit at some point.' alone is a warning of "
+           "a step that may have finished (pasted chaos/slurm#54) and is not read"),
     Source("win-paging-file", "Windows (Python's OSError)", "[WinError 1455] The paging file is too small for this "
            "operation to complete",
            note="the system message of Win32 error 1455, ERROR_COMMITMENT_LIMIT (closed source), as Python's OSError "

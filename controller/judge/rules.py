@@ -258,6 +258,11 @@ RULES: tuple[TextRule, ...] = (
     R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
       "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
       ("oom-kill", "oom_kill")),
+    R("tensorrt-oom", _rx(r"Error Code 1: Cuda Runtime \(out of memory\)|Cuda Error in \w+: 2 \(out of memory\)"
+                          r"|Error Code 2: OutOfMemory \(Requested size was (?P<n>\d+) bytes"), OOM, CRIT,
+      "TensorRT ran out of GPU memory (its CUDA allocation failed: out of memory)",
+      H.HINT_ACCEL_OOM + "; TensorRT: a smaller workspace (memory pool) limit or max batch/shape profile",
+      ("cuda runtime (out of memory)", "(out of memory)", "error code 2: outofmemory")),
     R("slurm-mem-limit", _rx(r"(?:Job|Step) (?P<id>[\d.]+(?:\.\w+)?) exceeded (?P<v>virtual )?memory limit \((?P<used>\d+) > "
                              r"(?P<limit>\d+)\), being killed"), OOM, CRIT,
       "Slurm killed job {id}: it exceeded its {v}memory limit ({used} > {limit})", H.HINT_HOST_OOM,
@@ -479,6 +484,13 @@ RULES: tuple[TextRule, ...] = (
                                r"[`*_.]{0,3}\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                      "killed")),
+    R("zh-shell-death", _rx(r"(?:^|\s|[\]|%)}>.,;:!?0-9])(?P<what>段错误|已中止|已放弃|总线错误|非法指令|浮点异常|浮点数例外)\s*"
+                            r"(?P<core>[(（]核心已转储[)）])\s*$"),
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("核心已转储",)),
+    R("glibc-assert", _rx(r"^(?P<prog>[^\s:]+): (?P<file>[^\s:]+):(?P<line>\d+): (?P<fn>[^`]+?): Assertion `(?P<expr>.+)' "
+                          r"failed\.\s*$"), CRASH, CRIT,
+      "a C/C++ assert failed in {prog} at {file}:{line}: `{expr}` (glibc aborts the process)", H.HINT_ABORT,
+      ("assertion `",)),
     R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
                               r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
       lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",

@@ -592,8 +592,8 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
             return True
     for j in range(i - 1, max(-1, i - 1 - TABLE_LOOKBACK_LINES), -1):
         head = b.rep[j].text.strip().strip("|")
-        if not head or head[0].isdigit():
-            continue
+        if not head.lstrip()[:1].isalpha():
+            continue  # (every header cell starts with a letter: a timestamp, `[`, a digit open no header)
         cols = [c for c in _TABLE_SPLIT.split(head) if c]
         if len(cols) < 3 and " " in head.strip():
             cols = head.split()

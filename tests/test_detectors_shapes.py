@@ -433,6 +433,22 @@ def test_glibc_assert_and_a_zh_cn_shell_death_notice_are_crashes():
     assert _kinds(_final(["训练已中止，请检查数据 (见上文)", "assert engine is not None, 'build failed'"])) == []
 
 
+def test_ggml_and_directml_allocation_failures_are_ooms_and_buffer_reports_are_not():
+    """ggml's `failed to allocate CPU buffer of size N` (host) and `... CUDA0 buffer ...` (device)
+    (pasted ollama/ollama#12634, ikawrakow/ik_llama.cpp#749), DirectML's `Could not allocate tensor
+    with N bytes. There is not enough GPU video memory available!` (kijai/ComfyUI-HunyuanVideoWrapper#211);
+    a loader's buffer-size report and a failed mlock (RLIMIT_MEMLOCK) are no OOM (xorbitsai/inference#3345)."""
+    (f,) = _final(["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 437944320"])
+    assert f.kind == "oom" and "host RAM" in f.summary
+    (f,) = _final(["ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 292926534144"])
+    assert f.kind == "oom" and "CUDA0" in f.summary and "host" not in f.summary
+    assert _kinds(_final(["RuntimeError: Could not allocate tensor with 530841600 bytes. There is not enough GPU video "
+                          "memory available!"])) == ["oom"]
+    assert _kinds(_final(["warning: failed to mlock 827228160-byte buffer (after previously locking 0 bytes): Cannot "
+                          "allocate memory", "Try increasing RLIMIT_MEMLOCK ('ulimit -l' as root).",
+                          "load_tensors:        CUDA0 model buffer size = 16306.25 MiB"])) == []
+
+
 def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
     """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
     AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""

@@ -263,6 +263,16 @@ RULES: tuple[TextRule, ...] = (
       "TensorRT ran out of GPU memory (its CUDA allocation failed: out of memory)",
       H.HINT_ACCEL_OOM + "; TensorRT: a smaller workspace (memory pool) limit or max batch/shape profile",
       ("cuda runtime (out of memory)", "(out of memory)", "error code 2: outofmemory")),
+    R("ggml-buffer-oom", _rx(r"failed to allocate (?P<dev>[\w.-]+) buffer of size (?P<n>\d+)"
+                             r"|(?P<cpu>cpu)_buffer_type_alloc_buffer: failed to allocate buffer of size (?P<n2>\d+)"), OOM, CRIT,
+      lambda m, line: (f"{'host RAM' if (m.group('cpu') or (m.group('dev') or '').upper().startswith('CPU')) else 'accelerator memory'}"
+                       f" ran out (ggml could not allocate a {m.group('dev') or 'CPU'} buffer of "
+                       f"{int(m.group('n') or m.group('n2')) / 2**30:.2f} GiB)"),
+      H.HINT_ACCEL_OOM + "; llama.cpp/ollama: fewer GPU layers (-ngl), a smaller context (-c) or a smaller quantization",
+      ("to allocate",)),
+    R("directml-oom", _rx(r"Could not allocate tensor with (?P<n>\d+) bytes\. There is not enough GPU video memory available"),
+      OOM, CRIT, lambda m, line: f"GPU out of memory (DirectML: a tensor of {int(m.group('n')) / 2**20:.0f} MiB could not be "
+                                 "allocated)", H.HINT_ACCEL_OOM, ("video memory",)),
     R("slurm-mem-limit", _rx(r"(?:Job|Step) (?P<id>[\d.]+(?:\.\w+)?) exceeded (?P<v>virtual )?memory limit \((?P<used>\d+) > "
                              r"(?P<limit>\d+)\), being killed"), OOM, CRIT,
       "Slurm killed job {id}: it exceeded its {v}memory limit ({used} > {limit})", H.HINT_HOST_OOM,

@@ -350,6 +350,11 @@ def test_minutes_without_a_shared_memory_broadcast_read_is_a_hang_one_minute_a_s
     assert _kinds(_final([shm("27:02"), shm("28:02")])) == []
     (f,) = _final([shm("27:02"), shm("28:02"), shm("29:02")])
     assert f.kind == "hang" and "180 s" in f.summary
+    # engine cores report their own waits at the same minute: the wait is each one's, not their sum
+    def core(n: int, t: str) -> str:
+        return shm(t).replace("(EngineCore pid=2025)", f"(EngineCore_DP{n} pid={3400 + n})")
+    assert _kinds(_final([core(0, "27:02"), core(4, "27:02"), core(0, "28:02"), core(4, "28:02")])) == []
+    assert _kinds(_final([core(n, t) for t in ("27:02", "28:02", "29:02") for n in (0, 4)])) == ["hang"]
 
 
 def test_slurm_killing_a_job_over_its_memory_limit_is_a_host_oom_and_its_warning_alone_is_not():

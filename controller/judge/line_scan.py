@@ -436,7 +436,7 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             continue
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
         if any(w in low for w in WAIT_WORDS):
-            st.peer_wait.feed(line, line_no, ln.raw)
+            st.peer_wait.feed(line, line_no, ln.raw, ln.key)
         elif "running for" in low or "pending" in low:
             st.peer_wait.feed_status(line, line_no)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):

@@ -121,7 +121,7 @@ class PeerWait:
     tune_running_s: float | None = None
     pending_trials: int = 0
     wording: WaitWording | None = None
-    said_s: float = 0.0                                   # seconds the lines said, summed
+    said_s: dict[str, float] = field(default_factory=dict)  # seconds the lines said, summed per thing waited for
     reports: dict[str, int] = field(default_factory=dict)  # reports per thing waited for
     groups: dict[str, str] = field(default_factory=dict)   # the stuck line's groups (summary)
 
@@ -139,9 +139,11 @@ class PeerWait:
             self.waited_s = self.tune_running_s
             self.evidence = [line]
 
-    def feed(self, line: str, line_no: int, raw: str = "") -> None:
+    def feed(self, line: str, line_no: int, raw: str = "", key: str = "") -> None:
         """A line holding a WAIT_WORDS word (the caller's cheap test): is it a wait? `raw` is
-        the line as printed, with the logger's clock that `line` (repaired) may have lost."""
+        the line as printed, with the logger's clock that `line` (repaired) may have lost;
+        `key` its launcher prefix, which tells apart the processes that each report their own
+        wait when the line names nothing it waits for (vLLM's engine cores)."""
         for w in WAITS:
             m = w.pattern.search(line)
             if m is not None:
@@ -153,14 +155,14 @@ class PeerWait:
             return  # every rank is in (an overfull barrier is rules.py's barrier-overfull)
         if self.last_line is None or line_no - self.last_line > ROW_GAP_LINES or w is not self.wording:
             self.waited_s, self.first_clock_s, self.first_line, self.wording = 0.0, None, line_no, w
-            self.said_s, self.reports = 0.0, {}
+            self.said_s, self.reports = {}, {}
             self.evidence = [line]
         self.last_line = line_no
-        if "s" in groups:
-            self.said_s += float(groups["s"])
-        who = groups.get("who", "")
+        who = groups.get("who", key)
         if who in self.reports or len(self.reports) < 64:
             self.reports[who] = self.reports.get(who, 0) + 1
+            if "s" in groups:
+                self.said_s[who] = self.said_s.get(who, 0.0) + float(groups["s"])
         counted = w.period_s * max(self.reports.values())
         c = _program_clock(line, raw)
         clocked = 0.0
@@ -170,7 +172,7 @@ class PeerWait:
                 self.first_clock_s = float(t)
             else:
                 clocked = (t - self.first_clock_s) % _DAY_S  # (past midnight)
-        self.waited_s = max(self.said_s, counted, clocked)
+        self.waited_s = max(max(self.said_s.values(), default=0.0), counted, clocked)
         if self.stuck_line is None and self.waited_s >= w.hang_s:
             self.stuck_line, self.groups = line_no, groups
             if len(self.evidence) < 2:

@@ -454,6 +454,17 @@ def test_ggml_and_directml_allocation_failures_are_ooms_and_buffer_reports_are_n
                           "load_tensors:        CUDA0 model buffer size = 16306.25 MiB"])) == []
 
 
+def test_slurm_cancelling_a_job_stops_the_run_and_an_accounting_state_line_does_not():
+    """slurmstepd's `*** JOB N ON node CANCELLED AT T DUE TO TIME LIMIT ***` (src/slurmd/slurmstepd/
+    req.c:1122; pasted ZettaAI/zetta_utils#671), older releases without `ON node`: the scheduler
+    ended the run; sacct's `CANCELLED` state and scancel's own error are no such report."""
+    (f,) = _final(["slurmstepd: error: *** JOB 494583 ON gpu01 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***"])
+    assert f.kind == "crash" and "time limit" in f.summary
+    assert _kinds(_final(["slurmstepd: *** JOB 830329 CANCELLED AT 2018-08-06T17:21:44 DUE TO TIME LIMIT on n447 ***"])) == ["crash"]
+    assert _kinds(_final(["       JobID    JobName      State ExitCode", "      494583      train  CANCELLED      0:0",
+                          "scancel: error: Kill job error on job id 123: Job/step already completing or completed"])) == []
+
+
 def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
     """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
     AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""

@@ -545,6 +545,16 @@ RULES: tuple[TextRule, ...] = (
       ("double free", "free():")),
     R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
       "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("exit code",)),
+    # slurmstepd's kill report (SchedMD/slurm src/slurmd/slurmstepd/req.c:1122-1149 at 284c3b9: time limit,
+    # preemption, node failure, requeue, a signal, a task failure); WARN like a launcher's death signal
+    R("slurm-cancelled", _rx(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+-]+) (?:ON (?P<node>\S+) )?CANCELLED AT \S+"
+                             r"(?: DUE [Tt][Oo] (?P<why>TIME LIMIT|PREEMPTION|NODE FAILURE|JOB REQUEUE|TASK FAILURE|SIGNAL \w+))?"),
+      CRASH, WARN, lambda m, line: (f"Slurm cancelled {m.group('what').lower()} {m.group('id')}"
+                                    + (f" (due to {m.group('why').lower()})" if m.group("why") else "")
+                                    + ": the run was stopped"),
+      "the scheduler ended the run: a time limit wants a checkpoint/resume or a longer --time; preemption a "
+      "requeue; otherwise scancel or an earlier failure (above) -- its own error, if any, is the cause",
+      ("cancelled at",)),
     R("slurm-exit", _rx(r"srun: error: \S+: tasks? [\d,-]+: (?P<what>Exited with exit code [1-9]\d*|Segmentation fault"
                         r"|Killed|Aborted|Bus error|Terminated)"), CRASH, CRIT, "srun: a task ended: {what}",
       H.HINT_LAUNCHER, ("srun: error",)),

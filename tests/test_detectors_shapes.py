@@ -321,6 +321,150 @@ def test_a_store_retrying_to_connect_is_timed_by_the_lines_own_clock():
     assert _kinds(scan_lines([at("19:20:35")], first_line_no=2, now_s=0.0, state=st)) == ["hang"]
 
 
+def test_a_wait_reported_at_a_fixed_period_is_timed_by_its_reports_per_thing_waited_for():
+    """torch's store-based barrier and TensorFlow's master repeat one line every 10 s while a
+    rank or worker is missing (pasted huggingface/accelerate#1401, yahoo/TensorFlowOnSpark#238):
+    three reports for the same one, with no clock on the lines, is 30 s of waiting -- stuck;
+    eight ranks each reporting once is 10 s, and a barrier every rank has joined is no wait."""
+    def barrier(rank: int, joined: int = 1) -> str:
+        return (f"INFO:root:Waiting in store based barrier to initialize process group for rank: {rank}, key: "
+                f"store_based_barrier_key:1 (world_size=8, worker_count={joined}, timeout=0:30:00)")
+    assert _kinds(_final([barrier(r) for r in range(8)])) == []
+    (f,) = _final([barrier(0), barrier(1)] * 3)
+    assert f.kind == "hang" and "1 of 8 ranks" in f.summary and "30 s" in f.summary
+    assert _kinds(_final([barrier(0, joined=8)] * 5)) == []
+    ps = "I tensor flow/core/distributed_runtime/master.cc:193] CreateSession still waiting for response from worker: /job:ps/replica:0/task:0"
+    assert _kinds(_final([ps] * 2 + ["Start master session 2feaff26548834a9 with config:", "step 0, duration = 0.292"])) == []
+    (f,) = _final([ps] * 3)
+    assert f.kind == "hang" and "/job:ps/replica:0/task:0" in f.summary
+
+
+def test_minutes_without_a_shared_memory_broadcast_read_is_a_hang_one_minute_a_slow_load():
+    """vLLM says it each 60 s a worker has not read its broadcast: one is a long compile or
+    load (pasted gpustack/gpustack#3888), five in a row a hung engine (vllm-project/vllm#51986)."""
+    def shm(t: str) -> str:
+        return (f"(EngineCore pid=2025) INFO 08-13 11:{t} [shm_broadcast.py:802] No available shared memory broadcast "
+                "block found in 60 seconds. This typically happens when some processes are hanging or doing some "
+                "time-consuming work (e.g. compilation, weight/kv cache quantization).")
+    assert _kinds(_final([shm("27:02"), "INFO:     127.0.0.1:56038 - \"GET /v1/models HTTP/1.1\" 200 OK"])) == []
+    assert _kinds(_final([shm("27:02"), shm("28:02")])) == []
+    (f,) = _final([shm("27:02"), shm("28:02"), shm("29:02")])
+    assert f.kind == "hang" and "180 s" in f.summary
+    # engine cores report their own waits at the same minute: the wait is each one's, not their sum
+    def core(n: int, t: str) -> str:
+        return shm(t).replace("(EngineCore pid=2025)", f"(EngineCore_DP{n} pid={3400 + n})")
+    assert _kinds(_final([core(0, "27:02"), core(4, "27:02"), core(0, "28:02"), core(4, "28:02")])) == []
+    assert _kinds(_final([core(n, t) for t in ("27:02", "28:02", "29:02") for n in (0, 4)])) == ["hang"]
+
+
+def test_slurm_killing_a_job_over_its_memory_limit_is_a_host_oom_and_its_warning_alone_is_not():
+    """slurmstepd says `Job N exceeded memory limit (USED > LIMIT), being killed` when it kills
+    (pasted heronsystems/adeptRL#13); `Exceeded step memory limit at some point.` alone is the
+    warning of a step that may have finished (pasted chaos/slurm#54: dd completed)."""
+    (f,) = _final(["Epoch 0 | Training | Steps: 93 | Loss: 24.580695",
+                   "slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), being killed"])
+    assert f.kind == "oom" and "7518" in f.summary and "626359956 > 512000000" in f.summary
+    assert _kinds(_final(["52428800 bytes (52 MB) copied, 0.459204 s, 114 MB/s",
+                          "slurmstepd: Exceeded step memory limit at some point."])) == []
+
+
+def test_windows_paging_file_too_small_is_a_host_oom_and_another_dll_load_error_a_crash():
+    """WinError 1455 is Windows' commit limit reached (pasted cszn/KAIR#127, WongKinYiu/yolov7#1036):
+    memory; WinError 126 loading the same DLL is a missing file, not memory."""
+    dll = ' Error loading "D:\\env\\lib\\site-packages\\torch\\lib\\shm.dll" or one of its dependencies.'
+    assert _kinds(_final(["OSError: [WinError 1455] The paging file is too small for this operation to complete." + dll])) == ["oom"]
+    assert _kinds(_final(["OSError: [WinError 126] The specified module could not be found." + dll])) == ["crash"]
+
+
+def test_a_tune_trial_asking_for_more_than_the_cluster_has_is_a_hang_and_a_slow_start_is_not():
+    """Ray Tune's `You asked for 11.0 cpu and 1.0 gpu per trial, but the cluster only has 8.0 cpu
+    and 0 gpu` (pasted ray-project/ray#18718): the numbers say no trial can be placed; asking
+    for what the cluster has is no failure, and the time-based `No trial is running ... within
+    the last 60.0 seconds` while nodes come up stays quiet (pasted ray-project/ray#31292)."""
+    def asked(cpu: str, gpu: str) -> str:
+        return (f"(pid=202) 2021-09-17 11:08:06,745\tWARNING trial_executor.py:305 -- Ignore this message if the "
+                f"cluster is autoscaling. You asked for {cpu} cpu and {gpu} gpu per trial, but the cluster only has "
+                "8.0 cpu and 0 gpu. Stop the tuning job and adjust the resources requested per trial")
+    (f,) = _final([asked("11.0", "1.0")])
+    assert f.kind == "hang" and "11.0 CPU" in f.summary
+    assert _kinds(_final([asked("2.0", "1.0")])) == ["hang"]  # no GPU at all
+    assert _kinds(_final([asked("4.0", "0")])) == []
+    assert _kinds(_final(["WARNING insufficient_resources_manager.py:133 -- Ignore this message if the cluster is "
+                          "autoscaling. No trial is running and no new trial has been started within at least the "
+                          "last 60.0 seconds."])) == []
+
+
+def test_a_loss_by_its_other_names_perplexity_cross_entropy_cost_is_read_as_a_loss():
+    """OpenNMT-py's `ppl:   nan; xent:  nan;` (pasted OpenNMT/OpenNMT-py#1072), `PPL nan ;` and
+    `Validation perplexity: nan` (harvardnlp/data2text#9), MXNet's `cross-entropy=nan`, Marian's
+    `Cost nan`: the loss under another name; finite ones (OpenNMT/OpenNMT-py#709, a ppl of
+    42885 is poor, not NaN) and a timing `avg_batch_cost: nan` stay quiet."""
+    for line in ["[2018-11-26 15:06:01,481 INFO] Step 5650/50000; acc:   0.19; ppl:   nan; xent:  nan; lr: 0.00070;",
+                 "Epoch 10 ; Iter 50/213 ; LR 1.0000 ; Target tokens/s 2135 ; PPL nan ;",
+                 "Epoch[0] Batch [100]\tSpeed: 1000.00 samples/sec\tTrain-cross-entropy=nan",
+                 "[2017-10-14 02:03:33] Ep. 2 : Up. 116800 : Sen. 6972416 : Cost nan : Time 2.74s : 19413.05 words/s"]:
+        assert _kinds(_final([line])) == ["nan"], line
+    healthy = ["Epoch  1, 12950/37527; acc:   4.50; ppl: 42885.19; xent:  10.67; 3594 src tok/s;",
+               "INFO:root:Epoch[0] Batch [10]\tSpeed: 3.22 samples/sec\tCrossEntropy=4.200497\tSmoothL1=0.816728",
+               "epoch: [1/100], global_step: 10, lr: 0.001, loss: 2.1, avg_reader_cost: nan s, avg_batch_cost: nan s",
+               "INFO:root:Epoch[1] Time cost=nan"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_tensorrt_out_of_memory_in_its_three_wordings_and_its_other_runtime_errors_not():
+    """TensorRT 7's `Cuda Error in allocate: 2 (out of memory)` (pasted linghu8812/tensorrt_inference#155),
+    8-10's `Error Code 1: Cuda Runtime (out of memory)` (NVIDIA/TensorRT#4258) and `Error Code 2:
+    OutOfMemory (Requested size was N bytes.)`; its `Cuda Runtime (invalid argument)` and the
+    builder's warning that a request could not be allocated are not an OOM by themselves."""
+    for line in ["[09/29/2022-16:59:38] [E] [TRT] ../rtSafe/safeRuntime.cpp (25) - Cuda Error in allocate: 2 (out of memory)",
+                 "[11/22/2024-13:40:47] [E] Error[1]: [defaultAllocator.cpp::allocate::31] Error Code 1: Cuda Runtime (out of memory)",
+                 "[E] [virtualMemoryBuffer.cpp::resizePhysical::154] Error Code 2: OutOfMemory (Requested size was 16581132288 bytes.)"]:
+        assert _kinds(_final([line])) == ["oom"], line
+    assert _kinds(_final(["[TRT] [E] 1: [defaultAllocator.cpp::deallocate::42] Error Code 1: Cuda Runtime (invalid argument)",
+                          "[W] [TRT] Requested amount of GPU memory (15485030400 bytes) could not be allocated. There may "
+                          "not be enough free memory for allocation to succeed.", "[I] Engine built in 41.2 sec."])) == []
+
+
+def test_glibc_assert_and_a_zh_cn_shell_death_notice_are_crashes():
+    """glibc's `prog: file:line: func: Assertion `expr' failed.` (assert/assert.c:37) aborts; a
+    zh_CN shell reports the abort as `已放弃 (核心已转储)` (pasted linghu8812/tensorrt_inference#117) or,
+    in newer glibc, `已中止`, a segfault as `段错误 (核心已转储)`. A CUDA kernel's assertion keeps its own
+    reader; the words in prose, without the core-dump mark or the assert format, stay quiet."""
+    (f,) = [f for f in _final(["build engine done", "mmpose_trt: /src/model.cpp:46: void Model::OnnxToTRTModel(): "
+                                                   "Assertion `engine' failed."]) if f.kind == "crash"]
+    assert "`engine`" in f.summary and "model.cpp:46" in f.summary
+    assert _kinds(_final(["epoch 3 loss 0.21", "段错误 (核心已转储)"])) == ["crash"]
+    assert _kinds(_final(["./train.sh: 第 3 行： 已中止 (核心已转储)"])) == ["crash"]
+    assert _kinds(_final(["训练已中止，请检查数据 (见上文)", "assert engine is not None, 'build failed'"])) == []
+
+
+def test_ggml_and_directml_allocation_failures_are_ooms_and_buffer_reports_are_not():
+    """ggml's `failed to allocate CPU buffer of size N` (host) and `... CUDA0 buffer ...` (device)
+    (pasted ollama/ollama#12634, ikawrakow/ik_llama.cpp#749), DirectML's `Could not allocate tensor
+    with N bytes. There is not enough GPU video memory available!` (kijai/ComfyUI-HunyuanVideoWrapper#211);
+    a loader's buffer-size report and a failed mlock (RLIMIT_MEMLOCK) are no OOM (xorbitsai/inference#3345)."""
+    (f,) = _final(["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 437944320"])
+    assert f.kind == "oom" and "host RAM" in f.summary
+    (f,) = _final(["ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 292926534144"])
+    assert f.kind == "oom" and "CUDA0" in f.summary and "host" not in f.summary
+    assert _kinds(_final(["RuntimeError: Could not allocate tensor with 530841600 bytes. There is not enough GPU video "
+                          "memory available!"])) == ["oom"]
+    assert _kinds(_final(["warning: failed to mlock 827228160-byte buffer (after previously locking 0 bytes): Cannot "
+                          "allocate memory", "Try increasing RLIMIT_MEMLOCK ('ulimit -l' as root).",
+                          "load_tensors:        CUDA0 model buffer size = 16306.25 MiB"])) == []
+
+
+def test_slurm_cancelling_a_job_stops_the_run_and_an_accounting_state_line_does_not():
+    """slurmstepd's `*** JOB N ON node CANCELLED AT T DUE TO TIME LIMIT ***` (src/slurmd/slurmstepd/
+    req.c:1122; pasted ZettaAI/zetta_utils#671), older releases without `ON node`: the scheduler
+    ended the run; sacct's `CANCELLED` state and scancel's own error are no such report."""
+    (f,) = _final(["slurmstepd: error: *** JOB 494583 ON gpu01 CANCELLED AT 2024-04-20T09:09:37 DUE TO TIME LIMIT ***"])
+    assert f.kind == "crash" and "time limit" in f.summary
+    assert _kinds(_final(["slurmstepd: *** JOB 830329 CANCELLED AT 2018-08-06T17:21:44 DUE TO TIME LIMIT on n447 ***"])) == ["crash"]
+    assert _kinds(_final(["       JobID    JobName      State ExitCode", "      494583      train  CANCELLED      0:0",
+                          "scancel: error: Kill job error on job id 123: Job/step already completing or completed"])) == []
+
+
 def test_an_assertion_that_a_value_is_finite_failing_is_a_nan():
     """`assert math.isfinite(loss_value)` failing (pasted facebookresearch/ConvNeXt#131: a bare
     AssertionError) says the loss was NaN/Inf; any other assertion is only a crash."""

@@ -40,9 +40,13 @@ _SIGNALS = {
 SIGNAL_BY_WORD = {
     "segmentation fault": 11, "aborted": 6, "abort trap": 6, "bus error": 7, "illegal instruction": 4,
     "floating point exception": 8, "killed": 9, "terminated": 15, "hangup": 1, "trace/breakpoint trap": 5, "quit": 3,
+    "段错误": 11, "已中止": 6, "已放弃": 6, "总线错误": 7, "非法指令": 4, "浮点异常": 8, "浮点数例外": 8,
 }
 """What a shell prints for a child killed by a signal (bash's strsignal texts; macOS's
-`Abort trap: 6` is its SIGABRT's)."""
+`Abort trap: 6` is its SIGABRT's; under a zh_CN locale glibc's translations, po/zh_CN.po at
+bminor/glibc 04e750e75b73957cf1c791535a3f4319534a52fc: 段错误 :5497, 已中止 :5477 -- 已放弃 in
+older releases (pasted linghu8812/tensorrt_inference#117) -- 总线错误 :5489, 非法指令 :5469,
+浮点异常 :5481, older 浮点数例外)."""
 
 
 def death_by_signal(signum: int) -> Death:

@@ -40,7 +40,7 @@ from controller.judge.kernel_asserts import KernelAssertions
 from controller.judge.loss_scale import LossScaleTrajectory
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.judge.nccl_reports import read_report
-from controller.judge.peer_wait import PeerWait
+from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.tracebacks import (
@@ -320,7 +320,7 @@ LINE_WORDS = (
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
-    "from device", "remainder", "dump debug", "retry", "running for", "pending",
+    "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储", "cancelled at",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -435,8 +435,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if "assertion" in low and st.kernel_asserts.feed(line, line_no, ln.raw):
             continue
         st.loss_scale.feed(line, low, b.line_no0 + ln.src)
-        if "retry" in low:
-            st.peer_wait.feed(line, line_no, ln.raw)
+        if any(w in low for w in WAIT_WORDS):
+            st.peer_wait.feed(line, line_no, ln.raw, ln.key)
         elif "running for" in low or "pending" in low:
             st.peer_wait.feed_status(line, line_no)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
@@ -592,8 +592,8 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
             return True
     for j in range(i - 1, max(-1, i - 1 - TABLE_LOOKBACK_LINES), -1):
         head = b.rep[j].text.strip().strip("|")
-        if not head or head[0].isdigit():
-            continue
+        if not head.lstrip()[:1].isalpha():
+            continue  # (every header cell starts with a letter: a timestamp, `[`, a digit open no header)
         cols = [c for c in _TABLE_SPLIT.split(head) if c]
         if len(cols) < 3 and " " in head.strip():
             cols = head.split()

@@ -8,7 +8,10 @@ key=value (`loss=nan`, tqdm postfixes `[..., loss=nan]`), colon pairs (Lightning
 bar and Keras `loss: nan`), pipe tables (Megatron `| lm loss: NaN | grad norm: nan |`),
 bracketed values (`loss [nan]`), bare pairs (`Loss nan Main Loss nan`), and wandb's
 closing summary (`wandb:     loss nan`). One pattern reads them all: a key that names a
-loss or a gradient norm, a separator, a value. Words that merely mention NaN --
+loss or a gradient norm, a separator, a value. A loss goes by other names where the
+objective is a cross-entropy: its perplexity (`ppl:   nan; xent:  nan;` -- OpenNMT-py;
+`PPL nan ;`, `Validation perplexity: nan`), `cross-entropy=nan` (MXNet's metric), Marian's
+`Cost nan` -- read as losses; a timing `batch_cost` / `reader_cost` is not one. Words that merely mention NaN --
 `number of nan iterations: 0`, `logging_nan_inf_filter=True`, `skip_nan_steps` -- have no
 loss/norm key in front of a non-finite value, so they never count. Keys such as
 `best_loss` / `min_val_loss` start at +inf by convention and are ignored.
@@ -20,11 +23,13 @@ import re
 from dataclasses import dataclass
 
 _RECORD = re.compile(
-    r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|grad[ _]?norm|gradient[ _]norm"
-    r"|total[ _]norm))(?P<sfx>_\w+)?['\"\]]?\s*(?:[:=]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
+    r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|cost|xent|cross[-_ ]?entropy|ppl|perplexity"
+    r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>_\w+)?['\"\]]?\s*(?:[:=]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
     r"(?P<val>[-+]?(?:nan|inf(?:inity)?))(?:\.0*)?(?![\w.])",
     re.I)
-_IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]", re.I)
+_IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]"
+                          r"|^\w+_cost$|time[ _]cost$", re.I)
+_LOSS_NAMES = ("loss", "cost", "xent", "entropy", "ppl", "perplexity")
 _INF_WORD = re.compile(r"\binf\b", re.I)
 
 
@@ -73,5 +78,5 @@ def non_finite_values(line: str) -> list[NonFinite]:
             continue
         low = key.lower()
         out.append(NonFinite(key=key + (m.group("sfx") or ""), value=m.group("val").lower(),
-                             is_loss="loss" in low and "norm" not in low))
+                             is_loss="norm" not in low and any(w in low for w in _LOSS_NAMES)))
     return out

@@ -132,6 +132,32 @@ OOM_FAMILY: tuple[Source, ...] = (
            "src/plugins/task/cgroup/task_cgroup_memory.c", 291, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
            "the cgroup task plugin's error(\"Detected %\"PRIu64\" oom_kill event%s in %ps. Some of the step tasks have "
            "been OOM Killed.\"); older releases wrote oom-kill, which the rule also reads"),
+    Source("tensorrt-oom", "TensorRT", "Error Code 1: Cuda Runtime (out of memory) / Cuda Error in allocate: 2 (out "
+           "of memory) / Error Code 2: OutOfMemory (Requested size was N bytes.)",
+           note="printed by TensorRT's closed-source builder and runtime (defaultAllocator.cpp, safeRuntime.cpp, "
+                "virtualMemoryBuffer.cpp, which the logs name): no public source to cite; seen in pasted "
+                "NVIDIA/TensorRT#4258 and #2198, linghu8812/tensorrt_inference#117 and #155 (TensorRT 7 to 10)"),
+    Source("ggml-buffer-oom", "ggml (llama.cpp, ollama, whisper.cpp)", "failed to allocate CUDA0 buffer of size N / "
+           "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size N", "ggml-org/ggml",
+           "src/ggml-alloc.c", 1133, "d99724f2b141fed9e1a9f402213506c081433465",
+           "alloc_tensor_range's GGML_LOG_ERROR('%s: failed to allocate %s buffer of size %zu') (the same in "
+           "ggml_gallocr_reserve_n at :940); the CPU backend's at src/ggml-backend.cpp:2381 (pasted ollama/ollama#12634, "
+           "ikawrakow/ik_llama.cpp#749); a `... model buffer size = N MiB` report and a failed mlock are not read"),
+    Source("directml-oom", "PyTorch-DirectML (AMD/Intel GPUs on Windows)", "Could not allocate tensor with N bytes. There "
+           "is not enough GPU video memory available!",
+           note="torch-directml's allocator (closed source; microsoft/DirectML holds no source of it): no public source "
+                "to cite; seen in pasted kijai/ComfyUI-HunyuanVideoWrapper#211"),
+    Source("slurm-mem-limit", "Slurm (jobacct_gather polling)", "Job N exceeded memory limit (USED > LIMIT), being "
+           "killed", "SchedMD/slurm", "src/interfaces/jobacct_gather.c", 889, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
+           "jobacct_gather_handle_mem_limit's error('%ps exceeded memory limit (...), being killed') before "
+           "_acct_kill_step, and the same with 'virtual memory' after it (older releases: "
+           "src/common/slurm_jobacct_gather.c); its 'Exceeded step memory limit at some point.' alone is a warning of "
+           "a step that may have finished (pasted chaos/slurm#54) and is not read"),
+    Source("win-paging-file", "Windows (Python's OSError)", "[WinError 1455] The paging file is too small for this "
+           "operation to complete",
+           note="the system message of Win32 error 1455, ERROR_COMMITMENT_LIMIT (closed source), as Python's OSError "
+                "prints it when loading torch's CUDA DLLs in each DataLoader worker fails; seen in pasted "
+                "ultralytics/yolov5#11418, cszn/KAIR#127, WongKinYiu/yolov7#1036"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "

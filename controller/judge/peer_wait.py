@@ -14,9 +14,22 @@ been running (`Current time: ... (running for 00:03:10.22)`) and how its trials 
 (`Number of trials: 4/4 (4 PENDING)`): every trial still PENDING after TUNE_PENDING_S is
 an experiment whose trials cannot be placed (the resources they ask for are not there).
 
-How long it waited is read from the wording (N sec a retry, running for H:MM:SS) or from
-the lines' own clock (glog's `I1127 19:18:22.167176`, a logger's `2022-11-27 19:18:22`):
-never from when the text was read, so a pasted log and a live one judge alike.
+Other programs report a wait by repeating one line at a fixed period while it lasts
+(WAITS): torch's store-based barrier at start-up (`Waiting in store based barrier to
+initialize process group for rank: 0, key: ... (world_size=8, worker_count=1, ...)`, once
+per rank every 10 s while a rank is missing: torch/distributed/distributed_c10d.py
+`_store_based_barrier`), TensorFlow's master (`CreateSession still waiting for response
+from worker: /job:ps/replica:0/task:0`, once per silent worker every kLoggingPeriodMs =
+10 s: tensorflow/core/distributed_runtime/master.cc `DeviceFinder::Wait`), vLLM's
+shared-memory broadcast (`No available shared memory broadcast block found in 60
+seconds`: a worker has not read the last broadcast for that long -- one such line is a
+slow compile or load, minutes of them in a row a worker that hangs: shm_broadcast.py).
+
+How long it waited is read from the wording (N sec a retry, running for H:MM:SS, found in
+60 seconds), from the lines' own clock (glog's `I1127 19:18:22.167176`, a logger's
+`2022-11-27 19:18:22`) or, where neither says, from the reports counted per thing waited
+for times the period the program reports at: never from when the text was read, so a
+pasted log and a live one judge alike.
 """
 
 from __future__ import annotations
@@ -36,8 +49,49 @@ ROW_GAP_LINES = 4
 """Wait lines at most this far apart are one wait (the `not ready endpoints` line, a device
 warning between retries); a longer gap is something else happening -- a new wait starts."""
 
-_SAYS_SECONDS = re.compile(r"server not ready, wait (?P<s>\d+(?:\.\d+)?) sec to retry")
-_CLOCKED = re.compile(r"Retry to connect to (?P<peer>\S+?):(?P<port>\d+) while the server is not yet listening")
+SHM_HANG_S = 180.0
+"""vLLM's broadcast unread this long: three of its 60-s reports in a row. One report is a
+worker busy compiling or loading weights (pasted gpustack/gpustack#3888: a long model
+load); five in a row while nothing else is printed is a hung engine (vllm-project/vllm#51986)."""
+
+
+@dataclass(frozen=True)
+class WaitWording:
+    """One line a program repeats while it waits for others, and how to time the wait."""
+
+    name: str
+    pattern: re.Pattern     # groups: `s` (seconds the line says), `who` (what it waits for), `joined`/`world`
+    period_s: float         # seconds one report stands for (per `who`) when the line says none; 0: clock only
+    hang_s: float           # waited this long, doing nothing else: stuck
+    summary: str            # {s}: seconds waited, {who}, {joined}, {world}
+    hint: str
+
+
+_PEER_HINT = "a rank never started or cannot be reached: check every node's launcher log, the endpoints' ports and firewalls"
+WAITS: tuple[WaitWording, ...] = (
+    WaitWording("paddle-launcher", re.compile(r"server not ready, wait (?P<s>\d+(?:\.\d+)?) sec to retry"), 0.0,
+                WAIT_HANG_S, "start-up stuck waiting for its peers: the same wait retried for {s} s (a rank's endpoint "
+                "never came up)", _PEER_HINT),
+    WaitWording("paddle-tcp-store", re.compile(r"Retry to connect to (?P<who>\S+?:\d+) while the server is not yet "
+                                               r"listening"), 0.0, WAIT_HANG_S,
+                "start-up stuck waiting for its peers: the same wait retried for {s} s (a rank's endpoint never came up)",
+                _PEER_HINT),
+    WaitWording("torch-store-barrier", re.compile(r"Waiting in store based barrier to initialize process group for "
+                                                  r"(?:[\d.]+ seconds ?)?rank: (?P<who>\d+), key: \S+ \(world_size="
+                                                  r"(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<joined>\d+)"),
+                10.0, WAIT_HANG_S, "start-up stuck in the store-based barrier: {joined} of {world} ranks joined after "
+                "{s} s of waiting (a rank never came up)", _PEER_HINT),
+    WaitWording("tf-create-session", re.compile(r"CreateSession still waiting for response from worker: (?P<who>\S+)"),
+                10.0, WAIT_HANG_S, "start-up stuck: the session waited {s} s for {who}, which never answered",
+                "that task never started or cannot be reached: check its log, the cluster spec's host:port and firewalls"),
+    WaitWording("vllm-shm-broadcast", re.compile(r"No available shared memory broadcast block found in (?P<s>\d+) "
+                                                 r"seconds?"), 0.0, SHM_HANG_S,
+                "a worker stopped reading its work: no shared-memory broadcast block was taken for {s} s (a worker "
+                "process hangs)", "dump the workers' stacks (py-spy dump --pid) to see where they wait; check that "
+                "every GPU worker is alive (a NCCL/collective call, a stuck compile)"),
+)
+WAIT_WORDS = ("retry", "waiting", "broadcast block")
+"""The caller's cheap test: every WAITS wording holds one of these (lower-case)."""
 _CLOCK = re.compile(r"(?:^|[\sT\[])(?P<h>[0-2]\d):(?P<m>[0-5]\d):(?P<s>[0-5]\d)(?:[.,]\d+)?\b")
 _DAY_S = 86400.0
 _RUNNING_FOR = re.compile(r"\(running for (?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)")
@@ -54,7 +108,8 @@ def _program_clock(line: str, raw: str) -> re.Match | None:
 
 @dataclass
 class PeerWait:
-    """One wait in progress (bounded: a few numbers and two evidence lines)."""
+    """One wait in progress (bounded: a few numbers, a count per thing waited for, two
+    evidence lines)."""
 
     waited_s: float = 0.0
     first_clock_s: float | None = None
@@ -65,6 +120,10 @@ class PeerWait:
     reported: bool = False
     tune_running_s: float | None = None
     pending_trials: int = 0
+    wording: WaitWording | None = None
+    said_s: dict[str, float] = field(default_factory=dict)  # seconds the lines said, summed per thing waited for
+    reports: dict[str, int] = field(default_factory=dict)  # reports per thing waited for
+    groups: dict[str, str] = field(default_factory=dict)   # the stuck line's groups (summary)
 
     def feed_status(self, line: str, line_no: int) -> None:
         """A line holding "running for" or "pending" (the caller's cheap test): Tune's status."""
@@ -80,29 +139,42 @@ class PeerWait:
             self.waited_s = self.tune_running_s
             self.evidence = [line]
 
-    def feed(self, line: str, line_no: int, raw: str = "") -> None:
-        """A line holding "retry" (the caller's cheap test): is it a peer wait? `raw` is the
-        line as printed, with the logger's clock that `line` (repaired) may have lost."""
-        said = _SAYS_SECONDS.search(line)
-        clocked = None if said else _CLOCKED.search(line)
-        if said is None and clocked is None:
+    def feed(self, line: str, line_no: int, raw: str = "", key: str = "") -> None:
+        """A line holding a WAIT_WORDS word (the caller's cheap test): is it a wait? `raw` is
+        the line as printed, with the logger's clock that `line` (repaired) may have lost;
+        `key` its launcher prefix, which tells apart the processes that each report their own
+        wait when the line names nothing it waits for (vLLM's engine cores)."""
+        for w in WAITS:
+            m = w.pattern.search(line)
+            if m is not None:
+                break
+        else:
             return
-        if self.last_line is None or line_no - self.last_line > ROW_GAP_LINES:
-            self.waited_s, self.first_clock_s, self.first_line = 0.0, None, line_no
+        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        if "joined" in groups and int(groups["joined"]) >= int(groups["world"]):
+            return  # every rank is in (an overfull barrier is rules.py's barrier-overfull)
+        if self.last_line is None or line_no - self.last_line > ROW_GAP_LINES or w is not self.wording:
+            self.waited_s, self.first_clock_s, self.first_line, self.wording = 0.0, None, line_no, w
+            self.said_s, self.reports = {}, {}
             self.evidence = [line]
         self.last_line = line_no
-        if said is not None:
-            self.waited_s += float(said.group("s"))
-        else:
-            c = _program_clock(line, raw)
-            if c is not None:
-                t = int(c.group("h")) * 3600 + int(c.group("m")) * 60 + int(c.group("s"))
-                if self.first_clock_s is None:
-                    self.first_clock_s = float(t)
-                else:
-                    self.waited_s = (t - self.first_clock_s) % _DAY_S  # (past midnight)
-        if self.stuck_line is None and self.waited_s >= WAIT_HANG_S:
-            self.stuck_line = line_no
+        who = groups.get("who", key)
+        if who in self.reports or len(self.reports) < 64:
+            self.reports[who] = self.reports.get(who, 0) + 1
+            if "s" in groups:
+                self.said_s[who] = self.said_s.get(who, 0.0) + float(groups["s"])
+        counted = w.period_s * max(self.reports.values())
+        c = _program_clock(line, raw)
+        clocked = 0.0
+        if c is not None:
+            t = int(c.group("h")) * 3600 + int(c.group("m")) * 60 + int(c.group("s"))
+            if self.first_clock_s is None:
+                self.first_clock_s = float(t)
+            else:
+                clocked = (t - self.first_clock_s) % _DAY_S  # (past midnight)
+        self.waited_s = max(max(self.said_s.values(), default=0.0), counted, clocked)
+        if self.stuck_line is None and self.waited_s >= w.hang_s:
+            self.stuck_line, self.groups = line_no, groups
             if len(self.evidence) < 2:
                 self.evidence.append(line)
 
@@ -114,11 +186,12 @@ class PeerWait:
         if self.pending_trials:
             return (f"no trial could start: all {self.pending_trials} trial(s) still PENDING {self.waited_s:.0f} s "
                     "into the run (the resources they request are not there)")
-        return (f"start-up stuck waiting for its peers: the same wait retried for {self.waited_s:.0f} s "
-                "(a rank's endpoint never came up)")
+        w = self.wording or WAITS[0]
+        return w.summary.format(s=f"{self.waited_s:.0f}", who=self.groups.get("who", "?"),
+                                joined=self.groups.get("joined", "?"), world=self.groups.get("world", "?"))
 
     def hint(self) -> str:
         if self.pending_trials:
             return ("compare what each trial requests (resources_per_trial, num_workers, GPUs) with what the "
                     "cluster has: `ray status`")
-        return "a rank never started or cannot be reached: check every node's launcher log, the endpoints' ports and firewalls"
+        return (self.wording or WAITS[0]).hint

@@ -111,8 +111,9 @@ def _cut_mid_token(lines: Sequence[str], width: int) -> bool:
     terminal copy does to one long line. (Padding or an indented next line is no cut.)"""
     for i in range(len(lines) - 1):
         s, t = lines[i], lines[i + 1]
-        if len(s) != width or len(t) < 2 or not s.strip(s[0]) or _LINE_START.match(t) or t.split(None, 1)[:1] == s.split(None, 1)[:1]:
-            continue  # (a next line that begins as this one did is the next line of one format)
+        if (len(s) != width or len(t) < 2 or not s.strip(s[0]) or _LINE_START.match(t) or t.startswith(("```", "~~~"))
+                or t.split(None, 1)[:1] == s.split(None, 1)[:1]):
+            continue  # (a next line that begins as this one did is the next line of one format; a fence ends the paste)
         junction = s[-2:] + t[:2]
         if sum(c.isspace() for c in junction) <= 1:
             return True

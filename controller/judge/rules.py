@@ -183,6 +183,18 @@ def _nccl(m: re.Match, line: str) -> str:
     return f"NCCL error: {what}"
 
 
+def _tune_infeasible(m: re.Match, line: str) -> str | None:
+    """Ray Tune's insufficient-resources message (python/ray/tune/execution/insufficient_resources_manager.py,
+    trial_executor.py in Ray 1.x): a trial that asks for more CPUs or GPUs than the whole cluster
+    has can never be placed -- every trial stays PENDING. Asking for what is there, only
+    claimed by other trials, is a wait and not read here."""
+    need_cpu, need_gpu, has_cpu, has_gpu = (float(m.group(k)) for k in ("cpu", "gpu", "hcpu", "hgpu"))
+    if need_cpu <= has_cpu and need_gpu <= has_gpu:
+        return None
+    return (f"no trial can start: each asks for {m.group('cpu')} CPU and {m.group('gpu')} GPU, the cluster has "
+            f"{m.group('hcpu')} CPU and {m.group('hgpu')} GPU (Ray Tune; unless nodes are being added)")
+
+
 def _rx(p: str, flags: int = 0) -> re.Pattern:
     return re.compile(p, flags)
 
@@ -246,6 +258,29 @@ RULES: tuple[TextRule, ...] = (
     R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
       "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
       ("oom-kill", "oom_kill")),
+    R("tensorrt-oom", _rx(r"Error Code 1: Cuda Runtime \(out of memory\)|Cuda Error in \w+: 2 \(out of memory\)"
+                          r"|Error Code 2: OutOfMemory \(Requested size was (?P<n>\d+) bytes"), OOM, CRIT,
+      "TensorRT ran out of GPU memory (its CUDA allocation failed: out of memory)",
+      H.HINT_ACCEL_OOM + "; TensorRT: a smaller workspace (memory pool) limit or max batch/shape profile",
+      ("cuda runtime (out of memory)", "(out of memory)", "error code 2: outofmemory")),
+    R("ggml-buffer-oom", _rx(r"failed to allocate (?P<dev>[\w.-]+) buffer of size (?P<n>\d+)"
+                             r"|(?P<cpu>cpu)_buffer_type_alloc_buffer: failed to allocate buffer of size (?P<n2>\d+)"), OOM, CRIT,
+      lambda m, line: (f"{'host RAM' if (m.group('cpu') or (m.group('dev') or '').upper().startswith('CPU')) else 'accelerator memory'}"
+                       f" ran out (ggml could not allocate a {m.group('dev') or 'CPU'} buffer of "
+                       f"{int(m.group('n') or m.group('n2')) / 2**30:.2f} GiB)"),
+      H.HINT_ACCEL_OOM + "; llama.cpp/ollama: fewer GPU layers (-ngl), a smaller context (-c) or a smaller quantization",
+      ("to allocate",)),
+    R("directml-oom", _rx(r"Could not allocate tensor with (?P<n>\d+) bytes\. There is not enough GPU video memory available"),
+      OOM, CRIT, lambda m, line: f"GPU out of memory (DirectML: a tensor of {int(m.group('n')) / 2**20:.0f} MiB could not be "
+                                 "allocated)", H.HINT_ACCEL_OOM, ("video memory",)),
+    R("slurm-mem-limit", _rx(r"(?:Job|Step) (?P<id>[\d.]+(?:\.\w+)?) exceeded (?P<v>virtual )?memory limit \((?P<used>\d+) > "
+                             r"(?P<limit>\d+)\), being killed"), OOM, CRIT,
+      "Slurm killed job {id}: it exceeded its {v}memory limit ({used} > {limit})", H.HINT_HOST_OOM,
+      ("exceeded memory limit", "exceeded virtual memory limit")),
+    R("win-paging-file", _rx(r"\[WinError 1455\]|The paging file is too small for this operation to complete"), OOM, CRIT,
+      "host memory ran out (Windows WinError 1455: the paging file is too small -- the commit limit was reached)",
+      H.HINT_HOST_OOM + "; on Windows each DataLoader worker loads torch's CUDA DLLs again: fewer workers, or a "
+      "larger, system-managed page file", ("winerror 1455", "error: the paging file")),
     R("cupy-oom", _rx(r"[Oo]ut of memory (?:to allocate \d+ bytes \(total \d+ bytes\)"
                       r"|allocating [\d,]+ bytes(?: \(allocated so far: [\d,]+ bytes)?)"), OOM, CRIT,
       "CUDA OOM (CuPy OutOfMemoryError: out of memory allocating on the GPU)", H.HINT_CUDA_OOM, ("out of memory",)),
@@ -346,6 +381,10 @@ RULES: tuple[TextRule, ...] = (
                        if int(m.group("workers")) > int(m.group("world")) else None),
       "a second job or a wrong --nproc_per_node/--nnodes joined this rendezvous: give each job its own MASTER_PORT",
       ("barrier",)),
+    R("tune-infeasible", _rx(r"You asked for (?P<cpu>[\d.]+) cpu and (?P<gpu>[\d.]+) gpu per trial, but the cluster only has "
+                             r"(?P<hcpu>[\d.]+) cpu and (?P<hgpu>[\d.]+) gpu"), HANG, CRIT, _tune_infeasible,
+      "lower resources_per_trial / num_workers to what the cluster has (`ray status`), or add nodes that have it",
+      ("cluster only has",)),
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
@@ -455,6 +494,13 @@ RULES: tuple[TextRule, ...] = (
                                r"[`*_.]{0,3}\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
                                                      "killed")),
+    R("zh-shell-death", _rx(r"(?:^|\s|[\]|%)}>.,;:!?0-9])(?P<what>段错误|已中止|已放弃|总线错误|非法指令|浮点异常|浮点数例外)\s*"
+                            r"(?P<core>[(（]核心已转储[)）])\s*$"),
+      CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("核心已转储",)),
+    R("glibc-assert", _rx(r"^(?P<prog>[^\s:]+): (?P<file>[^\s:]+):(?P<line>\d+): (?P<fn>[^`]+?): Assertion `(?P<expr>.+)' "
+                          r"failed\.\s*$"), CRASH, CRIT,
+      "a C/C++ assert failed in {prog} at {file}:{line}: `{expr}` (glibc aborts the process)", H.HINT_ABORT,
+      ("assertion `",)),
     R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
                               r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
       lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
@@ -499,6 +545,16 @@ RULES: tuple[TextRule, ...] = (
       ("double free", "free():")),
     R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
       "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("exit code",)),
+    # slurmstepd's kill report (SchedMD/slurm src/slurmd/slurmstepd/req.c:1122-1149 at 284c3b9: time limit,
+    # preemption, node failure, requeue, a signal, a task failure); WARN like a launcher's death signal
+    R("slurm-cancelled", _rx(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+-]+) (?:ON (?P<node>\S+) )?CANCELLED AT \S+"
+                             r"(?: DUE [Tt][Oo] (?P<why>TIME LIMIT|PREEMPTION|NODE FAILURE|JOB REQUEUE|TASK FAILURE|SIGNAL \w+))?"),
+      CRASH, WARN, lambda m, line: (f"Slurm cancelled {m.group('what').lower()} {m.group('id')}"
+                                    + (f" (due to {m.group('why').lower()})" if m.group("why") else "")
+                                    + ": the run was stopped"),
+      "the scheduler ended the run: a time limit wants a checkpoint/resume or a longer --time; preemption a "
+      "requeue; otherwise scancel or an earlier failure (above) -- its own error, if any, is the cause",
+      ("cancelled at",)),
     R("slurm-exit", _rx(r"srun: error: \S+: tasks? [\d,-]+: (?P<what>Exited with exit code [1-9]\d*|Segmentation fault"
                         r"|Killed|Aborted|Bus error|Terminated)"), CRASH, CRIT, "srun: a task ended: {what}",
       H.HINT_LAUNCHER, ("srun: error",)),

@@ -46,11 +46,13 @@ class ClientServer:
         deadline = time.monotonic() + COMMAND_TIMEOUT_S
         while not select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
             if time.monotonic() >= deadline:
+                self.close()                     # its late reply must not answer the next command
                 pytest.fail(f"{self.script.name} {args[0]}: no reply in {COMMAND_TIMEOUT_S} s")
         line = proc.stdout.readline()
         if not line:
+            self.close()                         # the next command starts a new one
             tail = self.stderr_path.read_text(errors="replace")[-4000:]
-            pytest.fail(f"{self.script.name} exited ({proc.wait()}) during {args[0]}:\n{tail}")
+            pytest.fail(f"{self.script.name} exited ({proc.returncode}) during {args[0]}:\n{tail}")
         reply = json.loads(line)
         assert reply["ok"], reply["error"][-4000:]
 
@@ -63,6 +65,7 @@ class ClientServer:
         # waiting out the interpreter's (torch's, transformers') seconds-long teardown
         self.proc.kill()
         self.proc.wait()
+        self.proc = None
 
 
 def client_env(**extra: str) -> dict[str, str]:

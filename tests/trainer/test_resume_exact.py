@@ -184,7 +184,8 @@ def test_resume_from_refusals_exit_2_naming_the_path_and_key(tiny_data, straight
     assert not (tmp_path / "new" / "resumed_from.json").exists()
     bare = tmp_path / "bare"                                          # no checkpoints/ at all: the API raises
     bare.mkdir()
-    with pytest.raises(ConfigError, match=re.escape(f"--resume-from {bare}: no complete checkpoint under {bare / 'checkpoints'}")):
+    refused = f"--resume-from {bare}: no complete checkpoint under {bare / 'checkpoints'}"
+    with pytest.raises(ConfigError, match=re.escape(refused)):
         run_in_process(base + ["--resume-from", str(bare)])
     with pytest.raises(SystemExit) as both:                          # argparse: one or the other
         train.parse_args(base + ["--resume", "--resume-from", str(straight)])

@@ -218,11 +218,11 @@ def test_eval_metrics_come_from_held_out_samples(tiny_data, tmp_path):
     """--eval-fraction holds samples out; eval keys join the progress record of the steps
     --eval-every names, and differ from the training numbers of the same step (another set)."""
     result = run_in_process(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"),
-                             "--steps", "20", "--log-every", "5", "--eval-fraction", "0.1", "--eval-every", "10",
+                             "--steps", "12", "--log-every", "3", "--eval-fraction", "0.1", "--eval-every", "6",
                              "--eval-batches", "2", "--device", "cpu", "--sequential"])
     assert result.exit_code == 0
     with_eval = [h for h in result.history if "eval_loss" in h]
-    assert [h["step"] for h in with_eval] == [10, 20]
+    assert [h["step"] for h in with_eval] == [6, 12]
     for h in with_eval:
         assert h["eval_loss"] != h["loss"] and h["eval_accept_len"] >= 1.0 and 0 <= h["eval_acc"] <= 1
         # decoded the serving way from 4 held-out prompts' ends (default --eval-decode-prompts)

@@ -55,15 +55,13 @@ def _chunk(rng: np.random.Generator, n: int, min_len: int, max_len: int, vocab: 
     span = vocab - 2
     # A fixed successor permutation of the vocabulary (the same for every sample and seed):
     # inside a segment token i+1 = succ(token i), so slot k of a block is succ^k(anchor).
+    # succ_pow[k] = succ applied k times, so a token is one lookup, not k passes over them all.
     succ = np.random.default_rng(12345).permutation(span)
-    steps = cpos % SEGMENT_TOKENS
-    progression = starts[seg_id].copy()
-    for _ in range(SEGMENT_TOKENS - 1):
-        more = steps > 0
-        if not more.any():
-            break
-        progression[more] = succ[progression[more]]
-        steps = steps - more
+    succ_pow = np.empty((SEGMENT_TOKENS, span), dtype=np.int64)
+    succ_pow[0] = np.arange(span)
+    for k in range(1, SEGMENT_TOKENS):
+        succ_pow[k] = succ[succ_pow[k - 1]]
+    progression = succ_pow[cpos % SEGMENT_TOKENS, starts[seg_id]]
     if cycle:
         own = rng.integers(0, span, size=(n, cycle))
         progression = own[sample, np.maximum(cpos, 0) % cycle]

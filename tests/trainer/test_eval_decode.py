@@ -11,7 +11,6 @@ and differ under speculators' training rule.
 """
 
 import json
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,8 +19,8 @@ import pyarrow as pa
 import pytest
 import torch
 
-from tests.trainer.conftest import ROOT
-from trainer import eval_decode, train
+from tests.trainer.conftest import run_in_process
+from trainer import eval_decode
 from trainer.config import FULL, SLIDING
 from trainer.export import load_export
 from trainer.export import main as export_main
@@ -29,19 +28,7 @@ from trainer.model import hf_config_to_target, load_target
 from trainer.synth import DATA_FILE, SCHEMA
 
 torch.set_num_threads(1)
-CLIENTS_PY = ROOT / ".venv-clients" / "bin" / "python"
-SPECULATORS = ROOT / "tests" / "trainer" / "clients" / "speculators_check.py"
-DFLASH = ROOT / "tests" / "trainer" / "clients" / "dflash_check.py"
 WINDOW, PROMPT_LEN = 12, 24
-
-
-def _clients(script: Path, *args: str, hf_home: Path | None = None) -> None:
-    if not CLIENTS_PY.exists():
-        pytest.fail(f"{CLIENTS_PY} missing: run scripts/setup.sh (it makes the clients' venv)")
-    proc = subprocess.run([str(CLIENTS_PY), str(script), *args], capture_output=True, text=True, timeout=600,
-                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-                               **({"HF_HOME": str(hf_home)} if hf_home else {})})
-    assert proc.returncode == 0, proc.stderr[-4000:]
 
 
 def _target(hf_dir: Path):
@@ -64,11 +51,10 @@ def _greedy(target, prompts: list[list[int]], new: int) -> list[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, hf_target):
     """(target dir, export dir, our full target): the drafter trained on the target's own text."""
     base = tmp_path_factory.mktemp("decode")
-    hf_dir = base / "target"
-    _clients(SPECULATORS, "make-target", str(hf_dir), "500000.0")
+    hf_dir = hf_target
     target = _target(hf_dir)
     seqs = _greedy(target, _prompts(96, seed=5), 40)
     data = base / "data"
@@ -78,17 +64,17 @@ def trained(tmp_path_factory):
     with pa.OSFile(str(data / DATA_FILE), "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer:
         writer.write_batch(pa.RecordBatch.from_arrays([ids, mask], schema=SCHEMA))
     run_dir = base / "run"
-    result = train.run(train.parse_args([
-        "--config", "tiny", "--data", str(data), "--run-dir", str(run_dir), "--steps", "60", "--log-every", "20",
+    result = run_in_process([
+        "--config", "tiny", "--data", str(data), "--run-dir", str(run_dir), "--steps", "30", "--log-every", "10",
         "--target-model", str(hf_dir), "--device", "cpu", "--sequential", "--target-layers", "0,1,2",
-        "--draft-layer-types", "sliding,full", "--sliding-window", str(WINDOW)]))
+        "--draft-layer-types", "sliding,full", "--sliding-window", str(WINDOW)])
     assert result.exit_code == 0
     export_dir = base / "export"
     assert export_main([str(run_dir), str(export_dir), "--dtype", "float32"]) == 0
     return hf_dir, export_dir, target
 
 
-def test_decode_equals_dflash_reference_loop_per_block(trained, tmp_path):
+def test_decode_equals_dflash_reference_loop_per_block(trained, tmp_path, dflash_client):
     hf_dir, export_dir, target = trained
     config = json.loads((export_dir / "config.json").read_text())
     assert config["auto_map"] == {"AutoModel": "dflash_model.DFlashDraftModel"}
@@ -98,8 +84,7 @@ def test_decode_equals_dflash_reference_loop_per_block(trained, tmp_path):
     prompts = _prompts(4, seed=11)                      # not in the training data
     ours = eval_decode.decode(target, drafter, prompts, max_new_tokens=30)
     torch.save({"prompts": prompts, "max_new_tokens": 30}, tmp_path / "io.pt")
-    _clients(DFLASH, "decode", str(hf_dir), str(export_dir), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"),
-             hf_home=tmp_path / "hf")
+    dflash_client("decode", str(hf_dir), str(export_dir), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"))
     theirs = torch.load(tmp_path / "out.pt")
     assert theirs["class"].endswith("DFlashDraftModel") and theirs["mask_token_id"] == drafter.cfg.mask_token_id
     assert ours.per_prompt == theirs["acceptance_lengths"]
@@ -109,7 +94,7 @@ def test_decode_equals_dflash_reference_loop_per_block(trained, tmp_path):
     assert ours.accept_len == pytest.approx(float(np.mean(blocks)))
 
 
-def test_inference_mask_matches_dflash_past_the_window(trained, tmp_path):
+def test_inference_mask_matches_dflash_past_the_window(trained, tmp_path, dflash_client):
     hf_dir, export_dir, target = trained
     drafter = load_export(export_dir, target.cfg).float().eval()
     assert drafter.cfg.sliding_mask == "inference"
@@ -120,8 +105,7 @@ def test_inference_mask_matches_dflash_past_the_window(trained, tmp_path):
     # the same for p <= W - B (anchor 3), not past it
     anchors = [3, WINDOW + 3, 2 * WINDOW + 5, ids.shape[1] - 9]
     torch.save({"features": feats, "input_ids": ids, "anchors": anchors}, tmp_path / "io.pt")
-    _clients(DFLASH, "draft", str(hf_dir), str(export_dir), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"),
-             hf_home=tmp_path / "hf")
+    dflash_client("draft", str(hf_dir), str(export_dir), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"))
     theirs = torch.load(tmp_path / "out.pt")
     assert theirs["sliding_window"] == WINDOW and theirs["layer_types"] == [SLIDING, FULL]
 

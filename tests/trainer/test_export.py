@@ -7,18 +7,20 @@ The clients live in their own venv (.venv-clients, made by scripts/setup.sh): sp
 torchvision/torchaudio (checked), so only torch 2.13.0 CPU + transformers + speculators go in.
 SpecForge's wheel (`specforge` 0.2.0) pins torch 2.11 and sglang, but its DFlash modeling
 module (specforge/modeling/draft/dflash.py) imports only torch and transformers: it goes into
-the same venv with --no-deps and loads the export directly (no converter).
+the same venv with --no-deps and loads the export directly (no converter). Each script runs
+as one server process per test session (tests/trainer/clients_driver.py, the conftest's
+`speculators_client`): its imports are paid once, not at every command.
 """
 
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.trainer.conftest import ROOT
+from tests.trainer.conftest import TARGET_ROPE_THETA as THETA
+from tests.trainer.conftest import run_in_process
 from trainer import checkpoint, dflash_mask, train
 from trainer.config import FULL, PRESETS, SLIDING, get_preset
 from trainer.export import export, load_export
@@ -26,34 +28,16 @@ from trainer.export import main as export_main
 from trainer.model import Drafter, hf_config_to_target, load_target
 
 torch.set_num_threads(1)
-CLIENTS_PY = ROOT / ".venv-clients" / "bin" / "python"
-CHECK = ROOT / "tests" / "trainer" / "clients" / "speculators_check.py"
-THETA = 500_000.0      # not the 1e6 the old reader fell back to, nor transformers' default
 
 
-def _clients(*args: str) -> None:
-    if not CLIENTS_PY.exists():
-        pytest.fail(f"{CLIENTS_PY} missing: run scripts/setup.sh (it makes the clients' venv)")
-    proc = subprocess.run([str(CLIENTS_PY), str(CHECK), *args], capture_output=True, text=True, timeout=600,
-                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
-    assert proc.returncode == 0, proc.stderr[-4000:]
-
-
-@pytest.fixture(scope="module")
-def hf_target(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("qwen3") / "target"
-    _clients("make-target", str(path), str(THETA))
-    return path
-
-
-def test_hf_config_to_target_reads_configs_written_by_transformers(hf_target, tmp_path):
+def test_hf_config_to_target_reads_configs_written_by_transformers(hf_target, tmp_path, speculators_client):
     raw = json.loads((hf_target / "config.json").read_text())
     assert "rope_theta" not in raw                                   # transformers 5: rope_parameters only
     t = hf_config_to_target(raw)
     assert (t.rope_theta, t.num_layers, t.num_heads, t.num_kv_heads, t.head_dim) == (THETA, 4, 4, 2, 32)
     assert t.tie_word_embeddings and t.vocab_size == 256
     # a Qwen3.5/3.6-style wrapper written by transformers' Qwen3_5Config
-    _clients("qwen35-config", str(tmp_path / "q35"))
+    speculators_client("qwen35-config", str(tmp_path / "q35"))
     written = json.loads((tmp_path / "q35" / "config.json").read_text())
     assert "text_config" in written and "rope_theta" not in written
     q = hf_config_to_target(written)
@@ -80,25 +64,25 @@ def _io(target_path: Path, layers, seed=0, length=96):
     return ids, ours, ours(ids)
 
 
-def test_our_target_gives_transformers_hidden_states(hf_target, tmp_path):
+def test_our_target_gives_transformers_hidden_states(hf_target, tmp_path, speculators_client):
     """At the layers the reference rule can choose (1 .. n-3): transformers' last entry of
     hidden_states has the final norm applied (a 4-layer model's hidden_states[4]), which
     the reference never reads; ours is the layer's raw output."""
     layers = (0, 1, 2)
     ids, _, feats = _io(hf_target, layers)
     torch.save({"input_ids": ids, "layers": list(layers)}, tmp_path / "io.pt")
-    _clients("hidden", str(hf_target), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"))
+    speculators_client("hidden", str(hf_target), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"))
     theirs = torch.load(tmp_path / "out.pt")["features"]
     assert theirs.shape == feats.shape
     assert (theirs - feats).abs().max().item() < 1e-5
 
 
-def _speculators_logits(hf_target, export_dir, feats, ids, tmp_path, max_anchors=6):
+def _speculators_logits(client, hf_target, export_dir, feats, ids, tmp_path, max_anchors=6):
     loss_mask = torch.zeros_like(ids)
     loss_mask[:, 20:] = 1
     torch.save({"features": feats, "input_ids": ids, "loss_mask": loss_mask, "k": 3, "max_anchors": max_anchors},
                tmp_path / "io.pt")
-    _clients("draft", str(hf_target), str(export_dir), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"))
+    client("draft", str(hf_target), str(export_dir), str(tmp_path / "io.pt"), str(tmp_path / "out.pt"))
     return torch.load(tmp_path / "out.pt")
 
 
@@ -118,16 +102,16 @@ def _our_logits(export_dir, target_model, feats, ids, anchors, sliding_mask="inf
     return (hidden.reshape(-1, hidden.shape[-1]) @ drafter.lm_head.weight.t()), drafter
 
 
-def test_trained_drafter_export_gives_speculators_the_same_logits(hf_target, tmp_path, tiny_data):
+def test_trained_drafter_export_gives_speculators_the_same_logits(hf_target, tmp_path, tiny_data, speculators_client):
     """Full attention: trained 6 steps on the transformers-written target, exported (fp32),
     converted and run by speculators: logits equal ours within 1e-5. Feature layers 0,1,2:
     speculators' converter drops a feature layer equal to the target's last (vLLM adds that
     one itself; convert/dflash/converter.py `i + 1 != num_verifier_layers`), so a drafter
     reading the last layer does not convert -- the reference rule never picks it."""
     run_dir = tmp_path / "run"
-    result = train.run(train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(run_dir),
-                                         "--steps", "6", "--log-every", "3", "--target-model", str(hf_target),
-                                         "--device", "cpu", "--sequential", "--target-layers", "0,1,2"]))
+    result = run_in_process(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(run_dir),
+                             "--steps", "6", "--log-every", "3", "--target-model", str(hf_target),
+                             "--device", "cpu", "--sequential", "--target-layers", "0,1,2"])
     assert result.exit_code == 0 and checkpoint.latest(run_dir) is not None
     export_dir = tmp_path / "export"
     assert export_main([str(run_dir), str(export_dir), "--dtype", "float32"]) == 0
@@ -136,7 +120,7 @@ def test_trained_drafter_export_gives_speculators_the_same_logits(hf_target, tmp
     assert config["dflash_config"] == {"mask_token_id": 255, "target_layer_ids": [0, 1, 2], "block_size": 8,
                                        "num_target_layers": 4}
     ids, target_model, feats = _io(hf_target, (0, 1, 2), seed=1)
-    theirs = _speculators_logits(hf_target, export_dir, feats, ids, tmp_path)
+    theirs = _speculators_logits(speculators_client, hf_target, export_dir, feats, ids, tmp_path)
     assert theirs["mask_token_id"] == 255 and theirs["sliding_layers"] == []
     ours, _ = _our_logits(export_dir, target_model, feats, ids, theirs["anchors"])
     assert ours.shape == theirs["logits"].shape
@@ -144,7 +128,7 @@ def test_trained_drafter_export_gives_speculators_the_same_logits(hf_target, tmp
     assert export_main([str(run_dir), str(export_dir)]) == 2           # exists: not overwritten
 
 
-def test_sliding_window_export_gives_speculators_the_same_logits(hf_target, tmp_path):
+def test_sliding_window_export_gives_speculators_the_same_logits(hf_target, tmp_path, speculators_client):
     """The reference Qwen3.6 layout in small: sliding layers (window 16, causal in the block)
     and a full one; random weights saved as a trainer checkpoint, exported, run by both.
     speculators' DFlash forward is its *training* mask (every slot sees the W positions before
@@ -167,7 +151,7 @@ def test_sliding_window_export_gives_speculators_the_same_logits(hf_target, tmp_
     config = json.loads((export_dir / "config.json").read_text())
     assert config["layer_types"] == [SLIDING, FULL] and config["sliding_window"] == 16
     ids, target_model, feats = _io(hf_target, (0, 1, 2), seed=2)
-    theirs = _speculators_logits(hf_target, export_dir, feats, ids, tmp_path, max_anchors=6)
+    theirs = _speculators_logits(speculators_client, hf_target, export_dir, feats, ids, tmp_path, max_anchors=6)
     assert theirs["sliding_layers"] == [0] and theirs["sliding_window"] == 16
     assert int(theirs["anchors"].max()) > 16 + 20                        # some block's window cuts its context
     ours, mine = _our_logits(export_dir, target_model, feats, ids, theirs["anchors"], sliding_mask="training")
@@ -191,7 +175,7 @@ def test_export_of_nothing_exits_2_naming_the_path(tmp_path, capsys):
     assert "nope" in capsys.readouterr().err
 
 
-def _specforge_hidden(export_dir, drafter, feats, ids, anchors, tmp_path):
+def _specforge_hidden(client, export_dir, drafter, feats, ids, anchors, tmp_path):
     """SpecForge's forward on the same inputs: block embeddings, [context ; block] positions
     and our masks per layer type as additive float masks (its eager attention adds them)."""
     bk = drafter.cfg.block_size
@@ -206,12 +190,12 @@ def _specforge_hidden(export_dir, drafter, feats, ids, anchors, tmp_path):
         masks[kind] = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
     torch.save({"position_ids": positions, "masks": masks, "features": feats,
                 "noise_embedding": drafter.embed_tokens(block_ids.view(1, -1))}, tmp_path / "sf-io.pt")
-    _clients("specforge", str(export_dir), str(tmp_path / "sf-io.pt"), str(tmp_path / "sf-out.pt"))
+    client("specforge", str(export_dir), str(tmp_path / "sf-io.pt"), str(tmp_path / "sf-out.pt"))
     return torch.load(tmp_path / "sf-out.pt")
 
 
 @pytest.mark.parametrize("layer_types", [(FULL, FULL), (SLIDING, FULL)])
-def test_specforge_loads_the_export_and_gives_our_hidden_states(hf_target, tmp_path, layer_types):
+def test_specforge_loads_the_export_and_gives_our_hidden_states(hf_target, tmp_path, layer_types, speculators_client):
     from dataclasses import replace
 
     cfg = get_preset("tiny")
@@ -228,7 +212,7 @@ def test_specforge_loads_the_export_and_gives_our_hidden_states(hf_target, tmp_p
     mine = load_export(export_dir, target_model.cfg).float().eval()
     mine.share_target_weights(target_model.embed_weight, target_model.lm_head_weight)
     anchors = torch.tensor([21, 30, 44, 58, 70, 85])
-    theirs = _specforge_hidden(export_dir, mine, feats, ids, anchors, tmp_path)
+    theirs = _specforge_hidden(speculators_client, export_dir, mine, feats, ids, anchors, tmp_path)
     assert theirs["layer_types"] == list(layer_types) and theirs["mask_token_id"] == 255
     assert theirs["target_layer_ids"] == [0, 1, 2]
     assert theirs["sliding_window"] == (16 if SLIDING in layer_types else None)
@@ -244,9 +228,8 @@ def test_init_drafter_fine_tunes_from_an_export(tiny_data, tmp_path):
     """--init-drafter: a new run starts from the exported weights (every replica), and an
     export of another shape is refused naming the path."""
     first = tmp_path / "a"
-    assert train.run(train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(first),
-                                       "--steps", "3", "--log-every", "3", "--device", "cpu", "--sequential"])
-                     ).exit_code == 0
+    assert run_in_process(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(first),
+                           "--steps", "3", "--log-every", "3", "--device", "cpu", "--sequential"]).exit_code == 0
     exported = export(first, tmp_path / "exp", dtype="float32")
     args = train.parse_args(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "b"),
                              "--device", "cpu", "--init-drafter", str(exported), "--drafter-devices", "0,1"])
@@ -316,14 +299,14 @@ def _shrunk(name: str):
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
-def test_every_presets_export_converts_in_speculators(name, tmp_path):
+def test_every_presets_export_converts_in_speculators(name, tmp_path, speculators_client):
     cfg = _shrunk(name)
     t = cfg.target
     shape = {"vocab_size": t.vocab_size, "hidden_size": t.hidden_size, "num_hidden_layers": t.num_layers,
              "num_attention_heads": t.num_heads, "num_key_value_heads": t.num_kv_heads, "head_dim": t.head_dim,
              "intermediate_size": t.intermediate_size, "tie_word_embeddings": t.tie_word_embeddings,
              "rope_parameters": {"rope_type": "default", "rope_theta": t.rope_theta}}
-    _clients("make-shaped-target", str(tmp_path / "target"), json.dumps(shape))
+    speculators_client("make-shaped-target", str(tmp_path / "target"), json.dumps(shape))
     drafter = Drafter(t, cfg.drafter)
     drafter.init_weights(0)
     opt = torch.optim.AdamW([p for _, p in drafter.trainable_parameters()])
@@ -331,7 +314,7 @@ def test_every_presets_export_converts_in_speculators(name, tmp_path):
                          optimizer=opt, scheduler=torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0),
                          config=cfg.to_dict(), layout={})
     export_dir = export(ck, tmp_path / "export", dtype="float32")
-    _clients("convert", str(tmp_path / "target"), str(export_dir), str(tmp_path / "out.json"))
+    speculators_client("convert", str(tmp_path / "target"), str(export_dir), str(tmp_path / "out.json"))
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["aux_hidden_state_layer_ids"] == [i + 1 for i in cfg.drafter.target_layers]
     assert out["mask_token_id"] == cfg.drafter.mask_token_id

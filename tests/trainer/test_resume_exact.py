@@ -3,10 +3,12 @@
 dir) or --resume-from (a new run dir) continues at the same step and data position, and its
 loss curve equals an uninterrupted run's step for step, bitwise (the pipeline reorders
 batches, so a run is a function of (seed, step): trainer/pipeline.py). The final weights and
-optimizer state are bitwise equal too. Then the refusals: exit 2, one line naming the path
-and the key."""
+optimizer state are bitwise equal too; --resume-from takes a run dir (its newest complete
+checkpoint) or a checkpoint file and writes only into its own run dir. Then the refusals:
+exit 2, one line naming the path and the key."""
 
 import json
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -14,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.trainer.conftest import ROOT, trainer_cmd
+from tests.trainer.conftest import ROOT, run_in_process, trainer_cmd
 from trainer import checkpoint, train
+from trainer.config import ConfigError
 
 torch.set_num_threads(1)        # the subprocess runs with OMP_NUM_THREADS=1: the same reductions
 STEPS = 10
@@ -27,7 +30,7 @@ def _common(data: Path) -> list[str]:
 
 
 def _run(argv: list[str]) -> train.RunResult:
-    result = train.run(train.parse_args(argv))
+    result = run_in_process(argv)
     assert result.exit_code == 0
     return result
 
@@ -59,19 +62,18 @@ def _assert_same_state(a: dict, b: dict) -> None:
 @pytest.fixture(scope="module")
 def straight(tiny_data, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("straight")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WANDB_MODE", "disabled")
-        _run(_common(tiny_data) + ["--run-dir", str(run_dir)])
+    _run(_common(tiny_data) + ["--run-dir", str(run_dir)])
     return run_dir
 
 
-def test_stop_then_resume_and_resume_from_equal_the_straight_run(tiny_data, straight, tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    first, moved = tmp_path / "first", tmp_path / "moved"
+def test_stop_then_resume_and_resume_from_equal_the_straight_run(tiny_data, straight, tmp_path):
+    first, moved, by_file = tmp_path / "first", tmp_path / "moved", tmp_path / "by-file"
     _run(_common(tiny_data) + ["--run-dir", str(first), "--stop-after", "4"])
     ck4 = checkpoint.newest_complete(first)
     assert ck4 is not None and ck4.name == "step-00000004.pt"
+    assert (first / "checkpoints" / "latest").read_text().strip() == ck4.name
     assert checkpoint.load(ck4)["next_pos"] == 4                    # one batch position a step, one replica
+    stopped_files = sorted(p.name for p in first.rglob("*"))
 
     # --resume-from the stopped run's dir, into a new run dir; the stopped run is not written to
     other = _run(_common(tiny_data) + ["--run-dir", str(moved), "--resume-from", str(first)])
@@ -80,21 +82,28 @@ def test_stop_then_resume_and_resume_from_equal_the_straight_run(tiny_data, stra
     assert other.history[0]["resumed_next_batch_pos"] == 4 and "resumed_from" not in other.history[1]
     assert json.loads((moved / "metrics.jsonl").read_text().splitlines()[0])["resumed_from"] == str(ck4)
     assert json.loads((moved / "resumed_from.json").read_text())["checkpoint"] == str(ck4.resolve())
+    assert (moved / "checkpoints" / "latest").read_text().strip() == f"step-{STEPS:08d}.pt"
+    # --resume-from the checkpoint file itself
+    from_file = _run(_common(tiny_data) + ["--run-dir", str(by_file), "--resume-from", str(ck4)])
+    assert [h["step"] for h in from_file.history] == list(range(5, STEPS + 1))
+    assert sorted(p.name for p in first.rglob("*")) == stopped_files        # the source run is untouched
     assert checkpoint.newest_complete(first) == ck4
 
     # --resume in the stopped run's own dir
-    _run(_common(tiny_data) + ["--run-dir", str(first), "--resume"])
+    resumed = _run(_common(tiny_data) + ["--run-dir", str(first), "--resume"])
+    assert [h["step"] for h in resumed.history] == list(range(5, STEPS + 1))
 
     want = _curve(straight)
     assert sorted(want) == list(range(1, STEPS + 1))
     assert _curve(first) == want                                    # bitwise: == on the floats
-    assert _curve(moved) == {s: v for s, v in want.items() if s > 4}
+    assert _curve(moved) == _curve(by_file) == {s: v for s, v in want.items() if s > 4}
     _assert_same_state(_final(straight), _final(first))
     _assert_same_state(_final(straight), _final(moved))
+    _assert_same_state(_final(straight), _final(by_file))
 
 
 def test_kill_9_after_a_checkpoint_then_resume_from_equals_the_straight_run(tiny_data, straight, tmp_path,
-                                                                             trainer_env, monkeypatch):
+                                                                             trainer_env):
     """The real trainer process, SIGKILLed once its step-3 checkpoint is announced (it may
     be steps further by then, or mid-save of the next: a *.tmp is never picked)."""
     killed, after = tmp_path / "killed", tmp_path / "after"
@@ -117,7 +126,6 @@ def test_kill_9_after_a_checkpoint_then_resume_from_equals_the_straight_run(tiny
     assert ck is not None
     done = int(ck.name[5:13])
     assert done in (3, 6, 9)
-    monkeypatch.setenv("WANDB_MODE", "disabled")
     _run(_common(tiny_data) + ["--run-dir", str(after), "--resume-from", str(killed)])
     want = _curve(straight)
     assert _curve(after) == {s: v for s, v in want.items() if s > done}
@@ -126,11 +134,9 @@ def test_kill_9_after_a_checkpoint_then_resume_from_equals_the_straight_run(tiny
     _assert_same_state(_final(straight), _final(after))
 
 
-def test_resume_from_follows_an_attempt_that_died_before_its_first_checkpoint(tiny_data, straight, tmp_path,
-                                                                             monkeypatch):
+def test_resume_from_follows_an_attempt_that_died_before_its_first_checkpoint(tiny_data, straight, tmp_path):
     """A relaunch that died at once has no checkpoint of its own; --resume-from its run dir
     takes the checkpoint it had started from (its resumed_from.json)."""
-    monkeypatch.setenv("WANDB_MODE", "disabled")
     dead, last = tmp_path / "dead", tmp_path / "last"
     dead.mkdir()
     ck = checkpoint.newest_complete(straight)
@@ -176,16 +182,20 @@ def test_resume_from_refusals_exit_2_naming_the_path_and_key(tiny_data, straight
     line = _refusal(_common(tiny_data) + ["--run-dir", str(straight), "--resume", "--mask-token-id", "7"], capsys)
     assert line == f"error: --resume {ck}: config drafter.mask_token_id is 255 there, 7 here"
     assert not (tmp_path / "new" / "resumed_from.json").exists()
+    bare = tmp_path / "bare"                                          # no checkpoints/ at all: the API raises
+    bare.mkdir()
+    refused = f"--resume-from {bare}: no complete checkpoint under {bare / 'checkpoints'}"
+    with pytest.raises(ConfigError, match=re.escape(refused)):
+        run_in_process(base + ["--resume-from", str(bare)])
     with pytest.raises(SystemExit) as both:                          # argparse: one or the other
         train.parse_args(base + ["--resume", "--resume-from", str(straight)])
     assert both.value.code == 2
 
 
 def test_a_smaller_token_budget_is_the_one_change_allowed_and_says_not_exact(tiny_data, straight, tmp_path,
-                                                                            monkeypatch, capsys):
+                                                                            capsys):
     """A relaunch after a CUDA OOM halves the batch: allowed, at the same share of the same
     epoch, and said to be not exact."""
-    monkeypatch.setenv("WANDB_MODE", "disabled")
     state = _final(straight)
     before = state["data"]["batches_per_epoch"]
     result = _run(_common(tiny_data) + ["--run-dir", str(tmp_path / "half"), "--resume-from", str(straight),

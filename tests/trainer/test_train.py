@@ -1,5 +1,5 @@
-"""The trainer end to end on CPU: the output contract, learning, resume, SIGTERM, replicas,
-torchrun with gloo, eager memory, OOM and bad-input exits."""
+"""The trainer end to end on CPU: the output contract, learning, SIGTERM, replicas, torchrun
+with gloo, eager memory, OOM and bad-input exits (resume: test_resume_exact.py)."""
 
 import json
 import os
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.conftest import ROOT, trainer_cmd
+from tests.trainer.conftest import ROOT, run_in_process, trainer_cmd
 from trainer import train
 from trainer.config import get_preset
 from trainer.data import ArrowDataset, make_host_batch
@@ -34,7 +34,7 @@ KEYS = {"step", "loss", "acc", "tau", "accept_len", "tok_per_s", "samples_per_s"
 
 
 def test_tiny_cli_trains_and_prints_the_contract(tmp_path, trainer_env):
-    """100 steps of the tiny config from a fresh synthetic dataset: loss falls by >= 1.0 nat and
+    """50 steps of the tiny config from a fresh synthetic dataset: loss falls by >= 1.0 nat and
     tau rises by >= 0.3 between the first and last log interval, accept_len (>= 1: the bonus
     token) by as much; every progress line has the documented shape; metrics.jsonl mirrors it;
     milestones come in order; wandb offline files exist; the completed run (--checkpoint-every
@@ -42,7 +42,7 @@ def test_tiny_cli_trains_and_prints_the_contract(tmp_path, trainer_env):
     env = dict(trainer_env, WANDB_MODE="offline")
     data, run_dir = tmp_path / "data", tmp_path / "run"
     proc = subprocess.run(trainer_cmd("--config", "tiny", "--data", str(data), "--synthetic-samples", "800",
-                                      "--run-dir", str(run_dir), "--steps", "100", "--log-every", "10"),
+                                      "--run-dir", str(run_dir), "--steps", "50", "--log-every", "5"),
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -59,37 +59,16 @@ def test_tiny_cli_trains_and_prints_the_contract(tmp_path, trainer_env):
                for line in lines)
     order = [line.split()[1] for line in lines if line.startswith("[milestone]")]
     assert order == ["dataset_loaded", "target_loaded", "first_step", "checkpoint_saved"]
-    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step-00000100.pt"
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step-00000050.pt"
     assert "[milestone] dataset_loaded samples=800" in lines
     assert lines.index("[milestone] first_step") < lines.index(progress[0])
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert len(records) == 10 and all(set(r) == KEYS for r in records)
-    assert [r["step"] for r in records] == list(range(10, 101, 10))
+    assert [r["step"] for r in records] == list(range(5, 51, 5))
     assert records[-1]["loss"] == pytest.approx(float(last[2]), abs=1e-4)
     assert len(records[-1]["acc_pos"]) == 7 and records[-1]["acc_pos"][0] >= records[-1]["acc_pos"][-1]
     assert records[0]["time_s"] <= records[-1]["time_s"] and records[-1]["tok_per_s"] > 0
     assert list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
-
-
-def _run(argv):
-    return train.run(train.parse_args(argv))
-
-
-def _losses(result):
-    return [(h["step"], h["loss"]) for h in result.history]
-
-
-def test_resume_gives_the_same_next_losses(tiny_data, tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "disabled")
-    common = ["--config", "tiny", "--data", str(tiny_data), "--log-every", "1", "--device", "cpu",
-              "--prefetch-workers", "2", "--checkpoint-every", "4"]
-    straight = _run(common + ["--run-dir", str(tmp_path / "a"), "--steps", "8"])
-    first = _run(common + ["--run-dir", str(tmp_path / "b"), "--steps", "8", "--stop-after", "4"])
-    assert (tmp_path / "b/checkpoints/latest").read_text().strip() == "step-00000004.pt"
-    resumed = _run(common + ["--run-dir", str(tmp_path / "b"), "--steps", "8", "--resume"])
-    assert _losses(first) == _losses(straight)[:4]
-    assert [s for s, _ in _losses(resumed)] == [5, 6, 7, 8]
-    np.testing.assert_allclose([v for _, v in _losses(resumed)], [v for _, v in _losses(straight)[4:]], rtol=1e-6)
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_143(tiny_data, tmp_path, trainer_env):
@@ -202,9 +181,8 @@ def test_torchrun_two_gloo_processes_agree_with_two_in_process_replicas(tiny_dat
                           cwd=ROOT, env=trainer_env, capture_output=True, text=True, timeout=400)
     assert dist.returncode == 0, (dist.stdout + dist.stderr)[-3000:]
     assert "params_in_sync=true" in dist.stdout
-    local = subprocess.run(trainer_cmd(*common, "--run-dir", str(tmp_path / "local"), "--drafter-devices", "0,1"),
-                           cwd=ROOT, env=trainer_env, capture_output=True, text=True, timeout=400)
-    assert local.returncode == 0, local.stderr[-3000:]
+    # the same run as two replicas in this process (one intra-op thread, as the workers have)
+    assert run_in_process([*common, "--run-dir", str(tmp_path / "local"), "--drafter-devices", "0,1"]).exit_code == 0
     d = [json.loads(x) for x in (tmp_path / "dist/metrics.jsonl").read_text().splitlines()]
     s = [json.loads(x) for x in (tmp_path / "local/metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in d] == [r["step"] for r in s] == list(range(1, 7))
@@ -239,12 +217,12 @@ def test_bad_input_exits_2_naming_what(tmp_path, capsys, monkeypatch):
 def test_eval_metrics_come_from_held_out_samples(tiny_data, tmp_path):
     """--eval-fraction holds samples out; eval keys join the progress record of the steps
     --eval-every names, and differ from the training numbers of the same step (another set)."""
-    result = _run(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"), "--steps", "20",
-                   "--log-every", "5", "--eval-fraction", "0.1", "--eval-every", "10", "--eval-batches", "2",
-                   "--device", "cpu", "--sequential"])
+    result = run_in_process(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"),
+                             "--steps", "12", "--log-every", "3", "--eval-fraction", "0.1", "--eval-every", "6",
+                             "--eval-batches", "2", "--device", "cpu", "--sequential"])
     assert result.exit_code == 0
     with_eval = [h for h in result.history if "eval_loss" in h]
-    assert [h["step"] for h in with_eval] == [10, 20]
+    assert [h["step"] for h in with_eval] == [6, 12]
     for h in with_eval:
         assert h["eval_loss"] != h["loss"] and h["eval_accept_len"] >= 1.0 and 0 <= h["eval_acc"] <= 1
         # decoded the serving way from 4 held-out prompts' ends (default --eval-decode-prompts)

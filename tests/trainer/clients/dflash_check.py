@@ -15,9 +15,9 @@ which fails on a CPU-only torch; `_cuda_time` is replaced by time.perf_counter (
 the acceptance lengths it returns do not depend on it). No code of dflash is copied here.
 """
 
-import sys
 import time
 
+import command_server
 import torch
 
 
@@ -63,10 +63,4 @@ def draft(target_dir: str, export_dir: str, io_path: str, out_path: str) -> None
 
 
 if __name__ == "__main__":
-    cmd, *rest = sys.argv[1:]
-    if cmd == "decode":
-        decode(*rest)
-    elif cmd == "draft":
-        draft(*rest)
-    else:
-        raise SystemExit(f"unknown command {cmd!r}")
+    command_server.main({"decode": decode, "draft": draft})

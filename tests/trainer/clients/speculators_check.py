@@ -1,5 +1,6 @@
 """Runs inside the clients' venv (.venv-clients: transformers 5 + vLLM speculators, their
-own torch), driven by tests/trainer/test_export.py through subprocess. Real clients only:
+own torch), driven by tests/trainer/test_export.py through one server process (command_server.py:
+`--serve`, or one command from argv by hand). Real clients only:
 
     make-target DIR THETA      a Qwen3ForCausalLM with random weights, saved by transformers
     make-shaped-target DIR JSON  the same of given sizes (Qwen3Config keyword arguments)
@@ -16,9 +17,9 @@ own torch), driven by tests/trainer/test_export.py through subprocess. Real clie
 No code of either library is copied here: only their public classes are called.
 """
 
-import sys
 import tempfile
 
+import command_server
 import torch
 
 
@@ -117,20 +118,6 @@ def specforge(export_dir: str, io_path: str, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    cmd, *rest = sys.argv[1:]
-    if cmd == "make-target":
-        make_target(rest[0], float(rest[1]))
-    elif cmd == "make-shaped-target":
-        make_shaped_target(*rest)
-    elif cmd == "convert":
-        convert(*rest)
-    elif cmd == "qwen35-config":
-        qwen35_config(rest[0])
-    elif cmd == "hidden":
-        hidden(*rest)
-    elif cmd == "draft":
-        draft(*rest)
-    elif cmd == "specforge":
-        specforge(*rest)
-    else:
-        raise SystemExit(f"unknown command {cmd!r}")
+    command_server.main({"make-target": lambda path, theta: make_target(path, float(theta)),
+                         "make-shaped-target": make_shaped_target, "convert": convert, "qwen35-config": qwen35_config,
+                         "hidden": hidden, "draft": draft, "specforge": specforge})

@@ -90,29 +90,43 @@ interval_s = 0.2
     return root, load_playbook(pb)
 
 
-def trainer_project(root: Path, recover: str) -> Path:
-    """A project holding a copy of the bundled trainer and a CPU playbook with `recover`."""
-    make_project(root, git=False)
-    shutil.copytree(ROOT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
-    pb = root / "pb.toml"
-    pb.write_text(f"""
-[target]
-kind = "local"
+TRAINER_ARGS = ('"--config", "tiny", "--data", "{workdir}/data/synth", "--synthetic-samples", "300", '
+                '"--run-dir", "{run_dir}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "1", '
+                '"--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"')
+"""The CPU trainer's args in every recovery test and bench: tiny, a checkpoint every step
+(a kill finds one a step after the first; a resume continues at the saved step + 1 all the
+same), the tiny preset's own token budget written out (an OOM change halves it to 1024)."""
+
+
+def trainer_playbook(path: Path, recover: str, *, target: str = 'kind = "local"', name: str = "rec",
+                     run_extra: str = "") -> Path:
+    """The bundled trainer on CPU as a playbook at `path` for `target` (the [target] table's
+    body), `run_extra` added to [run], `recover` appended raw: the one recipe the recovery
+    tests (local, move, rig) and bench/recover*.py share."""
+    path.write_text(f"""[target]
+{target}
 [bundle]
 paths = ["trainer"]
 [run]
-name = "rec"
+name = "{name}"
 module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/syn", "--synthetic-samples", "400",
-        "--run-dir", "{{run_dir}}", "--steps", "5000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"]
+args = [{TRAINER_ARGS}]
 env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
 stop_grace_s = 60
+{run_extra}
 [watch]
 interval_s = {INTERVAL_S}
 {recover}
 """)
-    return pb
+    return path
+
+
+def trainer_project(root: Path, recover: str, *, name: str = "rec") -> Path:
+    """A project holding a copy of the bundled trainer and its CPU playbook (pb.toml, local
+    target) with `recover`."""
+    make_project(root, git=False)
+    shutil.copytree(ROOT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
+    return trainer_playbook(root / "pb.toml", recover, name=name)
 
 
 def first_progress(run_dir: str) -> tuple[int, float] | None:
@@ -193,13 +207,20 @@ class Watcher:
                 self.proc.kill()
 
 
+def kill_every_run_in(*runs_dirs: Path) -> None:
+    """A test's cleanup: SIGKILL the process group of every run in these runs/ folders (a
+    run and the resumes made of it, here or on a move's target), whichever are still
+    alive; a folder that was never made is skipped."""
+    for parent in runs_dirs:
+        for d in parent.iterdir() if parent.is_dir() else []:
+            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
+            if pid:
+                try:
+                    os.killpg(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
 def kill_every_run_beside(run_dir: str) -> None:
-    """A test's cleanup: SIGKILL the process group of every run in run_dir's runs/ folder
-    (the run and the resumes the test made of it), whichever are still alive."""
-    for d in Path(run_dir).parent.iterdir():
-        pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-        if pid:
-            try:
-                os.killpg(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    """kill_every_run_in the runs/ folder of run_dir (the run and the resumes made of it there)."""
+    kill_every_run_in(Path(run_dir).parent)

@@ -25,13 +25,13 @@ import pytest
 
 from controller.store.runstore import RunStore
 from tests.deploy_support import dfctl, wait_for
-from tests.recover_support import INTERVAL_S, Watcher
+from tests.recover_support import INTERVAL_S, Watcher, trainer_playbook
 from tests.test_deploy_rig import PROJECT, live_pids_of_run, target_toml
 from tests.test_recover_local import CUDA_OOM_LINE
 
 pytestmark = pytest.mark.rig
 
-UNREACHABLE_WINDOW_S = 12.0
+UNREACHABLE_WINDOW_S = 8.0
 """[recover.unreachable].window_s of these tests: long enough for sshd to be stopped, seen
 down and back on a loaded 2-core machine (measured here: the watch waiting 0.6 s after the
 stop, the run read running 1.3 s after it), short enough to wait out."""
@@ -57,30 +57,14 @@ def ct_playbook(rig, tmp_path_factory) -> Path:
     host = rig.hosts[0]
     host.reset()
     d = tmp_path_factory.mktemp("recover-rig")
-    pb = d / "ct200.toml"
-    pb.write_text(f"""[target]
-{target_toml(rig, host, WORKDIR)}
-[bundle]
-paths = ["trainer"]
-[run]
-name = "{NAME}"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "300",
-        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-exclusive = false
-stop_grace_s = 60
-[watch]
-interval_s = {INTERVAL_S}
-[recover]
+    pb = trainer_playbook(d / "ct200.toml", f"""[recover]
 on = ["crash", "oom", "unreachable"]
 backoff_s = 0
 [recover.oom]
 args = {{ "--token-budget" = "half" }}
 [recover.unreachable]
 window_s = {UNREACHABLE_WINDOW_S}
-""")
+""", target=target_toml(rig, host, WORKDIR), name=NAME, run_extra="exclusive = false")
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "DFCTL_HOME": str(d / "dfctl-home")}
     r = subprocess.run([sys.executable, "-m", "controller", "deploy", str(pb), "--no-launch"], cwd=PROJECT, env=env,
                        capture_output=True, text=True, timeout=300)

@@ -53,12 +53,17 @@ def _env(**extra):
     return env
 
 
+STEPS = 18
+"""Steps of each shared trainer run: B (a record every 3 steps) keeps 3 samples past the
+default warm-up of 3 (a verdict needs 3, stats.MIN_VERDICT_SAMPLES); A evaluates 3 times."""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two real trainer runs in launch.py's layout (train.log, exit_code, metrics, wandb)."""
     base = tmp_path_factory.mktemp("trainer-runs")
-    specs = {"A": ["--steps", "24", "--log-every", "2", "--eval-fraction", "0.2", "--eval-every", "6"],
-             "B": ["--steps", "24", "--log-every", "3", "--token-budget", "768"]}
+    specs = {"A": ["--steps", str(STEPS), "--log-every", "2", "--eval-fraction", "0.2", "--eval-every", "6"],
+             "B": ["--steps", str(STEPS), "--log-every", "3", "--token-budget", "768"]}
     procs = {}
     for i, (name, extra) in enumerate(specs.items()):
         run_dir = base / name
@@ -137,7 +142,7 @@ def test_json_figures_match_the_metrics_and_the_detectors_window(runs):
     assert b["config_diff"]["args.log_every"] == 3 and a["config_diff"]["args.log_every"] == 2
     # Aligned steps lie in both runs' range; at a step both logged, the values are the logged ones.
     steps = doc["aligned_steps"]
-    assert steps and all(3 <= s <= 24 for s in steps)
+    assert steps and all(3 <= s <= STEPS for s in steps)
     logged_a = {m["step"]: m["loss"] for m in _metrics(runs["A"])}
     logged_b = {m["step"]: m["loss"] for m in _metrics(runs["B"])}
     for s in steps:

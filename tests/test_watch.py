@@ -428,28 +428,38 @@ def test_the_watch_judges_a_log_read_over_many_ticks_as_check_log_judges_the_fil
         logs[name] = tmp_path / f"{name}.txt"
         logs[name].write_text(text)
     chunks = 24
+    expected, n_chunks, runs = {}, {}, {}
+    store = RunStore(tmp_path / "reg.sqlite")
     for name, log in logs.items():
         lines, carry = split_lines(log.read_bytes())
         scanner = TextScanner()
         scanner.feed(lines + ([carry.decode(errors="replace")] if carry else []))
         scanner.finish()
-        expected = {f.kind for f in scanner.all_findings() if f.kind in FAILURE_KINDS}
-        run_dir = tmp_path / name
-        run = launch_local(run_dir, WRITE_IN_CHUNKS.replace("sys.argv[1]", repr(str(log)))
-                           .replace("sys.argv[2]", str(chunks)))
-        store = RunStore(tmp_path / f"{name}.sqlite")
-        store.add_run(record_for(run, name))
-        w = Watch(store.runs(), store, gpu=False)
-        try:
-            n = len(log.read_bytes().splitlines(keepends=True))
-            for i in range(-(-n // -(-n // chunks))):      # each chunk the writer writes, as it does
-                wait_for(lambda i=i, d=run_dir: (d / f"wrote-{i}").exists(), 30, 0.01, f"{name} chunk {i} written")
-                size = run.log.stat().st_size
-                tick_until(w, lambda s=size, w=w: w.states[0].log.offset_bytes >= s, 30, f"{name} chunk {i} read")
-                (run_dir / f"ack-{i}").touch()
-            tick_until(w, lambda w=w: w.all_done, 30, f"{name} ends")
-            got = {f.kind for f in w.states[0].findings if f.kind in FAILURE_KINDS}
-            assert got == expected, (name, got, expected)
-        finally:
-            w.close()
+        expected[name] = {f.kind for f in scanner.all_findings() if f.kind in FAILURE_KINDS}
+        n = len(log.read_bytes().splitlines(keepends=True))
+        n_chunks[name] = -(-n // -(-n // chunks))       # the chunks that hold a line, as the writer cuts them
+        runs[name] = launch_local(tmp_path / name, WRITE_IN_CHUNKS.replace("sys.argv[1]", repr(str(log)))
+                                  .replace("sys.argv[2]", str(chunks)))
+        store.add_run(record_for(runs[name], name))
+    # one watch of all the logs (one agent, one tick reads a chunk of each): each log still
+    # arrives a chunk a tick, and the detectors' state is each run's own
+    w = Watch(store.runs(), store, gpu=False)
+    by_id = {st.run_id: st for st in w.states}
+    try:
+        for i in range(max(n_chunks.values())):
+            live = [name for name in logs if i < n_chunks[name]]
+            wait_for(lambda i=i, live=live: all((tmp_path / name / f"wrote-{i}").exists() for name in live), 30,
+                     f"chunk {i} written")
+            sizes = {name: runs[name].log.stat().st_size for name in live}
+            tick_until(w, lambda sizes=sizes: all(by_id[name].log.offset_bytes >= size for name, size in sizes.items()),
+                       30, f"chunk {i} read")
+            for name in live:
+                (tmp_path / name / f"ack-{i}").touch()
+        tick_until(w, lambda: w.all_done, 30, "every log's end")
+        for name in logs:
+            got = {f.kind for f in by_id[name].findings if f.kind in FAILURE_KINDS}
+            assert got == expected[name], (name, got, expected[name])
+    finally:
+        w.close()
+        for run in runs.values():
             run.stop()

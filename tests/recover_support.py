@@ -19,14 +19,19 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
+from controller.act.executor import Recoverer
 from controller.playbook import Playbook, load_playbook
 from controller.ship.bundle import build_bundle
 from controller.ship.deploy import deploy_bundle, resolve_workdir
 from controller.ship.launch import LaunchedRun, launch_registered, launch_spec
 from controller.store.runstore import RunStore
 from controller.transport.local import LocalTransport
+from controller.watch import Watch
 from tests.deploy_support import make_project, wait_for
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 INTERVAL_S = 0.5
@@ -68,14 +73,16 @@ print("done")
 '''
 
 
-def resumable_project(root: Path, *, recover: str = "", args: str = '"--steps", "100000"') -> tuple[Path, Playbook]:
-    """A git project with resumable/ and its playbook (pb.toml), `recover` appended raw."""
+def resumable_project(root: Path, *, recover: str = "", args: str = '"--steps", "100000"',
+                      target: str = 'kind = "local"', run_extra: str = "") -> tuple[Path, Playbook]:
+    """A project with resumable/ and its playbook (pb.toml) for `target` (the [target]
+    table's body), `run_extra` added to [run], `recover` appended raw."""
     make_project(root, git=False, extra_files={"resumable/__init__.py": b"",
                                                 "resumable/__main__.py": RESUMABLE.encode()})
     pb = root / "pb.toml"
     pb.write_text(f"""
 [target]
-kind = "local"
+{target}
 [bundle]
 paths = ["resumable"]
 [run]
@@ -83,6 +90,7 @@ name = "res"
 module = "resumable"
 args = ["--run-dir", "{{run_dir}}", "--token-budget", "64", {args}]
 env = {{ WANDB_MODE = "disabled" }}
+{run_extra}
 [watch]
 interval_s = 0.2
 {recover}
@@ -171,6 +179,22 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def watch_until(w: Watch, rec: Recoverer | None, cond: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Tick the watch on its own schedule (and, given `rec`, its recovery step after each
+    tick) until cond() holds; fail naming `what` after timeout_s."""
+    end = time.monotonic() + timeout_s
+    for _ in w.ticks():
+        w.tick()
+        if rec is not None:
+            rec.after_tick(w)
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > end:
+            break
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 class Watcher:

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from tests.recover_support import (
     resumable_project,
     trainer_playbook,
     trainer_project,
+    watch_until,
 )
 from tests.test_deploy_rig import PROJECT, live_pids_of_run, target_toml
 
@@ -126,22 +126,12 @@ def _move_with_a_down(tmp_path: Path, *, hide_checkpoints: bool):
                     transport_for=lambda r: down if r.run_id == run.run_id else LocalTransport(),
                     open_target=lambda t: LocalTransport())
     try:
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            if checkpoints(run.run_dir) or time.monotonic() > end:
-                break
-        assert checkpoints(run.run_dir)
+        watch_until(w, None, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
         kill_trainer(run)
         saved = checkpoints(run.run_dir)[-1]
         if hide_checkpoints:     # A's disk is not visible from B either (not a shared filesystem)
             os.rename(Path(run.run_dir) / "checkpoints", Path(run.run_dir) / "checkpoints.away")
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            rec.after_tick(w)
-            if store.actions(run.run_id) or time.monotonic() > end:
-                break
+        watch_until(w, rec, lambda: store.actions(run.run_id), 60, "the move's action")
         return root, run, store, saved, said
     finally:
         w.close()
@@ -363,19 +353,9 @@ def test_a_live_run_on_a_target_gone_dark_is_moved_without_its_stop_and_says_so(
                     transport_for=lambda r: a_link if r.workdir == a_workdir else LocalTransport(),
                     open_target=lambda t: LocalTransport())
     try:
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            if checkpoints(run.run_dir) or time.monotonic() > end:
-                break
-        assert checkpoints(run.run_dir)
+        watch_until(w, None, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
         a_link.down = True
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            rec.after_tick(w)
-            if store.actions(run.run_id) or time.monotonic() > end:
-                break
+        watch_until(w, rec, lambda: store.actions(run.run_id), 60, "the move's action")
         acts = store.actions(run.run_id)
         if exclusive:
             assert [a["action"] for a in acts] == ["failed"], said

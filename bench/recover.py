@@ -1,6 +1,6 @@
 """Recovery benchmark (issue 25): death -> resumed run's first step, on the local target.
 
-The real bundled trainer on CPU (tiny config, --checkpoint-every 5), deployed with a
+The real bundled trainer on CPU (tests/recover_support.py's playbook: tiny, a checkpoint a step), deployed with a
 [recover] playbook and watched by a real `dfctl watch RUN --recover --interval 0.5`
 process. Once the run has a checkpoint its training process is killed with SIGKILL; then:
   * death -> action: the watch's resume action (its registry actions row) after the kill
@@ -16,101 +16,86 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+
+from controller.store.runstore import RunRecord, RunStore
+from tests.deploy_support import wait_for
+from tests.recover_support import INTERVAL_S, first_progress, kill_every_run_in, trainer_project
 
 PROJECT = Path(__file__).resolve().parents[1]
 RESULTS = PROJECT / "bench" / "results"
 REPEATS = 3
-INTERVAL_S = 0.5
 
-PLAYBOOK = f"""
-[target]
-kind = "local"
-[bundle]
-paths = ["trainer"]
-[run]
-name = "bench-recover"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/syn", "--synthetic-samples", "400",
-        "--run-dir", "{{run_dir}}", "--steps", "5000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-[watch]
-interval_s = {INTERVAL_S}
-[recover]
-on = ["crash", "oom"]
-backoff_s = 0
-"""
+RECOVER = '[recover]\non = ["crash", "oom"]\nbackoff_s = 0\n'
+"""The benches' policy: a crash or an OOM resumed at once (bench/recover_move.py adds its targets)."""
 
 
-def _wait(cond, timeout_s: float, what: str):
-    end = time.monotonic() + timeout_s
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(0.02)
+@dataclass
+class Kill:
+    """One kill -9 of a deployed run's training process and what the watch did about it."""
+
+    root: Path                 # the project (its checkout; B's workdir lies under it)
+    died_s: float              # time.time() just after the SIGKILL
+    checkpoint: Path           # the run's newest checkpoint at the kill
+    action: dict               # the registry's first resume or give_up row of the run
+    resumed: RunRecord | None  # the run that action launched (None: gave up)
+    first: tuple[int, float] | None   # (step, time_s) of the resumed run's first metrics record
+    started_s: float | None    # the resumed run's launch.json started_s
 
 
-def _first_record(run_dir: str) -> dict | None:
-    p = Path(run_dir) / "metrics.jsonl"
-    if not p.exists():
-        return None
-    line = p.read_text().split("\n", 1)[0]
-    return json.loads(line) if line.endswith("}") else None
-
-
-def once(tmp: Path) -> dict:
+def kill_once(tmp: Path, recover: str, *, after_deploy: Callable[[Path], None] = lambda root: None) -> Kill:
+    """The CPU trainer (tests/recover_support.py's playbook with `recover`) deployed in a fresh
+    project and registry under `tmp` by a `dfctl deploy` process, `after_deploy(root)` run,
+    then watched by a `dfctl watch RUN --recover` process; its training process SIGKILLed once
+    a checkpoint exists; waited for until the resumed run's first step (or the give-up)."""
     root = tmp / "proj"
-    root.mkdir()
-    shutil.copytree(PROJECT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (root / ".gitignore").write_text("*.log\n")
-    (root / "pb.toml").write_text(PLAYBOOK)
+    trainer_project(root, recover, name="bench-recover")
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "DFCTL_HOME": str(tmp / "home")}
     env.pop("WANDB_API_KEY", None)
     out = subprocess.run([sys.executable, "-m", "controller", "deploy", "pb.toml", "--json"], cwd=root, env=env,
                          capture_output=True, text=True, check=True).stdout
     run = json.loads(out)["run"]
+    after_deploy(root)
     watch = subprocess.Popen([sys.executable, "-m", "controller", "watch", run["run_id"], "--recover", "--interval",
                               str(INTERVAL_S), "--json"], cwd=root, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-    sys.path.insert(0, str(PROJECT))
-    os.environ["DFCTL_HOME"] = env["DFCTL_HOME"]
-    from controller.store.runstore import RunStore
-
     try:
-        _wait(lambda: list((Path(run["run_dir"]) / "checkpoints").glob("step-*.pt")), 300, "a checkpoint")
+        cks = wait_for(lambda: sorted((Path(run["run_dir"]) / "checkpoints").glob("step-*.pt")), 300, what="a checkpoint")
         trainer_pid = json.loads((Path(run["run_dir"]) / "launch.json").read_text())["trainer_pid"]
         os.kill(trainer_pid, signal.SIGKILL)
         died_s = time.time()
-        store = RunStore()
-        acted_s = _wait(lambda: [a["time_s"] for a in store.actions(run["run_id"]) if a["action"] == "resume"],
-                        120, "the resume")[0]
-        nxt = store.successor(run["run_id"])
-        first = _wait(lambda: _first_record(nxt.run_dir), 300, "the resumed run's first step")
-        started_s = json.loads((Path(nxt.run_dir) / "launch.json").read_text())["started_s"]
-        store.close()
-        return {"death_to_action_s": acted_s - died_s, "death_to_first_step_s": first["time_s"] - died_s,
-                "startup_s": first["time_s"] - started_s, "first_step": first["step"]}
+        store = RunStore(tmp / "home" / "registry.sqlite")
+        try:
+            act = wait_for(lambda: [a for a in store.actions(run["run_id"]) if a["action"] in ("resume", "give_up")],
+                           120, what="the resume")[0]
+            nxt = store.successor(run["run_id"]) if act["action"] == "resume" else None
+            first = started_s = None
+            if nxt is not None:
+                first = wait_for(lambda: first_progress(nxt.run_dir), 300, what="the resumed run's first step")
+                started_s = json.loads((Path(nxt.run_dir) / "launch.json").read_text())["started_s"]
+        finally:
+            store.close()
+        return Kill(root, died_s, cks[-1], act, nxt, first, started_s)
     finally:
         watch.send_signal(signal.SIGTERM)
         watch.wait(30)
-        for d in (Path(run["run_dir"]).parent).iterdir():
-            pid = d / "pid"
-            if pid.exists():
-                try:
-                    os.killpg(int(pid.read_text()), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        kill_every_run_in(Path(run["run_dir"]).parent, root / "wd-b" / "runs")
+
+
+def once(tmp: Path) -> dict:
+    k = kill_once(tmp, RECOVER)
+    if k.resumed is None or k.first is None or k.started_s is None:
+        raise RuntimeError(k.action["reason"])
+    return {"death_to_action_s": k.action["time_s"] - k.died_s, "death_to_first_step_s": k.first[1] - k.died_s,
+            "startup_s": k.first[1] - k.started_s, "first_step": k.first[0]}
 
 
 def main() -> int:
@@ -130,7 +115,7 @@ def main() -> int:
     lines = [
         "# Recovery: kill -9 -> resumed run's first step (bench/recover.py)", "",
         f"{stamp}, {machine}, shared with other jobs while measured. The real trainer on CPU (tiny, "
-        f"--checkpoint-every 5), `dfctl watch --recover --interval {INTERVAL_S:g}` as its own process; "
+        f"--checkpoint-every 1), `dfctl watch --recover --interval {INTERVAL_S:g}` as its own process; "
         f"the training process SIGKILLed once a checkpoint exists; {REPEATS} kills, each in a fresh workdir.", "",
         "| | median | each |", "|---|---|---|",
         f"| death -> resume action | {med('death_to_action_s'):.2f} s | "

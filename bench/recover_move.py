@@ -20,16 +20,14 @@ import json
 import os
 import platform
 import resource
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.recover import INTERVAL_S, PLAYBOOK, _first_record, _wait
+from bench.recover import RECOVER, kill_once
+from tests.recover_support import INTERVAL_S
 
 PROJECT = Path(__file__).resolve().parents[1]
 RESULTS = PROJECT / "bench" / "results"
@@ -37,57 +35,22 @@ REPEATS = 3
 CARRY_MIB = 256
 
 
-def once(tmp: Path) -> dict:
-    root = tmp / "proj"
-    root.mkdir()
-    shutil.copytree(PROJECT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (root / ".gitignore").write_text("*.log\n")
-    (root / "b.toml").write_text('[target]\nkind = "local"\nworkdir = "wd-b"\n')
-    (root / "pb.toml").write_text(PLAYBOOK + 'max_attempts = 2\ntargets = ["b.toml"]\n')
-    env = {**os.environ, "PYTHONPATH": str(PROJECT), "DFCTL_HOME": str(tmp / "home")}
-    env.pop("WANDB_API_KEY", None)
-    out = subprocess.run([sys.executable, "-m", "controller", "deploy", "pb.toml", "--json"], cwd=root, env=env,
-                         capture_output=True, text=True, check=True).stdout
-    run = json.loads(out)["run"]
+def _change_the_checkout(root: Path) -> None:
     with open(root / "trainer" / "__init__.py", "a") as fh:      # the release must come from A
         fh.write("# changed after the deploy\n")
-    watch = subprocess.Popen([sys.executable, "-m", "controller", "watch", run["run_id"], "--recover", "--interval",
-                              str(INTERVAL_S), "--json"], cwd=root, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    sys.path.insert(0, str(PROJECT))
-    os.environ["DFCTL_HOME"] = env["DFCTL_HOME"]
-    from controller.store.runstore import RunStore
 
-    try:
-        cks = _wait(lambda: sorted((Path(run["run_dir"]) / "checkpoints").glob("step-*.pt")), 300, "a checkpoint")
-        trainer_pid = json.loads((Path(run["run_dir"]) / "launch.json").read_text())["trainer_pid"]
-        os.kill(trainer_pid, signal.SIGKILL)
-        died_s = time.time()
-        store = RunStore()
-        act = _wait(lambda: [a for a in store.actions(run["run_id"]) if a["action"] in ("resume", "give_up")],
-                    120, "the resume")[0]
-        if act["action"] != "resume":
-            raise RuntimeError(act["reason"])
-        nxt = store.successor(run["run_id"])
-        first = _wait(lambda: _first_record(nxt.run_dir), 300, "the resumed run's first step")
-        started_s = json.loads((Path(nxt.run_dir) / "launch.json").read_text())["started_s"]
-        store.close()
-        return {"death_to_action_s": act["time_s"] - died_s, "action_to_launch_s": started_s - act["time_s"],
-                "death_to_first_step_s": first["time_s"] - died_s,
-                "startup_s": first["time_s"] - started_s, "first_step": first["step"],
-                "checkpoint_step": int(cks[-1].name[5:13]), "checkpoint_bytes": cks[-1].stat().st_size,
-                "on_b": nxt.workdir == str(root / "wd-b"), "release_carried": "carried from" in act["reason"]}
-    finally:
-        watch.send_signal(signal.SIGTERM)
-        watch.wait(30)
-        for parent in (Path(run["run_dir"]).parent, root / "wd-b" / "runs"):
-            for d in parent.iterdir() if parent.is_dir() else []:
-                pid = d / "pid"
-                if pid.exists():
-                    try:
-                        os.killpg(int(pid.read_text()), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+
+def once(tmp: Path) -> dict:
+    (tmp / "proj").mkdir()
+    (tmp / "proj" / "b.toml").write_text('[target]\nkind = "local"\nworkdir = "wd-b"\n')
+    k = kill_once(tmp, RECOVER + 'max_attempts = 2\ntargets = ["b.toml"]\n', after_deploy=_change_the_checkout)
+    if k.resumed is None or k.first is None or k.started_s is None:
+        raise RuntimeError(k.action["reason"])
+    return {"death_to_action_s": k.action["time_s"] - k.died_s, "action_to_launch_s": k.started_s - k.action["time_s"],
+            "death_to_first_step_s": k.first[1] - k.died_s, "startup_s": k.first[1] - k.started_s,
+            "first_step": k.first[0], "checkpoint_step": int(k.checkpoint.name[5:13]),
+            "checkpoint_bytes": k.checkpoint.stat().st_size, "on_b": k.resumed.workdir == str(k.root / "wd-b"),
+            "release_carried": "carried from" in k.action["reason"]}
 
 
 def carry_alone(tmp: Path) -> dict:
@@ -137,7 +100,7 @@ def main() -> int:
     lines = [
         "# Recovery elsewhere: kill -9 on A -> resumed on B (bench/recover_move.py)", "",
         f"{stamp}, {machine}, shared with other jobs while measured. Two local targets (different workdirs); "
-        f"the real trainer on CPU (tiny, --checkpoint-every 5), `dfctl watch --recover --interval {INTERVAL_S:g}` "
+        f"the real trainer on CPU (tiny, --checkpoint-every 1), `dfctl watch --recover --interval {INTERVAL_S:g}` "
         f"as its own process, `[recover] targets = [\"b.toml\"]`; the checkout changed after the deploy, so the "
         f"release ({'carried from A every time' if all(r['release_carried'] for r in rows) else 'see the json'}) "
         f"and the checkpoint ({rows[0]['checkpoint_bytes']} bytes) are streamed A -> B; {REPEATS} kills.", "",

@@ -19,14 +19,19 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
+from controller.act.executor import Recoverer
 from controller.playbook import Playbook, load_playbook
 from controller.ship.bundle import build_bundle
 from controller.ship.deploy import deploy_bundle, resolve_workdir
 from controller.ship.launch import LaunchedRun, launch_registered, launch_spec
 from controller.store.runstore import RunStore
 from controller.transport.local import LocalTransport
+from controller.watch import Watch
 from tests.deploy_support import make_project, wait_for
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 INTERVAL_S = 0.5
@@ -68,14 +73,16 @@ print("done")
 '''
 
 
-def resumable_project(root: Path, *, recover: str = "", args: str = '"--steps", "100000"') -> tuple[Path, Playbook]:
-    """A git project with resumable/ and its playbook (pb.toml), `recover` appended raw."""
+def resumable_project(root: Path, *, recover: str = "", args: str = '"--steps", "100000"',
+                      target: str = 'kind = "local"', run_extra: str = "") -> tuple[Path, Playbook]:
+    """A project with resumable/ and its playbook (pb.toml) for `target` (the [target]
+    table's body), `run_extra` added to [run], `recover` appended raw."""
     make_project(root, git=False, extra_files={"resumable/__init__.py": b"",
                                                 "resumable/__main__.py": RESUMABLE.encode()})
     pb = root / "pb.toml"
     pb.write_text(f"""
 [target]
-kind = "local"
+{target}
 [bundle]
 paths = ["resumable"]
 [run]
@@ -83,6 +90,7 @@ name = "res"
 module = "resumable"
 args = ["--run-dir", "{{run_dir}}", "--token-budget", "64", {args}]
 env = {{ WANDB_MODE = "disabled" }}
+{run_extra}
 [watch]
 interval_s = 0.2
 {recover}
@@ -90,29 +98,43 @@ interval_s = 0.2
     return root, load_playbook(pb)
 
 
-def trainer_project(root: Path, recover: str) -> Path:
-    """A project holding a copy of the bundled trainer and a CPU playbook with `recover`."""
-    make_project(root, git=False)
-    shutil.copytree(ROOT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
-    pb = root / "pb.toml"
-    pb.write_text(f"""
-[target]
-kind = "local"
+TRAINER_ARGS = ('"--config", "tiny", "--data", "{workdir}/data/synth", "--synthetic-samples", "300", '
+                '"--run-dir", "{run_dir}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "1", '
+                '"--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"')
+"""The CPU trainer's args in every recovery test and bench: tiny, a checkpoint every step
+(a kill finds one a step after the first; a resume continues at the saved step + 1 all the
+same), the tiny preset's own token budget written out (an OOM change halves it to 1024)."""
+
+
+def trainer_playbook(path: Path, recover: str, *, target: str = 'kind = "local"', name: str = "rec",
+                     run_extra: str = "") -> Path:
+    """The bundled trainer on CPU as a playbook at `path` for `target` (the [target] table's
+    body), `run_extra` added to [run], `recover` appended raw: the one recipe the recovery
+    tests (local, move, rig) and bench/recover*.py share."""
+    path.write_text(f"""[target]
+{target}
 [bundle]
 paths = ["trainer"]
 [run]
-name = "rec"
+name = "{name}"
 module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/syn", "--synthetic-samples", "400",
-        "--run-dir", "{{run_dir}}", "--steps", "5000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"]
+args = [{TRAINER_ARGS}]
 env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
 stop_grace_s = 60
+{run_extra}
 [watch]
 interval_s = {INTERVAL_S}
 {recover}
 """)
-    return pb
+    return path
+
+
+def trainer_project(root: Path, recover: str, *, name: str = "rec") -> Path:
+    """A project holding a copy of the bundled trainer and its CPU playbook (pb.toml, local
+    target) with `recover`."""
+    make_project(root, git=False)
+    shutil.copytree(ROOT / "trainer", root / "trainer", ignore=shutil.ignore_patterns("__pycache__"))
+    return trainer_playbook(root / "pb.toml", recover, name=name)
 
 
 def first_progress(run_dir: str) -> tuple[int, float] | None:
@@ -159,6 +181,22 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def watch_until(w: Watch, rec: Recoverer | None, cond: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Tick the watch on its own schedule (and, given `rec`, its recovery step after each
+    tick) until cond() holds; fail naming `what` after timeout_s."""
+    end = time.monotonic() + timeout_s
+    for _ in w.ticks():
+        w.tick()
+        if rec is not None:
+            rec.after_tick(w)
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > end:
+            break
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
 class Watcher:
     """`dfctl watch RUN --recover` as a real process; its stdout lines collected as they come."""
 
@@ -193,13 +231,20 @@ class Watcher:
                 self.proc.kill()
 
 
+def kill_every_run_in(*runs_dirs: Path) -> None:
+    """A test's cleanup: SIGKILL the process group of every run in these runs/ folders (a
+    run and the resumes made of it, here or on a move's target), whichever are still
+    alive; a folder that was never made is skipped."""
+    for parent in runs_dirs:
+        for d in parent.iterdir() if parent.is_dir() else []:
+            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
+            if pid:
+                try:
+                    os.killpg(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
 def kill_every_run_beside(run_dir: str) -> None:
-    """A test's cleanup: SIGKILL the process group of every run in run_dir's runs/ folder
-    (the run and the resumes the test made of it), whichever are still alive."""
-    for d in Path(run_dir).parent.iterdir():
-        pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-        if pid:
-            try:
-                os.killpg(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    """kill_every_run_in the runs/ folder of run_dir (the run and the resumes made of it there)."""
+    kill_every_run_in(Path(run_dir).parent)

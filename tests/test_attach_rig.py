@@ -53,9 +53,11 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp
     vmid = rig_host.vmid_running
     base = f"/workspace/attach-{os.getpid()}"
     first, second = f"{base}/first", f"{base}/second-run"
+    # both started at once: their start-ups overlap (the dataset is written by rename: the
+    # one that loses the race reads the other's)
     start_by_hand(rig_host, vmid, first, data_dir=f"{base}/data")
-    wait_for(lambda: metrics_lines(rig_host, vmid, first) >= 2, timeout_s=240, what="the first run's metrics")
     start_by_hand(rig_host, vmid, second, data_dir=f"{base}/data", seed=7)
+    wait_for(lambda: metrics_lines(rig_host, vmid, first) >= 2, timeout_s=240, what="the first run's metrics")
     wait_for(lambda: metrics_lines(rig_host, vmid, second) >= 1, timeout_s=240, what="the second run's metrics")
 
     # scan: one round trip to the node, the CT read through /proc/<CT init>/root
@@ -102,7 +104,7 @@ def test_scan_attach_stacks_stop_hand_started_trainer(rig, rig_host, capsys, tmp
 
     pb = tmp_path / "ct.toml"       # the PLAYBOOK form: its [watch] applies to the attached run
     pb.write_text(f'[target]\nkind = "pct"\nhost = "{rig_host.name}"\nvmid = {vmid}\nworkdir = "/var/tmp/dfctl"\n'
-                  f'python = "{CT_PYTHON}"\nssh_config = "{rig.ssh_config_path}"\n[watch]\nstale_log_s = 10\n')
+                  f'python = "{CT_PYTHON}"\nssh_config = "{rig.ssh_config_path}"\n[watch]\nstale_log_s = 5\n')
     code, out, err = dfctl(capsys, "attach", str(pb), "--log", f"{first}/train.log", "--name", "seeds", "--json")
     assert code == 0, err
     att = json.loads(out)

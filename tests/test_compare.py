@@ -53,12 +53,17 @@ def _env(**extra):
     return env
 
 
+STEPS = 18
+"""Steps of each shared trainer run: B (a record every 3 steps) keeps 3 samples past the
+default warm-up of 3 (a verdict needs 3, stats.MIN_VERDICT_SAMPLES); A evaluates 3 times."""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Two real trainer runs in launch.py's layout (train.log, exit_code, metrics, wandb)."""
     base = tmp_path_factory.mktemp("trainer-runs")
-    specs = {"A": ["--steps", "24", "--log-every", "2", "--eval-fraction", "0.2", "--eval-every", "6"],
-             "B": ["--steps", "24", "--log-every", "3", "--token-budget", "768"]}
+    specs = {"A": ["--steps", str(STEPS), "--log-every", "2", "--eval-fraction", "0.2", "--eval-every", "6"],
+             "B": ["--steps", str(STEPS), "--log-every", "3", "--token-budget", "768"]}
     procs = {}
     for i, (name, extra) in enumerate(specs.items()):
         run_dir = base / name
@@ -137,7 +142,7 @@ def test_json_figures_match_the_metrics_and_the_detectors_window(runs):
     assert b["config_diff"]["args.log_every"] == 3 and a["config_diff"]["args.log_every"] == 2
     # Aligned steps lie in both runs' range; at a step both logged, the values are the logged ones.
     steps = doc["aligned_steps"]
-    assert steps and all(3 <= s <= 24 for s in steps)
+    assert steps and all(3 <= s <= STEPS for s in steps)
     logged_a = {m["step"]: m["loss"] for m in _metrics(runs["A"])}
     logged_b = {m["step"]: m["loss"] for m in _metrics(runs["B"])}
     for s in steps:
@@ -400,28 +405,32 @@ def test_bad_inputs_exit_2_with_a_clear_message(tmp_path, runs):
     assert res.returncode == 2 and "nothing-here.log" in res.stderr
 
 
-def test_wandb_paths_through_the_api_standin():
-    """The real wandb client against the local STAND-IN server (tests/wandb_standin/)."""
+def test_wandb_paths_through_the_api_standin(monkeypatch):
+    """The real wandb client against the local STAND-IN server (tests/wandb_standin/): in
+    this process as tests/test_watch.py's online run (a child's start-up with wandb's import
+    is ~2 s a call), but the wrong key in a child whose every byte of stderr (wandb-core's
+    included) is searched for the keys."""
     from tests.wandb_standin.server import StandinWandbServer
 
     key = "0123456789abcdef0123456789abcdef01234567"
-    home = os.environ["DFCTL_HOME"]
-    with StandinWandbServer(key) as srv:
-        env = _env(DFCTL_HOME=home, WANDB_BASE_URL=srv.url, WANDB_API_KEY=key)
-        env.pop("WANDB_MODE")
-        ok = _cli("compare-runs", "ops/dfctl-test/done02", "ops/dfctl-test/live01", "--json", "--warmup-s", "0",
-                  env=env)
+    with StandinWandbServer(key) as srv, monkeypatch.context() as m:
+        m.setenv("WANDB_BASE_URL", srv.url)
+        m.setenv("WANDB_API_KEY", key)
+        m.delenv("WANDB_MODE", raising=False)
+        ok = _cli("compare-runs", "ops/dfctl-test/done02", "ops/dfctl-test/live01", "--json", "--warmup-s", "0")
         assert ok.returncode == 0, ok.stderr
         doc = json.loads(ok.stdout)
         assert [r["kind"] for r in doc["runs"]] == ["wandb-api", "wandb-api"]
         assert doc["runs"][0]["tok_per_s"]["median"] is not None
         assert doc["runs"][1]["end_state"] == "running"
-        imported = _cli("import", "ops/dfctl-test/done02", "--name", "from_api", "--json", env=env)
+        imported = _cli("import", "ops/dfctl-test/done02", "--name", "from_api", "--json")
         assert imported.returncode == 0, imported.stderr
         assert json.loads(imported.stdout)["kind"] == "wandb-api" and json.loads(imported.stdout)["samples"] > 0
-        missing = _cli("compare-runs", "ops/dfctl-test/nosuchrun", env=env)
+        missing = _cli("compare-runs", "ops/dfctl-test/nosuchrun")
         assert missing.returncode == 2 and "nosuchrun" in missing.stderr
-        wrong_key = _cli("compare-runs", "ops/dfctl-test/done02", env={**env, "WANDB_API_KEY": "f" * 40})
+        env = _env(WANDB_BASE_URL=srv.url, WANDB_API_KEY="f" * 40)
+        env.pop("WANDB_MODE")
+        wrong_key = _cli("compare-runs", "ops/dfctl-test/done02", env=env)
         assert wrong_key.returncode in (2, 3) and "done02" in wrong_key.stderr
         assert key not in wrong_key.stderr and "f" * 40 not in wrong_key.stderr
     # An unreachable server (exit 3) is tested in tests/test_wandb_api.py: its bounded

@@ -1,6 +1,6 @@
 """A multi-node job on the local kind (two "nodes" = two local workdirs, rendezvous at
 127.0.0.1): the real trainer under real torchrun with gloo, 2 nodes x 1 process, through the
-real CLI in child processes. Deploy -> one job row + two member rows, the job trains (loss
+real CLI (its main(), in-process). Deploy -> one job row + two member rows, the job trains (loss
 falls), both replicas end with the same weights (each node's own checksum line), every
 worker line carries `[rankN]:`; logs --node; stop -> nothing left on either node; a node
 that cannot be reached -> nothing launched anywhere, exit 3 naming it; a node whose launch
@@ -8,11 +8,12 @@ fails -> the node already started is stopped."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,13 +39,42 @@ workdir = "{dir}/node0"
     return pb
 
 
-def cli(home: Path, *argv: str, timeout_s: float = 120, secret: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DFCTL_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    env.pop("WANDB_API_KEY", None)
+def cli(home: Path, *argv: str, secret: str | None = None) -> subprocess.CompletedProcess:
+    """`dfctl ARGV` through the CLI's own main(), in this process (a child's start-up costs
+    ~1 s of a loaded 2-core machine a call and is not what these tests are about), as a child
+    would run it: DFCTL_HOME=home, the checkout as the working directory, WANDB_API_KEY only
+    when `secret` is given, cached connections closed after; its exit code and output."""
+    from controller.cli import main
+    from controller.transport.factory import close_all
+
+    saved = {k: os.environ.get(k) for k in ("DFCTL_HOME", "WANDB_API_KEY")}
+    os.environ["DFCTL_HOME"] = str(home)
+    os.environ.pop("WANDB_API_KEY", None)
     if secret is not None:
-        env["WANDB_API_KEY"] = secret
-    return subprocess.run([sys.executable, "-m", "controller", *argv], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout_s)
+        os.environ["WANDB_API_KEY"] = secret
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="replace", write_through=True)
+    err = io.StringIO()
+    code = 0
+    try:
+        with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main(list(argv))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        close_all()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    out.flush()
+    return subprocess.CompletedProcess(["dfctl", *argv], code, out.buffer.getvalue().decode(errors="replace"),
+                                       err.getvalue())
+
+
+JOB_STEPS = 4
+"""Steps of the finished job the assertions share: enough for the loss to fall (the tiny
+config's loss drops most in its first steps) and for each replica's end-of-run checksum."""
 
 
 def ended(run_dir: str) -> bool:
@@ -53,10 +83,10 @@ def ended(run_dir: str) -> bool:
 
 @pytest.fixture(scope="module")
 def finished_job(tmp_path_factory):
-    """One job of 2 nodes x 2 processes, 8 steps, deployed and run to its end (shared by the assertions)."""
+    """One job of 2 nodes x 2 processes, JOB_STEPS steps, deployed and run to its end (shared by the assertions)."""
     dir = tmp_path_factory.mktemp("job")
     home = dir / "home"
-    r = cli(home, "deploy", str(job_playbook(dir, steps=8, nproc=2)), "--json")
+    r = cli(home, "deploy", str(job_playbook(dir, steps=JOB_STEPS, nproc=2)), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     store = RunStore(home / "registry.sqlite")
@@ -85,7 +115,7 @@ def test_job_trains_loss_falls_and_replicas_agree_across_nodes(finished_job):
     m0, m1 = store.job_members(doc["job"])
     assert [Path(m.run_dir, "exit_code").read_text().strip() for m in (m0, m1)] == ["0", "0"]
     rows = [json.loads(x) for x in Path(m0.run_dir, "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == list(range(1, 9))
+    assert [r["step"] for r in rows] == list(range(1, JOB_STEPS + 1))
     assert rows[-1]["loss"] < rows[0]["loss"]
     logs = [Path(m.run_dir, "train.log").read_text() for m in (m0, m1)]
     sums = [sorted(re.findall(r"^\[rank(\d)\]:\[dist\] rank=(\d) params_checksum=(\S+)$", log, re.M))
@@ -93,7 +123,7 @@ def test_job_trains_loss_falls_and_replicas_agree_across_nodes(finished_job):
     # global ranks 0, 1 on node 0 and 2, 3 on node 1 (its addr sorts second), each said by itself
     assert [[s[:2] for s in node] for node in sums] == [[("0", "0"), ("1", "1")], [("2", "2"), ("3", "3")]]
     assert len({s[2] for node in sums for s in node}) == 1       # ... and all four hold the same weights
-    assert "[rank0]:[done] steps=8 exit_code=0" in logs[0]
+    assert f"[rank0]:[done] steps={JOB_STEPS} exit_code=0" in logs[0]
     assert "[rank0]:" not in logs[1] and "[rank2]:" not in logs[0]
 
 
@@ -108,7 +138,7 @@ def test_runs_lists_the_job_once_finished_and_logs_reads_each_node(finished_job)
     r1 = cli(home, "logs", doc["job"], "--node", "1", "--tail", "20")
     assert r1.returncode == 0 and "[rank3]:[dist] rank=3 params_checksum=" in r1.stdout, r1.stderr
     r0 = cli(home, "logs", "pair", "--tail", "200")
-    assert "[rank0]:[done] steps=8" in r0.stdout
+    assert f"[rank0]:[done] steps={JOB_STEPS}" in r0.stdout
     follow = cli(home, "logs", doc["job"], "--node", "1", "-f", "-n", "1")    # the node's run has ended: returns
     assert follow.returncode == 0 and follow.stdout.startswith("[rank"), follow.stderr
     bad = cli(home, "logs", doc["job"], "--node", "2")

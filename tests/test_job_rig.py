@@ -20,7 +20,7 @@ from tests.deploy_support import wait_for
 from tests.job_support import job_rest_toml
 from tests.rig.fixtures import FAB_VMID, on_fabric
 from tests.test_deploy_rig import live_pids_of_run
-from tests.test_job_local import cli
+from tests.test_job_local import JOB_STEPS, cli
 
 pytestmark = pytest.mark.rig
 
@@ -60,10 +60,10 @@ def fabric(rig):
 
 @pytest.fixture(scope="module")
 def finished_job(fabric, tmp_path_factory):
-    """One 2-node job of 8 steps deployed to the rig and run to its end."""
+    """One 2-node job of JOB_STEPS steps deployed to the rig and run to its end."""
     dir = tmp_path_factory.mktemp("rigjob")
     home, workdir = dir / "home", f"/workspace/dfctl-job-{os.getpid()}"
-    r = cli(home, "deploy", str(job_playbook(fabric, dir / "pb.toml", workdir, steps=8, name="rigpair")), "--json")
+    r = cli(home, "deploy", str(job_playbook(fabric, dir / "pb.toml", workdir, steps=JOB_STEPS, name="rigpair")), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     store = RunStore(home / "registry.sqlite")
@@ -81,7 +81,7 @@ def test_rig_job_trains_and_replicas_agree_across_hosts(finished_job, fabric):
     run_dirs = [host_path(h, m.run_dir) for h, m in zip(fabric.hosts, members)]
     assert [(d / "exit_code").read_text().strip() for d in run_dirs] == ["0", "0"]
     rows = [json.loads(x) for x in (run_dirs[0] / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == list(range(1, 9)) and rows[-1]["loss"] < rows[0]["loss"]
+    assert [r["step"] for r in rows] == list(range(1, JOB_STEPS + 1)) and rows[-1]["loss"] < rows[0]["loss"]
     logs = [(d / "train.log").read_text() for d in run_dirs]
     sums = [re.findall(r"^\[rank(\d)\]:\[dist\] rank=\d params_checksum=(\S+)$", log, re.M) for log in logs]
     assert [s[0][0] for s in sums] == ["0", "1"] and sums[0][0][1] == sums[1][0][1]

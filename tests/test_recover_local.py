@@ -31,6 +31,7 @@ from tests.recover_support import (
     kill_trainer,
     resumable_project,
     trainer_project,
+    watch_until,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,19 +226,6 @@ def test_two_watching_controllers_resume_a_crashed_run_once(tmp_path, capsys):
         kill_every_run_beside(run.run_dir)
 
 
-def _watch_until(w: Watch, rec: Recoverer, cond, timeout_s: float, what: str):
-    """Tick the watch (and its recovery step) on its own schedule until cond() holds."""
-    end = time.monotonic() + timeout_s
-    for _ in w.ticks():
-        w.tick()
-        rec.after_tick(w)
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
 def test_a_hang_is_stopped_only_after_its_stack_dump_is_saved(tmp_path):
     root, pb = resumable_project(tmp_path / "proj", args='"--steps", "100000", "--hang-after", "8"',
                                  recover='hang_min_s = 1\nhang_factor = 1\n[recover]\non = ["hang"]\nbackoff_s = 0\n'
@@ -248,7 +236,7 @@ def test_a_hang_is_stopped_only_after_its_stack_dump_is_saved(tmp_path):
     w = Watch([store.get_run(run.run_id)], store, interval_s=0.5)
     rec = Recoverer(store, lambda line, doc: said.append(line))
     try:
-        acts = _watch_until(w, rec, lambda: [a for a in store.actions(run.run_id) if a["action"] == "stop"], 90,
+        acts = watch_until(w, rec, lambda: [a for a in store.actions(run.run_id) if a["action"] == "stop"], 90,
                             "the stop of the hung run")
         hang = next(f for f in w.states[0].findings if f.kind == "hang")
         dumps = store.stacks(run.run_id)
@@ -277,15 +265,15 @@ def test_after_max_attempts_it_gives_up(tmp_path):
     w = Watch([store.get_run(run.run_id)], store, interval_s=0.5)
     rec = Recoverer(store, lambda line, doc: said.append(line))
     try:
-        _watch_until(w, rec, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
+        watch_until(w, rec, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
         kill_trainer(run)
-        nxt = _watch_until(w, rec, lambda: store.successor(run.run_id), 60, "the resume")
+        nxt = watch_until(w, rec, lambda: store.successor(run.run_id), 60, "the resume")
         from controller.ship.launch import LaunchedRun
 
         launched = json.loads(_wait_file(Path(nxt.run_dir) / "launch.json"))
-        _watch_until(w, rec, lambda: checkpoints(nxt.run_dir), 60, "the resumed run's checkpoint")
+        watch_until(w, rec, lambda: checkpoints(nxt.run_dir), 60, "the resumed run's checkpoint")
         kill_trainer(LaunchedRun(nxt.run_id, nxt.run_dir, launched["pid"], nxt.release_id or "", 0.0, launched))
-        gave_up = _watch_until(w, rec, lambda: [a for a in store.actions(nxt.run_id) if a["action"] == "give_up"],
+        gave_up = watch_until(w, rec, lambda: [a for a in store.actions(nxt.run_id) if a["action"] == "give_up"],
                                60, "give_up")
         assert "recover.max_attempts = 1" in gave_up[0]["reason"]
         assert store.successor(nxt.run_id) is None and [r.attempt for r in store.chain(run.run_id)] == [0, 1]
@@ -313,17 +301,17 @@ def test_a_resume_that_failed_after_its_stop_is_tried_again(tmp_path):
     w = Watch([store.get_run(run.run_id)], store, interval_s=0.5)
     rec = Recoverer(store, lambda line, doc: said.append(line), clock=lambda: time.time() + offset[0])
     try:
-        _watch_until(w, rec, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
+        watch_until(w, rec, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
         release.rename(release.with_name("moved"))
         with open(Path(run.run_dir) / "train.log", "a") as fh:
             fh.write(CUDA_OOM_LINE)
-        failed = _watch_until(w, rec, lambda: [a for a in store.actions(run.run_id) if a["action"] == "failed"], 60,
+        failed = watch_until(w, rec, lambda: [a for a in store.actions(run.run_id) if a["action"] == "failed"], 60,
                               "the failed resume")
         assert "is gone" in failed[0]["reason"] and store.successor(run.run_id) is None
         assert store.get_run(run.run_id).state == "stopped"
         release.with_name("moved").rename(release)
         offset[0] = 11.0                                                   # past RETRY_AFTER_FAILURE_S
-        nxt = _watch_until(w, rec, lambda: store.successor(run.run_id), 60, "the resume, tried again")
+        nxt = watch_until(w, rec, lambda: store.successor(run.run_id), 60, "the resume, tried again")
         assert nxt.attempt == 1 and [a["action"] for a in store.actions(run.run_id)] == ["failed", "resume"]
     finally:
         w.close()
@@ -336,10 +324,11 @@ def test_kill_9_of_the_whole_group_is_a_crash_and_is_resumed(in_project, capsys)
     pid 1 reaps orphans late (this machine's does) it stays a zombie for a while. The probe
     reads exit_code after the process tree, so a zombie leader without one is a vanished
     process at once -- a critical crash the policy acts on -- not a wait for a code that
-    never comes (before: no finding, the run `failed`, nothing resumed)."""
-    pb = trainer_project(in_project, '[recover]\non = ["crash"]\nbackoff_s = 0\nmax_attempts = 1\n')
-    os.chdir(in_project)
-    run = _deploy(capsys, pb)
+    never comes (before: no finding, the run `failed`, nothing resumed). The probe and the
+    policy are the point, not the trainer: the resumable stand-in, deployed by the CLI."""
+    root, _ = resumable_project(in_project, recover='[recover]\non = ["crash"]\nbackoff_s = 0\nmax_attempts = 1\n')
+    os.chdir(root)
+    run = _deploy(capsys, root / "pb.toml")
     w = Watcher(run["run_id"])
     try:
         wait_for(lambda: checkpoints(run["run_dir"]), timeout_s=240, what="the first checkpoint")

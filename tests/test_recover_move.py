@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -29,9 +28,12 @@ from tests.recover_support import (
     checkpoints,
     deploy_and_launch,
     first_progress,
+    kill_every_run_in,
     kill_trainer,
     resumable_project,
+    trainer_playbook,
     trainer_project,
+    watch_until,
 )
 from tests.test_deploy_rig import PROJECT, live_pids_of_run, target_toml
 
@@ -60,17 +62,6 @@ class SwitchTransport(LocalTransport):
 
 def _sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _kill_all(*run_dirs_parents: Path) -> None:
-    for parent in run_dirs_parents:
-        for d in parent.iterdir() if parent.is_dir() else []:
-            pid = (d / "pid").read_text().strip() if (d / "pid").exists() else ""
-            if pid:
-                try:
-                    os.killpg(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 def test_kill_9_on_a_is_resumed_on_b_with_its_release_and_checkpoint_carried(tmp_path, monkeypatch, capsys):
@@ -118,7 +109,7 @@ def test_kill_9_on_a_is_resumed_on_b_with_its_release_and_checkpoint_carried(tmp
         store.close()
     finally:
         w.stop()
-        _kill_all(Path(run["run_dir"]).parent, wd_b / "runs")
+        kill_every_run_in(Path(run["run_dir"]).parent, wd_b / "runs")
 
 
 def _move_with_a_down(tmp_path: Path, *, hide_checkpoints: bool):
@@ -135,22 +126,12 @@ def _move_with_a_down(tmp_path: Path, *, hide_checkpoints: bool):
                     transport_for=lambda r: down if r.run_id == run.run_id else LocalTransport(),
                     open_target=lambda t: LocalTransport())
     try:
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            if checkpoints(run.run_dir) or time.monotonic() > end:
-                break
-        assert checkpoints(run.run_dir)
+        watch_until(w, None, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
         kill_trainer(run)
         saved = checkpoints(run.run_dir)[-1]
         if hide_checkpoints:     # A's disk is not visible from B either (not a shared filesystem)
             os.rename(Path(run.run_dir) / "checkpoints", Path(run.run_dir) / "checkpoints.away")
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            rec.after_tick(w)
-            if store.actions(run.run_id) or time.monotonic() > end:
-                break
+        watch_until(w, rec, lambda: store.actions(run.run_id), 60, "the move's action")
         return root, run, store, saved, said
     finally:
         w.close()
@@ -172,7 +153,7 @@ def test_a_down_but_its_checkpoint_readable_from_b_resumes_from_it_in_place(tmp_
                  what="the resumed program's own line")
         assert not (root / "wd-b" / "current").exists()
     finally:
-        _kill_all(Path(run.run_dir).parent, root / "wd-b" / "runs")
+        kill_every_run_in(Path(run.run_dir).parent, root / "wd-b" / "runs")
         store.close()
 
 
@@ -188,7 +169,7 @@ def test_a_down_and_its_checkpoint_unreadable_gives_up_naming_a(tmp_path):
         assert not (root / "wd-b" / "runs").exists() or not list((root / "wd-b" / "runs").iterdir())
         assert any(f"recover {run.run_id}: give_up: " in line for line in said)
     finally:
-        _kill_all(Path(run.run_dir).parent)
+        kill_every_run_in(Path(run.run_dir).parent)
         store.close()
 
 
@@ -199,26 +180,8 @@ def test_kill_9_on_local_is_resumed_in_a_ct_on_the_rig(rig, rig_host, tmp_path, 
     outside the checkout, so the release is carried from A, not rebuilt."""
     ct, ct_workdir = rig_host.vmid_running, f"/workspace/dfctl-move-{os.getpid()}"
     (tmp_path / "ct.toml").write_text(f"[target]\n{target_toml(rig, rig_host, ct_workdir)}")
-    pb = tmp_path / "a.toml"
-    pb.write_text(f"""[target]
-kind = "local"
-workdir = "{tmp_path}/wd-a"
-[bundle]
-paths = ["trainer"]
-[run]
-name = "rig-move"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "300",
-        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-[watch]
-interval_s = 0.5
-[recover]
-on = ["crash", "oom"]
-backoff_s = 0
-targets = ["ct.toml"]
-""")
+    pb = trainer_playbook(tmp_path / "a.toml", '[recover]\non = ["crash", "oom"]\nbackoff_s = 0\ntargets = ["ct.toml"]\n',
+                          target=f'kind = "local"\nworkdir = "{tmp_path}/wd-a"', name="rig-move")
     monkeypatch.chdir(PROJECT)
     code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
     assert code == 0, err
@@ -252,7 +215,7 @@ targets = ["ct.toml"]
         assert (rows[run["run_id"]]["target"], rows[nxt.run_id]["target"]) == ("local", f"pct {ct} on {rig_host.name}")
     finally:
         w.stop()
-        _kill_all(Path(run["run_dir"]).parent)
+        kill_every_run_in(Path(run["run_dir"]).parent)
         if nxt is not None:
             for pid in live_pids_of_run(nxt.run_id):
                 try:
@@ -268,25 +231,8 @@ def test_kill_9_in_a_ct_is_resumed_on_local_reading_the_ct_over_ssh(rig, rig_hos
     ct, ct_workdir = rig_host.vmid_running, f"/workspace/dfctl-move-out-{os.getpid()}"
     wd_b = tmp_path / "wd-b"
     (tmp_path / "b.toml").write_text(f'[target]\nkind = "local"\nworkdir = "{wd_b}"\n')
-    pb = tmp_path / "ct.toml"
-    pb.write_text(f"""[target]
-{target_toml(rig, rig_host, ct_workdir)}
-[bundle]
-paths = ["trainer"]
-[run]
-name = "rig-move-out"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "300",
-        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-[watch]
-interval_s = 0.5
-[recover]
-on = ["crash", "oom"]
-backoff_s = 0
-targets = ["b.toml"]
-""")
+    pb = trainer_playbook(tmp_path / "ct.toml", '[recover]\non = ["crash", "oom"]\nbackoff_s = 0\ntargets = ["b.toml"]\n',
+                          target=target_toml(rig, rig_host, ct_workdir), name="rig-move-out")
     monkeypatch.chdir(PROJECT)
     code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
     assert code == 0, err
@@ -324,7 +270,7 @@ targets = ["b.toml"]
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        _kill_all(wd_b / "runs")
+        kill_every_run_in(wd_b / "runs")
 
 
 def test_two_moves_of_one_run_launch_once_the_marker_on_b_decides(tmp_path):
@@ -351,7 +297,7 @@ def test_two_moves_of_one_run_launch_once_the_marker_on_b_decides(tmp_path):
         assert "carried from local" in first.checkpoint and "sha256" in first.checkpoint
         assert first.release == "shipped from the checkout"
     finally:
-        _kill_all(Path(run.run_dir).parent, root / "wd-b" / "runs")
+        kill_every_run_in(Path(run.run_dir).parent, root / "wd-b" / "runs")
         store.close()
 
 
@@ -407,19 +353,9 @@ def test_a_live_run_on_a_target_gone_dark_is_moved_without_its_stop_and_says_so(
                     transport_for=lambda r: a_link if r.workdir == a_workdir else LocalTransport(),
                     open_target=lambda t: LocalTransport())
     try:
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            if checkpoints(run.run_dir) or time.monotonic() > end:
-                break
-        assert checkpoints(run.run_dir)
+        watch_until(w, None, lambda: checkpoints(run.run_dir), 60, "a checkpoint")
         a_link.down = True
-        end = time.monotonic() + 60
-        for _ in w.ticks():
-            w.tick()
-            rec.after_tick(w)
-            if store.actions(run.run_id) or time.monotonic() > end:
-                break
+        watch_until(w, rec, lambda: store.actions(run.run_id), 60, "the move's action")
         acts = store.actions(run.run_id)
         if exclusive:
             assert [a["action"] for a in acts] == ["failed"], said
@@ -434,5 +370,5 @@ def test_a_live_run_on_a_target_gone_dark_is_moved_without_its_stop_and_says_so(
         assert nxt is not None and nxt.workdir == str(root / "wd-b")
     finally:
         w.close()
-        _kill_all(Path(run.run_dir).parent, root / "wd-b" / "runs")
+        kill_every_run_in(Path(run.run_dir).parent, root / "wd-b" / "runs")
         store.close()

@@ -7,8 +7,10 @@ with the playbook's declared change; the node's real sshd stopped for less than
 [recover.unreachable].window_s acts on nothing; two controllers with separate registries
 resume a crash once (the resumed_by marker, written under the deploy lock, decides).
 
-One playbook and one release serve every test (module-scoped: the release is pushed once,
-each test's deploy transfers nothing and launches its own run)."""
+One trainer playbook and one release serve the trainer's tests, the resumable stand-in's
+(tests/recover_support.py) the two whose point is the controller -- the link that comes
+back, the two controllers (module-scoped: each release pushed once, each test's deploy
+transfers nothing and launches its own run)."""
 
 from __future__ import annotations
 
@@ -25,13 +27,13 @@ import pytest
 
 from controller.store.runstore import RunStore
 from tests.deploy_support import dfctl, wait_for
-from tests.recover_support import INTERVAL_S, Watcher
+from tests.recover_support import INTERVAL_S, Watcher, resumable_project, trainer_playbook
 from tests.test_deploy_rig import PROJECT, live_pids_of_run, target_toml
 from tests.test_recover_local import CUDA_OOM_LINE
 
 pytestmark = pytest.mark.rig
 
-UNREACHABLE_WINDOW_S = 12.0
+UNREACHABLE_WINDOW_S = 8.0
 """[recover.unreachable].window_s of these tests: long enough for sshd to be stopped, seen
 down and back on a loaded 2-core machine (measured here: the watch waiting 0.6 s after the
 stop, the run read running 1.3 s after it), short enough to wait out."""
@@ -57,30 +59,14 @@ def ct_playbook(rig, tmp_path_factory) -> Path:
     host = rig.hosts[0]
     host.reset()
     d = tmp_path_factory.mktemp("recover-rig")
-    pb = d / "ct200.toml"
-    pb.write_text(f"""[target]
-{target_toml(rig, host, WORKDIR)}
-[bundle]
-paths = ["trainer"]
-[run]
-name = "{NAME}"
-module = "trainer"
-args = ["--config", "tiny", "--data", "{{workdir}}/data/synth", "--synthetic-samples", "300",
-        "--run-dir", "{{run_dir}}", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "5",
-        "--device", "cpu", "--prefetch-workers", "1", "--token-budget", "2048"]
-env = {{ WANDB_MODE = "disabled", OMP_NUM_THREADS = "1" }}
-exclusive = false
-stop_grace_s = 60
-[watch]
-interval_s = {INTERVAL_S}
-[recover]
+    pb = trainer_playbook(d / "ct200.toml", f"""[recover]
 on = ["crash", "oom", "unreachable"]
 backoff_s = 0
 [recover.oom]
 args = {{ "--token-budget" = "half" }}
 [recover.unreachable]
 window_s = {UNREACHABLE_WINDOW_S}
-""")
+""", target=target_toml(rig, host, WORKDIR), name=NAME, run_extra="exclusive = false")
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "DFCTL_HOME": str(d / "dfctl-home")}
     r = subprocess.run([sys.executable, "-m", "controller", "deploy", str(pb), "--no-launch"], cwd=PROJECT, env=env,
                        capture_output=True, text=True, timeout=300)
@@ -88,16 +74,38 @@ window_s = {UNREACHABLE_WINDOW_S}
     return pb
 
 
-@pytest.fixture
-def deployed(ct_playbook, rig_host, capsys, monkeypatch):
-    """A fresh run of the shared release in CT 200 (its own registry row); every process of
-    the runs this test started killed after it."""
-    monkeypatch.chdir(PROJECT)
-    code, out, err = dfctl(capsys, "deploy", str(ct_playbook), "--json")
+STANDIN_NAME = "res"
+"""run.name of the stand-in's playbook (tests/recover_support.py resumable_project)."""
+
+
+@pytest.fixture(scope="module")
+def ct_standin(rig, tmp_path_factory) -> Path:
+    """The resumable stand-in's playbook for CT 200 (a workdir of its own), the same
+    policies, its release pushed once: for the tests whose point is the controller (a link
+    that comes back, two controllers), not the trainer -- no torch start-up to wait for."""
+    host = rig.hosts[0]
+    root, _ = resumable_project(tmp_path_factory.mktemp("recover-rig-standin") / "proj", recover=f"""[recover]
+on = ["crash", "oom", "unreachable"]
+backoff_s = 0
+[recover.unreachable]
+window_s = {UNREACHABLE_WINDOW_S}
+""", target=target_toml(rig, host, f"{WORKDIR}-standin"), run_extra="exclusive = false")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "DFCTL_HOME": str(root.parent / "dfctl-home")}
+    r = subprocess.run([sys.executable, "-m", "controller", "deploy", "pb.toml", "--no-launch"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return root / "pb.toml"
+
+
+def _deploy_a_run(playbook: Path, project: Path, host, capsys, monkeypatch):
+    """A fresh run of a shared release in CT 200 (its own registry row), deployed from
+    `project`; every process of the runs the test started killed after it."""
+    monkeypatch.chdir(project)
+    code, out, err = dfctl(capsys, "deploy", str(playbook), "--json")
     assert code == 0, err
     run = json.loads(out)["run"]
     yield run
-    runs_dir = rig_host.container_path(rig_host.vmid_running, run["run_dir"]).parent
+    runs_dir = host.container_path(host.vmid_running, run["run_dir"]).parent
     for rd in runs_dir.iterdir() if runs_dir.is_dir() else []:
         for pid in live_pids_of_run(rd.name):
             try:
@@ -106,10 +114,24 @@ def deployed(ct_playbook, rig_host, capsys, monkeypatch):
                 pass
 
 
-def _trainer_pid(run_id: str) -> int:
-    trainer = [p for p in live_pids_of_run(run_id) if b"-m\0trainer\0" in Path(f"/proc/{p}/cmdline").read_bytes()]
-    assert len(trainer) == 1, trainer
-    return trainer[0]
+@pytest.fixture
+def deployed(ct_playbook, rig_host, capsys, monkeypatch):
+    """A fresh run of the trainer's shared release in CT 200."""
+    yield from _deploy_a_run(ct_playbook, PROJECT, rig_host, capsys, monkeypatch)
+
+
+@pytest.fixture
+def deployed_standin(ct_standin, rig_host, capsys, monkeypatch):
+    """A fresh run of the stand-in's shared release in CT 200."""
+    yield from _deploy_a_run(ct_standin, ct_standin.parent, rig_host, capsys, monkeypatch)
+
+
+def _program_pid(run_id: str, module: str = "trainer") -> int:
+    """The run's python -m MODULE process (seen from the host: the CT's are in its pid table)."""
+    flag = b"-m\0" + module.encode() + b"\0"
+    found = [p for p in live_pids_of_run(run_id) if flag in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def _runs_in_ct(host, run: dict) -> set[str]:
@@ -123,7 +145,7 @@ def test_a_crashed_run_in_a_ct_resumes_by_itself(rig_host, deployed, capsys):
     w = Watcher(run["run_id"])
     try:
         wait_for(lambda: list((host_dir / "checkpoints").glob("step-*.pt")), timeout_s=240, what="a checkpoint")
-        os.kill(_trainer_pid(run["run_id"]), signal.SIGKILL)  # seen from the host: the CT's processes are in its pid table
+        os.kill(_program_pid(run["run_id"]), signal.SIGKILL)  # seen from the host: the CT's processes are in its pid table
         wait_for(lambda: (host_dir / "exit_code").exists(), timeout_s=60, what="the wrapper's exit code")
         try:
             line = wait_for(lambda: w.saw(rf"recover {run['run_id']}: resume: "), timeout_s=120, what="the resume")
@@ -177,13 +199,13 @@ def test_a_cuda_oom_line_in_the_ct_is_resumed_with_the_declared_change(rig_host,
         w.stop()
 
 
-def test_the_node_s_sshd_down_for_less_than_the_window_acts_on_nothing(rig_host, deployed):
-    run = deployed
-    running = rf"{NAME} running step="
+def test_the_node_s_sshd_down_for_less_than_the_window_acts_on_nothing(rig_host, deployed_standin):
+    run = deployed_standin
+    running = rf"{STANDIN_NAME} running step="
     w = Watcher(run["run_id"])
     try:
         wait_for(lambda: w.saw(running), timeout_s=240, what="the watch reading the run running")
-        trainer, before = _trainer_pid(run["run_id"]), _runs_in_ct(rig_host, run)
+        trainer, before = _program_pid(run["run_id"], "resumable"), _runs_in_ct(rig_host, run)
         rig_host.stop_sshd()                            # the real sshd, its sessions (the watch's agent) too
         down_s = time.time()
         try:
@@ -205,7 +227,7 @@ def test_the_node_s_sshd_down_for_less_than_the_window_acts_on_nothing(rig_host,
         assert store.actions(run["run_id"]) == [] and store.successor(run["run_id"]) is None
         store.close()
         assert _runs_in_ct(rig_host, run) == before and run["run_id"] in before   # nothing launched
-        assert _trainer_pid(run["run_id"]) == trainer   # the same process trained on
+        assert _program_pid(run["run_id"], "resumable") == trainer   # the same process trained on
     finally:
         w.stop()
 
@@ -218,8 +240,8 @@ def _copy_registry(src: Path, dst: Path) -> None:
     b.close()
 
 
-def test_two_controllers_with_their_own_registries_resume_a_crash_in_the_ct_once(rig_host, deployed, tmp_path):
-    run, ct = deployed, rig_host.vmid_running
+def test_two_controllers_with_their_own_registries_resume_a_crash_in_the_ct_once(rig_host, deployed_standin, tmp_path):
+    run, ct = deployed_standin, rig_host.vmid_running
     host_dir = rig_host.container_path(ct, run["run_dir"])
     other_home = tmp_path / "controller-b"
     _copy_registry(Path(os.environ["DFCTL_HOME"]) / "registry.sqlite", other_home / "registry.sqlite")
@@ -227,10 +249,10 @@ def test_two_controllers_with_their_own_registries_resume_a_crash_in_the_ct_once
     acted = rf"recover {run['run_id']}: (resume|refused): "
     try:
         wait_for(lambda: list((host_dir / "checkpoints").glob("step-*.pt"))
-                 and all(w.saw(rf"{NAME} running step=") for w in watchers), timeout_s=240,
+                 and all(w.saw(rf"{STANDIN_NAME} running step=") for w in watchers), timeout_s=240,
                  what="a checkpoint and both watches ticking")
         before = _runs_in_ct(rig_host, run)
-        os.kill(_trainer_pid(run["run_id"]), signal.SIGKILL)
+        os.kill(_program_pid(run["run_id"], "resumable"), signal.SIGKILL)
         try:
             lines = wait_for(lambda: all(w.saw(acted) for w in watchers) and [w.saw(acted) for w in watchers],
                              timeout_s=120, what="both controllers acting")
@@ -253,8 +275,9 @@ def test_two_controllers_with_their_own_registries_resume_a_crash_in_the_ct_once
         finally:
             for s in stores:
                 s.close()
-        wait_for(lambda: _first_step(rig_host.container_path(ct, f"{WORKDIR}/runs/{new_id}") / "metrics.jsonl"),
-                 timeout_s=240, what="the one resumed run's first step")
+        log = rig_host.container_path(ct, f"{WORKDIR}-standin/runs/{new_id}") / "train.log"
+        wait_for(lambda: log.exists() and "[progress] step=" in log.read_text(), timeout_s=240,
+                 what="the one resumed run's first step")
     finally:
         for w in watchers:
             w.stop()

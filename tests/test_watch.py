@@ -278,7 +278,7 @@ def test_json_stream_lines_carry_each_tick_s_deltas_not_the_growing_history(tmp_
     line at 2,000 samples)."""
     env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
     store = RunStore()
-    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM.replace('"100000"', '"60"'))
+    run = launch_local(tmp_path / "r", PROGRESS_PROGRAM.replace('"100000"', '"30"'))
     try:
         store.add_run(record_for(run, "stream-run"))
         p = _dfctl("watch", "stream-run", "--json", "--interval", "0.2", env=env)
@@ -287,10 +287,10 @@ def test_json_stream_lines_carry_each_tick_s_deltas_not_the_growing_history(tmp_
         assert len(docs) >= 5 and all(d["run_id"] == "stream-run" for d in docs)
         assert not any("progress" in d or "log_tail" in d for d in docs)
         steps = [s["step"] for d in docs for s in d["progress_new"]]
-        assert steps == list(range(1, 61))
+        assert steps == list(range(1, 31))
         lines = [ln for d in docs for ln in d["log_lines_new"]]
         assert lines == run.log.read_text().splitlines()
-        assert docs[-1]["latest_progress"]["step"] == 60 and docs[-1]["state"] == "finished"
+        assert docs[-1]["latest_progress"]["step"] == 30 and docs[-1]["state"] == "finished"
         # what is left once the deltas are taken out does not grow with the run
         rest = [len(json.dumps({k: v for k, v in d.items() if k not in ("progress_new", "log_lines_new")}))
                 for d in docs]
@@ -397,7 +397,7 @@ WRITE_IN_CHUNKS = """
     data = open(sys.argv[1], "rb").read().splitlines(keepends=True)
     chunks = int(sys.argv[2])
     size = -(-len(data) // chunks)
-    for i in range(chunks):
+    for i in range(-(-len(data) // size)):       # the chunks that hold a line (a short log has fewer)
         sys.stdout.buffer.write(b"".join(data[i * size:(i + 1) * size]))
         sys.stdout.buffer.flush()
         open("wrote-%d" % i, "w").close()
@@ -428,27 +428,38 @@ def test_the_watch_judges_a_log_read_over_many_ticks_as_check_log_judges_the_fil
         logs[name] = tmp_path / f"{name}.txt"
         logs[name].write_text(text)
     chunks = 24
+    expected, n_chunks, runs = {}, {}, {}
+    store = RunStore(tmp_path / "reg.sqlite")
     for name, log in logs.items():
         lines, carry = split_lines(log.read_bytes())
         scanner = TextScanner()
         scanner.feed(lines + ([carry.decode(errors="replace")] if carry else []))
         scanner.finish()
-        expected = {f.kind for f in scanner.all_findings() if f.kind in FAILURE_KINDS}
-        run_dir = tmp_path / name
-        run = launch_local(run_dir, WRITE_IN_CHUNKS.replace("sys.argv[1]", repr(str(log)))
-                           .replace("sys.argv[2]", str(chunks)))
-        store = RunStore(tmp_path / f"{name}.sqlite")
-        store.add_run(record_for(run, name))
-        w = Watch(store.runs(), store, gpu=False)
-        try:
-            for i in range(chunks):
-                wait_for(lambda i=i, d=run_dir: (d / f"wrote-{i}").exists(), 30, f"{name} chunk {i} written")
-                size = run.log.stat().st_size
-                tick_until(w, lambda s=size, w=w: w.states[0].log.offset_bytes >= s, 30, f"{name} chunk {i} read")
-                (run_dir / f"ack-{i}").touch()
-            tick_until(w, lambda w=w: w.all_done, 30, f"{name} ends")
-            got = {f.kind for f in w.states[0].findings if f.kind in FAILURE_KINDS}
-            assert got == expected, (name, got, expected)
-        finally:
-            w.close()
+        expected[name] = {f.kind for f in scanner.all_findings() if f.kind in FAILURE_KINDS}
+        n = len(log.read_bytes().splitlines(keepends=True))
+        n_chunks[name] = -(-n // -(-n // chunks))       # the chunks that hold a line, as the writer cuts them
+        runs[name] = launch_local(tmp_path / name, WRITE_IN_CHUNKS.replace("sys.argv[1]", repr(str(log)))
+                                  .replace("sys.argv[2]", str(chunks)))
+        store.add_run(record_for(runs[name], name))
+    # one watch of all the logs (one agent, one tick reads a chunk of each): each log still
+    # arrives a chunk a tick, and the detectors' state is each run's own
+    w = Watch(store.runs(), store, gpu=False)
+    by_id = {st.run_id: st for st in w.states}
+    try:
+        for i in range(max(n_chunks.values())):
+            live = [name for name in logs if i < n_chunks[name]]
+            wait_for(lambda i=i, live=live: all((tmp_path / name / f"wrote-{i}").exists() for name in live), 30,
+                     f"chunk {i} written")
+            sizes = {name: runs[name].log.stat().st_size for name in live}
+            tick_until(w, lambda sizes=sizes: all(by_id[name].log.offset_bytes >= size for name, size in sizes.items()),
+                       30, f"chunk {i} read")
+            for name in live:
+                (tmp_path / name / f"ack-{i}").touch()
+        tick_until(w, lambda: w.all_done, 30, "every log's end")
+        for name in logs:
+            got = {f.kind for f in by_id[name].findings if f.kind in FAILURE_KINDS}
+            assert got == expected[name], (name, got, expected[name])
+    finally:
+        w.close()
+        for run in runs.values():
             run.stop()

@@ -26,7 +26,6 @@ target nor in the checkout needs the old target too.
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import secrets as _secrets
 from dataclasses import dataclass
@@ -38,9 +37,9 @@ from controller.playbook import Playbook, TargetConfig, load_playbook
 from controller.ship.bundle import build_bundle, project_root
 from controller.ship.carry import SourceReadError, carry
 from controller.ship.deploy import LOCK_WAIT_S, lock_owner, probe, resolve_workdir
-from controller.ship.launch import LaunchedRun, launch_registered, launch_spec
+from controller.ship.launch import LaunchedRun
 from controller.ship.push import LOCKED_EXIT, push_argv
-from controller.ship.relaunch import resume_args, source_playbook
+from controller.ship.relaunch import launch_resume, source_playbook
 from controller.store.runstore import RunRecord, RunStore, target_of
 from controller.transport.base import Transport
 from controller.transport.factory import target_label
@@ -192,21 +191,9 @@ def relaunch_on(store: RunStore, previous: RunRecord, changes: Mapping[str, str]
     old = transport_for(previous)
     release = ship_release(previous, pb, root, old, dest, workdir)
     dirs, checkpoint = carry_checkpoint(store, previous, dest, workdir, transport_for)
-    prev_args = list(((previous.playbook or {}).get("run") or {}).get("args") or pb.run.args)
-    pb = dataclasses.replace(pb, target=new_target,
-                             run=dataclasses.replace(pb.run, args=tuple(resume_args(prev_args, changes))))
-    spec = launch_spec(pb, workdir, previous.name, environ)
-    spec.update(release_id=previous.release_id, resume_of=previous.run_dir, resume_from_dirs=dirs,
-                resume_marker=posixpath.join(workdir, MOVED_IN_DIR, previous.run_id, "resumed_by"),
-                lock={"owner": lock_owner(f"resume of {previous.run_id} moved here"), "lock_wait_s": LOCK_WAIT_S})
-    try:
-        run = launch_registered(store, dest, pb, workdir, spec, git_commit=previous.git_commit,
-                                git_dirty=previous.git_dirty, previous_run_id=previous.run_id,
-                                attempt=previous.attempt + 1)
-    except DeployError:
-        if store.has_run(spec["run_id"]) and store.get_run(spec["run_id"]).pid is None:
-            store.remove_run(spec["run_id"])
-        raise
+    run = launch_resume(store, dest, previous, pb, new_target, workdir, changes, resume_from_dirs=dirs,
+                        lock_for=f"resume of {previous.run_id} moved here", environ=environ,
+                        resume_marker=posixpath.join(workdir, MOVED_IN_DIR, previous.run_id, "resumed_by"))
     return Moved(run, target_label(new_target), workdir, release, checkpoint)
 
 

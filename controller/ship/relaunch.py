@@ -21,7 +21,7 @@ import os
 from typing import Mapping
 
 from controller.errors import BadInputError, DeployError
-from controller.playbook import Playbook, changed_args, load_playbook
+from controller.playbook import Playbook, TargetConfig, changed_args, load_playbook
 from controller.ship.deploy import LOCK_WAIT_S, lock_owner
 from controller.ship.launch import LaunchedRun, launch_registered, launch_spec
 from controller.store.runstore import RunRecord, RunStore, target_of
@@ -81,6 +81,32 @@ def source_playbook(previous: RunRecord) -> Playbook:
     return load_playbook(previous.playbook_path)
 
 
+def launch_resume(store: RunStore, transport: Transport, previous: RunRecord, pb: Playbook, target: TargetConfig,
+                  workdir: str, changes: Mapping[str, str], *, resume_from_dirs: list[str], lock_for: str,
+                  resume_marker: str | None = None, environ: Mapping[str, str] | None = None) -> LaunchedRun:
+    """The one way a resume is launched, here or on another target (ship/move.py): `pb` run
+    on `target` in `workdir` with the previous run's args plus `changes` and the resume flag,
+    pinned to its release, linked to it in the registry, under the workdir's deploy lock
+    (`lock_for` says whose). A launch the target refused leaves no row claiming a resume."""
+    prev_args = list(((previous.playbook or {}).get("run") or {}).get("args") or pb.run.args)
+    pb = dataclasses.replace(pb, target=target,
+                             run=dataclasses.replace(pb.run, args=tuple(resume_args(prev_args, changes))))
+    spec = launch_spec(pb, workdir, previous.name, environ)
+    spec.update(release_id=previous.release_id, resume_of=previous.run_dir, resume_from_dirs=resume_from_dirs,
+                lock={"owner": lock_owner(lock_for), "lock_wait_s": LOCK_WAIT_S})
+    if resume_marker is not None:
+        spec["resume_marker"] = resume_marker
+    try:
+        return launch_registered(store, transport, pb, workdir, spec, git_commit=previous.git_commit,
+                                 git_dirty=previous.git_dirty, previous_run_id=previous.run_id,
+                                 attempt=previous.attempt + 1)
+    except DeployError:
+        # the target answered and started nothing: no row may say this run was resumed
+        if store.has_run(spec["run_id"]) and store.get_run(spec["run_id"]).pid is None:
+            store.remove_run(spec["run_id"])
+        raise
+
+
 def relaunch(store: RunStore, transport: Transport, previous: RunRecord, changes: Mapping[str, str], *,
              playbook: Playbook | None = None, environ: Mapping[str, str] | None = None) -> LaunchedRun:
     """Launch the resume of `previous` on its own target (its workdir, its release), linked to
@@ -90,24 +116,12 @@ def relaunch(store: RunStore, transport: Transport, previous: RunRecord, changes
     if not previous.release_id:
         raise BadInputError(f"run {previous.run_id}: no release recorded; nothing to resume with")
     pb = playbook or source_playbook(previous)
-    target = target_of(previous)
-    prev_args = list(((previous.playbook or {}).get("run") or {}).get("args") or pb.run.args)
-    pb = dataclasses.replace(pb, target=dataclasses.replace(pb.target, **{
-        k: getattr(target, k) for k in ("kind", "host", "port", "user", "vmid", "workdir")}),
-        run=dataclasses.replace(pb.run, args=tuple(resume_args(prev_args, changes))))
-    spec = launch_spec(pb, previous.workdir, previous.name, environ)
-    spec.update(release_id=previous.release_id, resume_of=previous.run_dir,
-                resume_from_dirs=chain_dirs(store, previous),
-                lock={"owner": lock_owner(f"resume of {previous.run_id}"), "lock_wait_s": LOCK_WAIT_S})
-    try:
-        return launch_registered(store, transport, pb, previous.workdir, spec, git_commit=previous.git_commit,
-                                 git_dirty=previous.git_dirty, previous_run_id=previous.run_id,
-                                 attempt=previous.attempt + 1)
-    except DeployError:
-        # the target answered and started nothing: no row may say this run was resumed
-        if store.has_run(spec["run_id"]) and store.get_run(spec["run_id"]).pid is None:
-            store.remove_run(spec["run_id"])
-        raise
+    own = target_of(previous)
+    target = dataclasses.replace(pb.target, **{k: getattr(own, k) for k in ("kind", "host", "port", "user", "vmid",
+                                                                          "workdir")})
+    return launch_resume(store, transport, previous, pb, target, previous.workdir, changes,
+                         resume_from_dirs=chain_dirs(store, previous), lock_for=f"resume of {previous.run_id}",
+                         environ=environ)
 
 
 def describe(run: LaunchedRun, previous: RunRecord) -> str:

@@ -259,7 +259,11 @@ def test_two_deploys_at_once_one_locked_other_completes(rig, rig_host, tmp_path,
     a = spawn_phased("remote", "deploy", str(pb), "--json", cwd=root)     # pauses holding the lock
     try:
         wait_for((shims / "at-switch").exists, timeout_s=120, what="deploy A holding the lock")
-        code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
+        # B waits for the lock 2 s instead of the default 10 before it is refused: A holds it
+        # until told, so how long B waits changes nothing of what B is told
+        with monkeypatch.context() as m:
+            m.setattr(deploy_mod, "LOCK_WAIT_S", 2.0)
+            code, out, err = dfctl(capsys, "deploy", str(pb), "--json")
         assert code == 2 and "Traceback" not in err and only_error_doc(out, code), out
         assert f"deploy lock {workdir}/.deploy.lock is held by: dfctl pid {a.pid} " in err
         note("deploy: two at once", exit_code=code, message=err.strip()[:300])

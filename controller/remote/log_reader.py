@@ -84,13 +84,14 @@ def inotify():
 
 
 def drain_inotify():
+    """Take the queued inotify events (what changed is not read from them: every followed
+    file is looked at). One read takes all that fit 64 KiB; any left wake the next select."""
     ino = inotify()
     if ino is None:
         return
     try:
-        while os.read(ino[1], 65536):
-            pass
-    except OSError:                      # EAGAIN: drained
+        os.read(ino[1], 65536)
+    except OSError:                      # EAGAIN: none queued
         pass
 
 

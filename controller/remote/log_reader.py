@@ -96,7 +96,10 @@ def drain_inotify():
 
 
 def _pread_fd(fd, offset, n):
-    chunks, left = [], n
+    block = os.pread(fd, n, offset) if n > 0 else b""
+    if len(block) == n or not block:
+        return block                     # the common case: one read
+    chunks, left = [block], n - len(block)
     while left > 0:
         block = os.pread(fd, left, offset + n - left)
         if not block:
@@ -154,6 +157,8 @@ class LogReading(object):
             for i in range(0, len(data), EVENT_BYTES):
                 out.append((b"D", self.gen, end + i, data[i:i + EVENT_BYTES]))
             self.end, self.last = end + len(data), (last + data)[-self.fp_bytes:] if self.fp_bytes else b""
+            if self.end >= size:
+                return out               # read to the size just seen: the next write wakes the next step
         return out
 
     def close(self):
@@ -187,15 +192,15 @@ def _serve_reader(sock):
     rt = _run_first()
     cpu_at, wall_at = sum(os.times()[:2]), time.monotonic()
     ino = inotify()
+    fds = [sock.fileno()] + ([ino[1]] if ino is not None else [])
+    wait_s = FOLLOW_POLL_S if ino is None else 1.0
     while True:
-        polled = ino is None or any(r.wd is None for r in readings.values())
-        fds = [sock.fileno()] + ([ino[1]] if ino is not None else [])
-        ready, _, _ = select.select(fds, [], [], FOLLOW_POLL_S if polled else 1.0)
+        ready, _, _ = select.select(fds, [], [], wait_s)
         drain_inotify()
-        for rid, r in list(readings.items()):
+        for rid, r in readings.items():
             for ev in r.step():
                 _send_event(sock, ev[0], rid, ev[1], ev[2], ev[3])
-        if sock.fileno() in ready:
+        if fds[0] in ready:
             try:
                 msg, anc, _, _ = sock.recvmsg(EVENT_BYTES + 4096, socket.CMSG_SPACE(4))
             except OSError:
@@ -214,10 +219,13 @@ def _serve_reader(sock):
                     r = readings[rid] = LogReading(fds_in[0], offset, payload[_FOLLOW.size:], cap, fp_bytes)
                     for ev in r.step():
                         _send_event(sock, ev[0], rid, ev[1], ev[2], ev[3])
+                    if r.wd is None:
+                        wait_s = FOLLOW_POLL_S      # a file inotify cannot watch: poll
             elif kind == b"K" and rid in readings:
                 readings[rid].cap = offset
             elif kind == b"X" and rid in readings:
                 readings.pop(rid).close()
+                wait_s = FOLLOW_POLL_S if ino is None or any(r.wd is None for r in readings.values()) else 1.0
             elif kind == b"Y":
                 for r_id, r in list(readings.items()):
                     for ev in r.step():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -92,6 +93,7 @@ def _one(test: Callable[..., None], t: Any) -> dict[str, Any]:
     watch = want - {int(m.group(1)) for m in map(t.LINE.match, r.lines) if m}
     stream = want - t.in_files(r.stream_out)
     tail = want - t.in_files(r.tail_out)
+    shutil.rmtree(tmp, ignore_errors=True)
     return {"watch": len(watch), "logs_f": len(stream), "tail": len(tail), "failed": failed,
             "agents_cpu_s": cpu["agents_s"]}
 
@@ -123,6 +125,7 @@ def _follow_cpu_s(t: Any, seconds: float) -> tuple[float, float]:
         stream.close()
         tail.kill()
         tail.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _cpu_of(pid: int) -> float:
@@ -137,7 +140,6 @@ def _wake_latency_us(t: Any, seconds: float) -> dict[str, list[float]]:
     only; {} without perf). The watch ticks every 0.1 s and logs -f polls meanwhile."""
     import bisect
     import re
-    import shutil
     import signal
     import subprocess
     if shutil.which("perf") is None:
@@ -168,9 +170,11 @@ def _wake_latency_us(t: Any, seconds: float) -> dict[str, list[float]]:
     finally:
         r.writer.kill()
         r.close()
+    text = out.read_text() if out.exists() else ""
+    shutil.rmtree(tmp, ignore_errors=True)
     line = re.compile(r"^\s*([\d.]+) \(\s*[\d.]+ ms\): \S+/(\d+) (\w+)\(fd: (\d+).*\)\s+=\s+(-?\d+)")
     events = [(float(m.group(1)), tids.get(int(m.group(2)), "?"), m.group(3), int(m.group(4)), int(m.group(5)))
-              for m in map(line.match, out.read_text().splitlines()) if m]
+              for m in map(line.match, text.splitlines()) if m]
     writes = [e[0] for e in events if e[1] == "writer" and e[2] == "write" and e[4] == 52]
     lat: dict[str, list[float]] = {}
     for who in sorted({e[1] for e in events} - {"writer", "?"}):

@@ -18,6 +18,7 @@ from pathlib import Path
 NOT_BY_DEFAULT = {
     "trainer": "needs a GPU: run `bash bench/trainer_device.sh` on a GPU machine",
     "load": "takes 10 minutes: `python -m bench load`",
+    "follow_vs_tail": "takes ~16 minutes (30 runs of 5 cases): `python -m bench.follow_vs_tail`",
 }
 
 

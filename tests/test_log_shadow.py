@@ -4,7 +4,8 @@ next request destroys none of them; memory is capped, what the cap drops is told
 lost_bytes; the guards on what is opened hold (a FIFO is never followed), and a one-shot
 probe follows nothing. The real agent and follower thread run in test_follow_vs_tail.py;
 here the agent's functions run in-process and the thread's step (pump_shadows) is called
-where the thread would have woken."""
+where the thread would have woken -- reading in-process, and (the `reader` tests) fed by a
+real log reader process (remote/log_reader.py) forked from this one, as the agent forks it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 import pytest
 
 from controller.probe.readings import FileRead
+from controller.remote import log_reader
 from controller.remote import probe_agent as pa
 
 
@@ -26,6 +28,19 @@ def fresh_agent():
     for f, _ in pa._HELD.values():
         f.close()
     pa._HELD.clear()
+    for reader in pa._READER:
+        reader.stop()
+    pa._READER.clear()
+    pa._BY_READING.clear()
+
+
+@pytest.fixture
+def reader():
+    """The agent's log reader process, started as serve() starts it."""
+    r = log_reader.LogReader(pa._take_event)
+    assert r.start()
+    pa._READER.append(r)
+    return r
 
 
 def lines(a: int, b: int) -> bytes:
@@ -150,3 +165,99 @@ def test_a_line_appended_to_the_emptied_file_then_overwritten_is_kept(tmp_path):
     assert got[0].data == lines(10, 15) and not got[0].rotated
     assert got[1].data == lines(15, 16) and got[1].rotated and got[1].start == 0 and got[1].event == "truncated"
     assert got[2].data == b"rewrite\n" * 100 and got[2].rotated and got[2].start == 0
+
+
+def test_reader_the_process_keeps_what_a_truncation_destroys(tmp_path, reader):
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 100))
+    cur = cursor_after(read(log, {}))
+    (sh,) = pa._SHADOWS.values()
+    assert sh.rid is not None and sh.reading is None          # read by the reader, not in-process
+    with log.open("ab") as f:
+        f.write(lines(100, 150))
+    assert reader.sync()                                # the reader has read them (and sent them)
+    assert bytes(sh.buf) == lines(100, 150)
+    with open(log, "r+b") as f:                        # truncated, at once rewritten longer
+        f.truncate(0)
+        f.write(b"rewrite\n" * 1000)
+    got = FileRead.from_doc(read(log, cur))
+    assert got.saved and not got.rotated and got.start == cur["offset"] and got.data == lines(100, 150)
+    new = FileRead.from_doc(read(log, cursor_after(read(log, cur))))
+    assert new.rotated and new.start == 0 and new.event == "truncated" and new.data == b"rewrite\n" * 1000
+
+
+def test_reader_the_emptied_file_and_its_rewrite_are_each_kept(tmp_path, reader):
+    """The generations, read by the reader process: each content in turn, from its start."""
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 10))
+    cur = cursor_after(read(log, {}))
+    with log.open("ab") as f:
+        f.write(lines(10, 15))
+    assert reader.sync()
+    os.truncate(log, 0)
+    assert reader.sync()
+    with log.open("ab") as f:
+        f.write(lines(15, 16))
+    assert reader.sync()
+    with open(log, "r+b") as f:
+        f.write(b"rewrite\n" * 100)
+    assert reader.sync()
+    got = []
+    for _ in range(3):
+        doc = read(log, cur)
+        got.append(FileRead.from_doc(doc))
+        cur = cursor_after(doc)
+    assert [g.data for g in got] == [lines(10, 15), lines(15, 16), b"rewrite\n" * 100]
+    assert not got[0].rotated and got[1].rotated and got[2].rotated and got[2].start == 0
+
+
+def _cut_inside_the_request(tmp_path, caught_up) -> FileRead:
+    """The request caught up, then the file was cut before its own read of it."""
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 10))
+    cur = cursor_after(read(log, {}))
+    cur["tail"] = pa._digest(lines(0, 10)[-pa.FP_BYTES:])   # as the controller's cursor has it
+    with log.open("ab") as f:
+        f.write(lines(10, 20))
+    caught_up()
+    real_pick = pa._pick_file
+
+    def cut_then_pick(*args, **kwargs):
+        with open(log, "r+b") as f:
+            f.truncate(0)
+            f.write(b"rewrite\n" * 100)
+        return real_pick(*args, **kwargs)
+    pa._pick_file = cut_then_pick
+    try:
+        got = FileRead.from_doc(read(log, cur))
+    finally:
+        pa._pick_file = real_pick
+    assert got.saved and not got.rotated and got.start == cur["offset"], got
+    return got
+
+
+def test_a_cut_seen_by_the_request_first_is_answered_from_what_was_read(tmp_path):
+    """...the lines read before the cut are the answer, not the file anew (which lost them)."""
+    assert _cut_inside_the_request(tmp_path, pa.pump_shadows).data == lines(10, 20)
+
+
+def test_reader_a_cut_seen_by_the_request_first_is_answered_from_what_was_read(tmp_path, reader):
+    assert _cut_inside_the_request(tmp_path, reader.sync).data == lines(10, 20)
+
+
+def test_reader_that_dies_is_replaced_by_reading_in_process(tmp_path, reader):
+    log = tmp_path / "train.log"
+    log.write_bytes(lines(0, 10))
+    cur = cursor_after(read(log, {}))
+    with log.open("ab") as f:
+        f.write(lines(10, 20))
+    assert reader.sync()
+    os.kill(reader.pid, 9)
+    with log.open("ab") as f:
+        f.write(lines(20, 30))
+    pa.pump_shadows()                                  # the sync fails: read here from where it was
+    (sh,) = pa._SHADOWS.values()
+    assert not reader.alive and sh.rid is None and sh.reading is not None
+    os.truncate(log, 0)
+    got = FileRead.from_doc(read(log, cur))
+    assert got.saved and got.data == lines(10, 30)

@@ -330,12 +330,13 @@ def _runtime_annotation_problems(tree) -> list[int]:
 
 
 def test_the_stdlib_scripts_stay_runnable_on_their_oldest_python():
-    # probe_agent.py and process_scan.py promise Python >= 3.6, remote/launcher.py >= 3.8: mypy checks
+    # probe_agent.py, log_reader.py and process_scan.py promise Python >= 3.6, remote/launcher.py >= 3.8: mypy checks
     # them through type comments, since an annotation like list[str] would fail there at import.
     import ast
 
     root = Path(__file__).resolve().parents[1] / "controller"
-    for rel, oldest in (("remote/probe_agent.py", (3, 6)), ("remote/process_scan.py", (3, 6)), ("remote/launcher.py", (3, 8))):
+    for rel, oldest in (("remote/probe_agent.py", (3, 6)), ("remote/log_reader.py", (3, 6)), ("remote/process_scan.py", (3, 6)),
+                        ("remote/launcher.py", (3, 8))):
         src = (root / rel).read_text()
         assert f"Python >= {oldest[0]}.{oldest[1]}" in src                # the promise this test keeps
         tree = ast.parse(src, type_comments=True, feature_version=max(oldest, (3, 7)))  # 3.7: the oldest ast knows

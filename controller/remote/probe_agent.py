@@ -24,14 +24,25 @@ import hashlib
 import json
 import os
 import re
+import select
 import stat
 import subprocess
 import sys
 import time
 import zlib
+from typing import Any  # noqa: F401 - the type comments' (typing is stdlib from 3.5)
 
 if "split_stat" not in globals():  # imported (tests, type checks); shipped, proc_stat.py's text came first
     from controller.remote.proc_stat import PGRP, PPID, SESSION, STARTTIME, comm_part, stat_fields, stat_int  # noqa: F401
+if "LogReading" not in globals():  # imported; shipped, log_reader.py's text came first
+    from controller.remote.log_reader import (
+        FOLLOW_POLL_S,
+        FOLLOWED_GENERATIONS,
+        LogReader,
+        LogReading,
+        drain_inotify,
+        inotify,
+    )
 
 ZIP_ABOVE_BYTES = 64 * 1024
 
@@ -509,116 +520,110 @@ def _pick_file(path, cur, carry, root, proc_root, pid):
 #
 # A tick reads a log every interval; a truncation destroys whatever was written after the
 # last read (one poll window x the write rate: 0.1 s at 370 lines/s is ~37 lines). So the
-# agent reads each followed log as it is written, between requests -- woken by inotify
-# where the kernel has it (as `tail -F` is), else every SHADOW_POLL_S -- and keeps the
-# bytes past the watcher's cursor until a request's cursor passes them. Once the file is
-# seen cut (shorter than, or different before, what was read), a request is answered from
-# those saved bytes first, then the file from its start. Only the descriptor open_regular
+# agent reads each followed log as it is written, between requests -- in its log reader
+# process (log_reader.py: woken by inotify as `tail -F` is, and scheduled ahead of it where
+# it may be), else in-process by a follower thread -- and keeps the bytes past the
+# watcher's cursor until a request's cursor passes them. Once the file is seen cut
+# (shorter than, or different before, what was read), a request is answered from those
+# saved bytes first, then the file from its start. Only the descriptor open_regular
 # already vetted is read (a regular file inside its root), through a dup of it; memory is
 # at most SHADOW_CAP_BYTES per log, the oldest dropped and told as `lost_bytes`.
 
 SHADOW_CAP_BYTES = 4 << 20
 """The most bytes of one log the agent keeps past its watcher's cursor."""
-SHADOW_POLL_S = 0.05
-"""Without inotify: how often the agent looks at its followed logs between requests."""
 SHADOW_TOTAL_CAP_BYTES = 64 << 20
 """...and for all its logs together (each gets an equal share, at least SHADOW_MIN_CAP_BYTES)."""
 SHADOW_MIN_CAP_BYTES = 256 << 10
-SHADOW_GENERATIONS = 3
-"""Contents of one log kept across cuts in a row (the old one, the emptied file's, the rewrite's)."""
 SHADOW_IDLE_S = 120.0
 """A log no request has asked for this long is no longer followed (its run left the watch)."""
-SHADOW_STEP_BYTES = 1 << 20
-_IN_MODIFY, _IN_NONBLOCK, _IN_CLOEXEC = 0x2, 0o4000, 0o2000000
-_INOTIFY = []  # type: list  # [(libc, fd) or None], made once
+_READER = []  # type: list  # [LogReader] once the agent's reader process runs
+READER_DRAIN_S = 0.05
+"""How long the follower thread lets the reader's events gather before it takes them: once
+sent they are the socket's (up to its buffer, 4 MiB where the agent may set it), so only
+the reader must be quick; a wake-up of the agent per write was ~0.1 ms of CPU each."""
 
 
-def _inotify():
-    """(libc, inotify fd) of this agent, or None (no inotify here: the short poll)."""
-    if not _INOTIFY:
-        got = None
-        try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-            if fd >= 0:
-                got = (libc, fd)
-        except Exception:  # no ctypes, no inotify: poll instead
-            got = None
-        _INOTIFY.append(got)
-    return _INOTIFY[0]
+def _reader():
+    """The agent's reader process (LogReader), or None: read in-process. A reader found
+    stopped (it died, or did not answer) is let go here, and the logs it read are read on
+    in-process from where its last event left them."""
+    if _READER and not _READER[0].alive:
+        del _READER[:]
+        for sh in list(_SHADOWS.values()):
+            if sh.rid is not None:
+                sh.read_in_process()
+    return _READER[0] if _READER else None
 
 
 class LogShadow(object):
-    """One followed log's bytes from `base` on, read as they are written (see above).
+    """One followed log's bytes from `base` on, as its reading (LogReading, here or in
+    the reader process) reports them; `gen` is the content it holds (0: the file as the
+    watcher's cursor knows it).
 
-    Once cut, the content written after the cut is followed by `next` (from offset 0),
-    so a line appended to the emptied file and then overwritten by the rewrite (a writer
-    with O_APPEND beside a rewriter without it) is kept too; SHADOW_GENERATIONS at most."""
+    Once cut, the content written after the cut is kept by `next` (from offset 0), so a
+    line appended to the emptied file and then overwritten by the rewrite (a writer with
+    O_APPEND beside a rewriter without it) is kept too; FOLLOWED_GENERATIONS at most. The chain's
+    first shadow owns the reading (`reading` in-process, `rid` in the reader process)."""
 
-    def __init__(self, f, inode, dev, base, cap, wd=None, depth=0):
+    def __init__(self, f, inode, dev, base, cap, gen=0, follow=True):
         self.f = RawFile(os.dup(f.fileno()))     # its own descriptor: the held one is replaced per read
-        self.inode, self.dev, self.cap, self.depth = inode, dev, cap, depth
-        self.next = None                         # the content after the cut, once cut
+        self.inode, self.dev, self.cap, self.gen = inode, dev, cap, gen
+        self.next = None  # type: Any  # the content after the cut, once cut
         self.base = base
         self.pre = _pread(self.f, max(0, base - FP_BYTES), min(base, FP_BYTES))   # the bytes before base
         self.buf = bytearray()                   # the file's bytes [base, end)
         self.cut = False                         # since shrunk below `end`, or its bytes before `end` changed
         self.dropped = 0                         # bytes dropped past the cap (base moved past them unread)
-        self.wd = wd                             # a successor takes over its parent's watch (one per inode)
         self.asked_s = time.time()
-        ino = _inotify()
-        if ino is not None and depth == 0:
-            wd = ino[0].inotify_add_watch(ino[1], ("/proc/self/fd/%d" % self.f.fileno()).encode(), _IN_MODIFY)
-            self.wd = wd if wd >= 0 else None
+        self.reading, self.rid = None, None
+        if follow:
+            reader = _reader()
+            if reader is not None:
+                self.rid = reader.follow(self.f.fileno(), base, self.pre, cap, FP_BYTES)
+                if self.rid is not None:
+                    _BY_READING[self.rid] = self
+            if self.rid is None:
+                self.reading = LogReading(os.dup(self.f.fileno()), base, self.pre, cap, FP_BYTES)
 
     @property
     def end(self):
         return self.base + len(self.buf)
+
+    @property
+    def polled(self):
+        """Read in-process without an inotify watch: the follower thread must poll."""
+        return self.reading is not None and self.reading.wd is None
 
     def known(self):
         """The last FP_BYTES the shadow holds of the file, ending at `end`."""
         return (self.pre + bytes(self.buf[-FP_BYTES:]))[-FP_BYTES:]
 
     def pump(self):
-        """Read what was appended since `end`, unless the file was cut: at most a few `cap`s
-        a call (a file that grew by more than `cap` -- a flood, a sparse hole -- is kept from
-        its last `cap` bytes; those before stay the file's, dropped here)."""
-        for _ in range(4):
-            if self.cut:
-                if self.next is not None:
-                    self.next.pump()
-                return
-            if self.f.fd is None:
-                return
-            try:
-                size = os.fstat(self.f.fd).st_size
-                end, last = self.end, self.known()
-                if size == end:
-                    return
-                if size > end + self.cap:
-                    if self.f.pread(end - len(last), len(last)) == last:
-                        self._skip_to(size - self.cap)
-                        continue
-                    got = b""
-                else:
-                    got = self.f.pread(end - len(last), len(last) + min(max(0, size - end), SHADOW_STEP_BYTES))
-            except OSError:
-                return
-            if size < end or got[:len(last)] != last:
-                self.cut = True              # truncated (and perhaps rewritten): buf is all that is left
-                if self.depth + 1 < SHADOW_GENERATIONS:
-                    self.next = LogShadow(self.f, self.inode, self.dev, 0, self.cap, self.wd, self.depth + 1)
-                    self.wd = None
-                    self.next.pump()
-                return
-            self.buf += got[len(last):]
-            self.drop_over()
+        """Take what the reading has read since (in-process: read it now)."""
+        if self.reading is not None:
+            for kind, gen, offset, payload in self.reading.step():
+                self.take(kind, gen, offset, payload)
 
-    def _skip_to(self, pos):
-        self.dropped += pos - self.end
-        self.buf, self.base = bytearray(), pos
-        self.pre = self.f.pread(max(0, pos - FP_BYTES), min(pos, FP_BYTES))
+    def take(self, kind, gen, offset, payload):
+        """One event of the reading (log_reader.py's module doc): to the generation it is of."""
+        sh = self  # type: Any
+        while sh is not None and sh.gen < gen:
+            sh = sh.next
+        if sh is None or sh.gen != gen:
+            return                               # a content past GENERATIONS, or one already handed on
+        if kind == b"C":
+            sh.cut = True                        # truncated (and perhaps rewritten): buf is all that is left
+            if gen + 1 < FOLLOWED_GENERATIONS:
+                sh.next = LogShadow(sh.f, sh.inode, sh.dev, 0, sh.cap, gen + 1, follow=False)
+        elif kind == b"S":
+            sh.dropped += offset - sh.end
+            sh.buf, sh.base, sh.pre = bytearray(), offset, payload
+        elif kind == b"D" and not sh.cut:
+            if offset > sh.end:                  # never so (a reading's events are contiguous): as if dropped
+                sh.dropped += offset - sh.end
+                sh.buf, sh.base, sh.pre = bytearray(), offset, b""
+            sh.buf += payload[sh.end - offset:]
+            sh.drop_over()
 
     def drop_over(self):
         """Keep at most `cap` bytes: the oldest go (told as lost_bytes if the file is cut)."""
@@ -629,6 +634,14 @@ class LogShadow(object):
             del self.buf[:over]
             self.base += over
             self.dropped += over
+
+    def set_cap(self, cap):
+        self.cap = cap
+        if self.reading is not None:
+            self.reading.cap = cap
+        elif self.rid is not None and _READER and _READER[0].alive:
+            _READER[0].set_cap(self.rid, cap)
+        self.drop_over()
 
     def trim(self, pos):
         """The watcher holds the bytes before `pos`: keep only those after it."""
@@ -658,19 +671,48 @@ class LogShadow(object):
             out["deleted"] = True
         return out
 
+    def read_in_process(self):
+        """The reader process is gone: read on here from where the chain's last content is."""
+        last = self
+        while last.next is not None:
+            last = last.next
+        _BY_READING.pop(self.rid, None)
+        self.rid = None
+        self.reading = LogReading(os.dup(self.f.fileno()), last.end, last.known(), self.cap, FP_BYTES)
+        self.reading.gen = last.gen
+        self.reading.done = last.cut
+
     def close(self):
-        ino = _inotify()
-        if ino is not None and self.wd is not None:
-            ino[0].inotify_rm_watch(ino[1], self.wd)
+        if self.rid is not None:
+            rid, self.rid = self.rid, None
+            _BY_READING.pop(rid, None)
+            if _READER and _READER[0].alive:
+                _READER[0].forget(rid)
+        if self.reading is not None:
+            self.reading.close()
+            self.reading = None
         self.f.close()
         if self.next is not None:
             self.next.close()
 
     def successor(self):
-        """The next generation, the caller's now (this one is done: the watcher has it all)."""
+        """The next generation, the caller's now with the reading (this one is done: the
+        watcher has it all)."""
         nxt, self.next = self.next, None
+        nxt.reading, nxt.rid, self.reading, self.rid = self.reading, self.rid, None, None
+        if nxt.rid is not None:
+            _BY_READING[nxt.rid] = nxt
         self.close()
         return nxt
+
+
+_BY_READING = {}  # type: dict  # reader process's reading id -> the LogShadow chain it feeds
+
+
+def _take_event(rid, kind, gen, offset, payload):
+    sh = _BY_READING.get(rid)
+    if sh is not None:
+        sh.take(kind, gen, offset, payload)
 
 
 def _cut_event(path, root, cur, pos):
@@ -697,52 +739,67 @@ _SHADOWS = {}  # type: dict  # (root, path) -> LogShadow of each followed log (a
 
 
 def _follow_shadows(lock):
-    """The agent's follower thread: woken by inotify on any followed log (else every
-    SHADOW_POLL_S), it reads every log's new bytes -- while a request is being answered
-    too, so a request's own time (a process scan) is no window for a truncation."""
-    import select
-    ino = _inotify()
+    """The agent's follower thread: takes the reader process's events as they come (else,
+    reading in-process, woken by inotify on any followed log or every FOLLOW_POLL_S), while
+    a request is being answered too, so a request's own time (a process scan) is no window
+    for a truncation."""
+    ino = inotify()
     while True:
-        polled = any(sh.wd is None for sh in list(_SHADOWS.values()))
-        if ino is None or polled:
+        reader = _reader()
+        if reader is not None:
+            if select.select([reader], [], [], 1.0)[0]:
+                time.sleep(READER_DRAIN_S)       # the bytes are safe in the socket: one wake-up a batch
+        elif ino is None or any(sh.polled for sh in list(_SHADOWS.values())):
             if ino is not None:
-                select.select([ino[1]], [], [], SHADOW_POLL_S)
+                select.select([ino[1]], [], [], FOLLOW_POLL_S)
             else:
-                time.sleep(SHADOW_POLL_S)
+                time.sleep(FOLLOW_POLL_S)
         else:
             select.select([ino[1]], [], [], 1.0)
-        if ino is not None:
-            try:
-                while os.read(ino[1], 65536):
-                    pass
-            except OSError:                      # EAGAIN: drained
-                pass
+        drain_inotify()
         try:
             with lock:
-                pump_shadows()
+                if reader is not None:
+                    reader.drain()
+                    _reader()                   # stopped: read on in-process
+                    _forget_idle()
+                else:
+                    pump_shadows()
         except Exception:  # noqa: BLE001 - keep following; a request pumps too
-            time.sleep(SHADOW_POLL_S)
+            time.sleep(FOLLOW_POLL_S)
 
 
 def pump_shadows():
-    """Read every followed log's new bytes (the follower thread's step); forget the logs
-    no request asked for in SHADOW_IDLE_S."""
+    """Take every followed log's new bytes (the reader's, synced; else read here); forget
+    the logs no request asked for in SHADOW_IDLE_S."""
+    reader = _reader()
+    if reader is not None and not reader.sync():
+        _reader()                               # it did not answer: read on in-process
+    _forget_idle()
+    for sh in list(_SHADOWS.values()):
+        sh.pump()
+
+
+def _forget_idle():
     now = time.time()
     for key, sh in list(_SHADOWS.items()):
         if now - sh.asked_s > SHADOW_IDLE_S:
             sh.close()
             del _SHADOWS[key]
-        else:
-            sh.pump()
 
 
 def start_shadow_thread():
-    """Agent mode only (a one-shot probe follows nothing between ticks). A short GIL
-    switch interval: the follower reads within ~1 ms of a write even while the main
-    thread answers a request (the default 5 ms is ~2 lines at 370 lines/s)."""
+    """Agent mode only (a one-shot probe follows nothing between ticks): the reader
+    process first (forked while this is the only thread), then the thread that takes its
+    events -- or reads in-process where there is no reader, with a short GIL switch
+    interval so it reads within ~1 ms of a write even while the main thread answers a
+    request (the default 5 ms is ~2 lines at 370 lines/s)."""
     import threading
     if _SHADOW_LOCK:
         return
+    reader = LogReader(_take_event)
+    if reader.start():
+        _READER.append(reader)
     _SHADOW_LOCK.append(threading.Lock())
     sys.setswitchinterval(0.0005)
     t = threading.Thread(target=_follow_shadows, args=(_SHADOW_LOCK[0],))
@@ -767,6 +824,14 @@ def _shadow_lock():
     return _SHADOW_LOCK[0] if _SHADOW_LOCK else _NoLock()
 
 
+def _catch_up(sh):
+    """Everything read of the log so far, taken (the reader process synced)."""
+    reader = _reader()
+    if sh.rid is not None and reader is not None and not reader.sync():
+        _reader()                               # it did not answer: read on in-process
+    sh.pump()
+
+
 def _shadow_of(key, cur, carry):
     """The followed log's shadow, caught up, for a cursor on its file (else None); trimmed
     to the cursor while the file is whole."""
@@ -774,7 +839,7 @@ def _shadow_of(key, cur, carry):
     if sh is None or cur.get("inode") != sh.inode or cur.get("dev") not in (None, sh.dev):
         return None
     sh.asked_s = time.time()
-    sh.pump()
+    _catch_up(sh)
     pos = (cur.get("offset") or 0) + (carry or 0)
     if not sh.cut:
         sh.trim(pos)
@@ -786,6 +851,9 @@ def _keep_shadow(key, f, st, end, restarted):
     shadow when there is none, the file is another, or the old one was cut)."""
     sh = _SHADOWS.get(key)
     if sh is not None and not restarted and not sh.cut and sh.inode == st.st_ino and sh.dev == st.st_dev \
+            and sh.base <= end and end > sh.end:
+        _catch_up(sh)                   # written since the request caught up: the reader has it by now
+    if sh is not None and not restarted and not sh.cut and sh.inode == st.st_ino and sh.dev == st.st_dev \
             and sh.base <= end <= sh.end:
         sh.asked_s = time.time()
         return
@@ -795,8 +863,8 @@ def _keep_shadow(key, f, st, end, restarted):
     cap = max(SHADOW_MIN_CAP_BYTES, min(SHADOW_CAP_BYTES, SHADOW_TOTAL_CAP_BYTES // (len(_SHADOWS) + 1)))
     _SHADOWS[key] = LogShadow(f, st.st_ino, st.st_dev, end, cap)
     for other in _SHADOWS.values():      # an equal share each
-        other.cap = cap
-        other.drop_over()
+        if other.cap != cap:
+            other.set_cap(cap)
 
 
 def _tail_start(f, size, lines):
@@ -872,6 +940,13 @@ def _read_since(path, inode, offset, cap, context, root, cursor, carry, proc_roo
     f, st, follow, event, err = _pick_file(path, cur, carry or 0, root, proc_root, pid)
     if f is None:
         return {"exists": False, "error": err}
+    if sh is not None and not sh.cut and event in ("truncated", "replaced", "copytruncate"):
+        # cut since the shadow caught up above (the cursor's inode is the shadow's): what
+        # the reader read before the cut is the answer, not the file from its start
+        _catch_up(sh)
+        if sh.cut and pos < sh.end:
+            f.close()
+            return sh.answer(pos, cap)
     if sh is not None and sh.cut and follow is None and st.st_ino == sh.inode and st.st_dev == sh.dev:
         cut = _cut_event(path, root, cur, pos)  # all the saved bytes delivered: the file anew, from its start
     keep = False

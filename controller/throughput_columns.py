@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -39,6 +41,11 @@ _NAN = float("nan")
 def _number(value: Any) -> float:
     """A figure as stored: a finite float, else NaN (None, NaN, inf all mean unknown)."""
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else _NAN
+
+
+def _numbers(values: Iterable[Any]) -> list[float]:
+    """`_number` of each value; a finite float (the common case) is taken without a call."""
+    return [v if v.__class__ is float and v - v == 0.0 else _number(v) for v in values]
 
 
 class ThroughputColumns:
@@ -89,6 +96,29 @@ class ThroughputColumns:
             col.insert(i, value)
         self.version += 1
         return True
+
+    def add_many(self, samples: Sequence[ProgressSample]) -> int:
+        """`add` each of `samples` in order; how many were kept. The common case -- steps
+        rising past the last row, as a log's samples leave a bounded history -- appends
+        whole columns at once (the per-step cost of check-log's read loop past its 50,000th
+        sample); any other order takes `add`'s way, one sample at a time."""
+        steps = [int(s.step) for s in samples]
+        n = len(self.step)
+        if not steps or (n and steps[0] <= self.step[-1]) or any(a >= b for a, b in zip(steps, steps[1:])):
+            return sum(self.add(s) for s in samples)
+        self.step.extend(steps)
+        self.time_s.extend(_numbers(map(attrgetter("time_s"), samples)))
+        self.from_log.extend([s.source == "log" for s in samples])
+        for name in FIGURES:
+            values = _numbers(map(attrgetter(name), samples))
+            col = self.figures[name]
+            if col is None:
+                if all(math.isnan(v) for v in values):
+                    continue
+                col = self.figures[name] = array("d", [_NAN]) * n
+            col.extend(values)
+        self.version += len(steps)
+        return len(steps)
 
     def fill(self, sample: ProgressSample) -> bool | None:
         """Give `sample.step`'s row the time and figures it lacks, from `sample`; None when

@@ -41,4 +41,7 @@ def test_the_repository_benchmarks_file_is_a_fixed_point():
     results (so a bench run changes only the figures it measured)."""
     root = Path(__file__).resolve().parents[1]
     doc = (root / "BENCHMARKS.md").read_text()
-    assert assemble(doc, root / "bench" / "results") == doc
+    assert assemble(doc, root / "bench" / "results") == doc, (
+        "BENCHMARKS.md and bench/results/ disagree: text between a `<!-- from bench/results/X.md -->` "
+        "marker and its end marker comes from bench/results/X.md (edit that file, then run "
+        "`python -m bench._assemble`); hand-written text goes outside the markers")

@@ -167,6 +167,24 @@ def test_the_coarse_line_filter_covers_every_rule_trigger():
         assert any(w in t for w in LINE_WORDS), t
 
 
+_SIEVE_PIECES = st.sampled_from(["Out of Memory", "NaN", "inf", "time d out", "timed out", "TIMEOUT", "n1an", "n an",
+                                  "│", "核心已转储", "核心", 'File "', "file  \"", ".py in ", "py in", "usage:", "usage",
+                                  "error_rate=0.02", "step=3", "lr=5e-04", " ", "\t", "İ", "ß", "\x0b", "norm", "no-rm"])
+
+
+@given(st.lists(st.lists(st.one_of(_SIEVE_PIECES, st.text(max_size=6)), max_size=6).map("".join), max_size=40),
+       st.booleans())
+def test_the_word_sieve_finds_what_a_plain_search_per_line_finds(texts, norms):
+    """word_sieve.py looks in copies without digits, punctuation and blanks first: its
+    answer is the plain `word in line.lower()` per line, glued and split words included."""
+    from controller.judge.line_scan import LINE_WORDS, STRUCTURE_WORDS, _candidates
+
+    words = LINE_WORDS + ("norm",) if norms else LINE_WORDS
+    lows = [t.lower() for t in texts]
+    plain = [i for i, low in enumerate(lows) if any(w in low for w in words)]
+    assert _candidates(texts, norms) == (plain, {w for w in STRUCTURE_WORDS if any(w in low for low in lows)})
+
+
 @given(deco=st.sampled_from(["", "`", "**", "```", "_"]), prefix=PREFIXES)
 def test_a_bare_killed_in_markdown_or_a_prefix_is_a_host_oom(deco, prefix):
     (f,) = scan_lines(["step=3 loss=2.0", f"{prefix}{deco}Killed{deco}"], now_s=0.0)

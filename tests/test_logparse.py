@@ -404,3 +404,37 @@ def test_a_keys_value_is_never_another_keys_value(case):
         return
     for name in strong:   # `key: value` and `key=value` bind: always read
         assert sample is not None and getattr(sample, name) == pytest.approx(truth[name]), (line, name)
+
+
+_CONTRACT_PIECES = st.sampled_from([
+    "step=", "loss=", "tok_per_s=", "tok_s=", "iter=", "throughput=", "lr=", "acc", "=", "==", " ", "\t", "\u3000",
+    "12", "3.5", "nan", "inf", "-inf", "21.5K", "1,024", "5e-04", "x", "[x]", "a.b=", "foo:", ",", ";", "é", "1a=",
+    "_", ".", "step_time_s=", "mem_peak_gib="])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_CONTRACT_PIECES, st.text(max_size=4)), max_size=14).map("".join))
+def test_the_contract_reader_reads_the_pairs_a_key_value_search_finds(body):
+    """`_contract` reads a `[progress]` line token by token (its hot path): the sample is
+    the one the plain reading gives -- every `key=value` a left-to-right regex search
+    finds, aliases resolved, numbers as parse_number reads them, the step an int."""
+    import re
+
+    from controller.follow.logparse import _KEY_ALIASES, PROGRESS_FIELDS, parse_number
+    from controller.records import ProgressSample
+
+    values: dict = {}
+    for key, text in re.findall(r"([A-Za-z_][\w.]*)=(\S+)", body):
+        key = _KEY_ALIASES.get(key, key)
+        if key not in PROGRESS_FIELDS:
+            continue
+        try:
+            value: float | None = float(text)
+        except ValueError:
+            value = parse_number(text.rstrip(",;"))
+        if value is None or (PROGRESS_FIELDS[key] is int and not math.isfinite(value)):
+            continue
+        values[key] = int(value) if PROGRESS_FIELDS[key] is int else value
+    want = ProgressSample(source="log", **values) if "step" in values else None
+    got = LineParser()._contract("[progress] " + body)
+    assert repr(got) == repr(want)

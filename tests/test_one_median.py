@@ -310,6 +310,37 @@ def test_a_bounded_history_and_its_older_columns_sum_up_to_the_whole_run():
     check()
 
 
+def test_columns_added_a_batch_at_a_time_are_the_columns_added_one_by_one():
+    """TextScanner.feed hands the samples that leave its deque over once per feed
+    (ThroughputColumns.add_many, whose rising-steps case appends whole columns): the rows,
+    figures, NaNs and version are what `add` per sample gives, in any order of steps."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from controller.throughput_columns import ThroughputColumns
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.lists(_sample_strategy(), max_size=10), max_size=8), st.booleans())
+    def check(batches, rising):
+        if rising:   # the common case: each batch's steps past the last one's
+            step = 0
+            for batch in batches:
+                for s in sorted(batch, key=lambda x: x.step):
+                    step += 1 + s.step
+                    s.step = step
+                batch.sort(key=lambda x: x.step)
+        one, many = ThroughputColumns(), ThroughputColumns()
+        kept_one = [sum(one.add(s) for s in batch) for batch in batches]
+        kept_many = [many.add_many(batch) for batch in batches]
+        assert kept_many == kept_one and many.version == one.version
+        a, b = one.arrays(), many.arrays()
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+        assert [c is None for c in many.figures.values()] == [c is None for c in one.figures.values()]
+
+    check()
+
+
 def test_a_known_step_after_a_late_older_one_fills_it_and_is_not_held_twice():
     """Found by the property above: step 1, then step 0 coming late, then step 1 again
     from another source with samples/s. add_progress compared with the last sample held

@@ -54,7 +54,8 @@ class LogLine(str):
 
     def __new__(cls, text: str, cut: bool = False) -> "LogLine":
         obj = super().__new__(cls, text)
-        obj.cut = cut
+        if cut:  # (an uncut line reads the class's False: no instance dict for each of a log's lines)
+            obj.cut = cut
         return obj
 
 
@@ -213,6 +214,10 @@ _KEY_ALIASES = {
     "learning_rate": "lr", "iter": "step", "iteration": "step", "global_step": "step",
     "step_time": "step_time_s", "iter_time_s": "step_time_s",
 }
+_CONTRACT_KEYS: dict[str, str] = {
+    key: _KEY_ALIASES.get(key, key) for key in (*PROGRESS_FIELDS, *_KEY_ALIASES) if _KEY_ALIASES.get(key, key) in PROGRESS_FIELDS}
+"""A contract line's key -> the ProgressSample field it fills (aliases resolved), in one look-up."""
+_INT_FIELDS = frozenset(name for name, kind in PROGRESS_FIELDS.items() if kind is int)
 # tqdm: "desc:  45%|████▌     | 450/1000 [01:23<01:42,  5.38it/s, loss=2.31]", and with no
 # total (an iterable without len): "Epoch 8: : 150it [00:03, 46.84it/s, loss=1.625, v_num=0]"
 _TQDM_RE = re.compile(
@@ -391,14 +396,22 @@ class LineParser:
 
     def _contract(self, line: str) -> ProgressSample | None:
         """README: `[progress] step=120 loss=3.2145 ... tok_per_s=21534.2 ...`."""
-        # The hot path of a long post-mortem scan: one findall, plain float() first.
+        # The hot path of a long post-mortem scan: a pair is read from its whitespace-free
+        # token (`_KV_RE`'s pairs hold no blank, and a token that begins with a known key
+        # and `=` is that pair), the regex only for a token that does not; plain float() first.
         tail = line.split("[progress]", 1)[1]
         values: dict[str, float | int] = {}
-        for key, text in _KV_RE.findall(tail):
-            key = _KEY_ALIASES.get(key, key)
-            kind = PROGRESS_FIELDS.get(key)
-            if kind is None:
-                continue
+        for token in tail.split():
+            key, _, text = token.partition("=")
+            name = _CONTRACT_KEYS.get(key)
+            if name is None or not text:
+                m = _KV_RE.search(token)
+                if m is None:
+                    continue
+                key, text = m.groups()
+                name = _CONTRACT_KEYS.get(key)
+                if name is None:
+                    continue
             value: float | None
             try:
                 value = float(text)
@@ -406,11 +419,11 @@ class LineParser:
                 value = parse_number(text.rstrip(",;"))
                 if value is None:
                     continue
-            if kind is int:
+            if name in _INT_FIELDS:
                 if not math.isfinite(value):
                     continue
                 value = int(value)
-            values[key] = value
+            values[name] = value
         if "step" not in values:
             return None
         return ProgressSample(source="log", **values)  # type: ignore[arg-type]

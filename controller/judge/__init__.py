@@ -10,7 +10,8 @@ Two families:
   trajectory (loss_scale.py), command-line refusals (usage_errors.py), the kernel
   assertion behind a device-side assert (kernel_asserts.py), NCCL's multi-line error
   report (nccl_reports.py); launcher exit codes and signals are mapped once
-  (exit_codes.py). scan.py composes them.
+  (exit_codes.py). line_scan.py composes them, after a word sieve (word_sieve.py) has
+  picked the lines a reader may care about.
 - State: `evaluate` reads the accumulated RunState (the watch loop fills it each tick):
   a stale (block-buffered) log, a hang, a throughput regression, idle or unreadable GPUs,
   start-up stalls, and how the process ended (state.py, regression.py).

@@ -52,6 +52,7 @@ from controller.judge.tracebacks import (
     user_frame,
 )
 from controller.judge.usage_errors import usage_errors
+from controller.judge.word_sieve import WordSieve, lines_with_words
 from controller.records import Finding
 
 MATCH_CHARS = 8192
@@ -324,21 +325,20 @@ LINE_WORDS = (
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
-after one pass -- fewer, shorter words than the rules' own triggers, because this test
-runs on every line (tests/test_detectors_readers.py checks the covering). Its cost is one
-substring search per word per chunk, whatever the word's length (measured: ~1 ms per word
-per 8,192 healthy lines), so words are few and shared: "memory" stands for every "... out
-of memory", "error" for every "... error" wording, "allocat" for the allocators'."""
+after the batch's word sieve (word_sieve.py) -- fewer, shorter words than the rules' own
+triggers, because this test runs on every line (tests/test_detectors_readers.py checks the
+covering). The sieve looks for each word once in the whole batch and then only for the
+words found, so a word a healthy log never holds costs one pass over its batch's sieved
+text; words are still shared: "memory" stands for every "... out of memory", "error" for
+every "... error" wording, "allocat" for the allocators'."""
 
 
 STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:")
 """Words that wake the traceback and usage readers (they read whole batches)."""
 
-
-CHUNK_LINES = 16
-"""Lines tested together: one `in` per word over 16 joined lines costs about what one over a
-single line does (the per-call overhead dominates a short line), and most chunks of a
-healthy log hold no word at all. Measured 1.7x faster than line by line (BENCHMARKS.md)."""
+_LINE_SIEVE = WordSieve(LINE_WORDS)
+_LINE_SIEVE_NORMS = WordSieve(LINE_WORDS + ("norm",))
+_STRUCTURE_SIEVE = WordSieve(STRUCTURE_WORDS)
 
 
 def _texts(b: _Batch) -> list[str]:
@@ -354,28 +354,8 @@ def _candidates(texts: list[str], norms: bool = False) -> tuple[list[int], set[s
     """Indexes of lines that hold any LINE_WORDS word (and, with `norms`, the word "norm":
     finite gradient norms end a run of NaN ones, so they are read while such a run is open
     or before the first finite norm), and which STRUCTURE_WORDS occur anywhere in the
-    batch: a pass over chunks of lines, then over the lines of the chunks that hold a word."""
-    out = []
-    seen: set[str] = set()
-    words, structure = (LINE_WORDS + ("norm",) if norms else LINE_WORDS), STRUCTURE_WORDS
-    for g in range(0, len(texts), CHUNK_LINES):
-        group = texts[g:g + CHUNK_LINES]
-        chunk = "\n".join(group).lower()
-        for w in structure:
-            if w in chunk:
-                seen.add(w)
-        for w in words:
-            if w in chunk:
-                break
-        else:
-            continue
-        for k, text in enumerate(group):
-            low = text.lower()
-            for w in words:
-                if w in low:
-                    out.append(g + k)
-                    break
-    return out, seen
+    batch."""
+    return lines_with_words(texts, _LINE_SIEVE_NORMS if norms else _LINE_SIEVE, _STRUCTURE_SIEVE)
 
 
 def _recovered_restarts(b: _Batch, texts: list[str], candidates: list[int]) -> list[int]:

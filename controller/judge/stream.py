@@ -58,18 +58,21 @@ class TextScanner:
         self._context: list[str] = []
 
     def feed(self, lines: Sequence[str]) -> list[Finding]:
+        leaving: list[ProgressSample] = []   # the samples that leave the deque, in order
         for line in lines:
             parsed = self.parser.parse(line)
             if parsed.progress is not None:
                 if len(self.progress) == self.progress.maxlen:
                     self.progress_truncated = True
-                    self.older_throughput.add(self.progress[0])   # about to leave the deque
+                    leaving.append(self.progress[0])   # about to leave the deque
                 self.progress.append(parsed.progress)
             elif parsed.milestone is not None:
                 self.milestones.setdefault(parsed.milestone[0], self.lines_seen + 1)
             elif parsed.wandb is not None:
                 self.wandb = merge_wandb(self.wandb, parsed.wandb)
             self.lines_seen += 1
+        if leaving:
+            self.older_throughput.add_many(leaving)
         self.tail.extend(lines[-TAIL_LINES:])
         self._pending.extend(lines)
         self._pending_chars += sum(len(line) for line in lines)

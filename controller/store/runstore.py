@@ -35,6 +35,7 @@ from controller.errors import UnknownRunError
 from controller.playbook import TargetConfig
 from controller.records import Finding, RunCursor
 from controller.store.cursors import CursorTable
+from controller.store.finding_table import FindingTable
 from controller.store.registry_db import open_registry
 
 LIVE_STATES = ("launched", "running")
@@ -150,6 +151,7 @@ class RunStore:
         self._db = open_registry(self.path, from_env=path is None)
         self._db.executescript(_SCHEMA)
         self._cursors = CursorTable(self._db)
+        self._findings = FindingTable(self._db)
         self._add_missing_columns("runs", _RUN_COLUMNS_ADDED)
         self._add_missing_columns("findings", _FINDING_COLUMNS_ADDED)
         try:
@@ -332,36 +334,15 @@ class RunStore:
         rows = self._db.execute("SELECT * FROM actions WHERE run_id = ? ORDER BY time_s", (run_id,)).fetchall()
         return [dict(r) for r in rows]
 
-    # -- findings -----------------------------------------------------------------------
+    # -- findings (controller/store/finding_table.py) ---------------------------------------
     def add_findings(self, run_id: str, found: Iterable[Finding]) -> list[Finding]:
-        """Record findings; returns only those not recorded before (for --notify). A finding
-        recorded and since cleared that holds again is live again and returned: it is news."""
-        new: list[Finding] = []
-        for f in found:
-            cur = self._db.execute(
-                "INSERT INTO findings (run_id, kind, summary, severity, first_seen_s, evidence, hint, line) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, kind, summary) DO UPDATE SET cleared_s = NULL "
-                "WHERE cleared_s IS NOT NULL",
-                (run_id, f.kind, f.summary, f.severity, f.first_seen_s, json.dumps(list(f.evidence)),
-                 f.hint, f.line))
-            if cur.rowcount:
-                new.append(f)
-        return new
+        return self._findings.add(run_id, found)
 
     def clear_finding(self, run_id: str, finding: Finding, cleared_s: float) -> None:
-        """The finding's cause went away at cleared_s: the record keeps it, marked so."""
-        self._db.execute("UPDATE findings SET cleared_s = ? WHERE run_id = ? AND kind = ? AND summary = ?",
-                         (cleared_s, run_id, finding.kind, finding.summary))
+        self._findings.clear(run_id, finding, cleared_s)
 
     def update_finding_evidence(self, run_id: str, finding: Finding) -> None:
-        """A recorded finding's evidence grown later (the automatic stack dump's frames)."""
-        self._db.execute("UPDATE findings SET evidence = ? WHERE run_id = ? AND kind = ? AND summary = ?",
-                         (json.dumps(list(finding.evidence)), run_id, finding.kind, finding.summary))
+        self._findings.update_evidence(run_id, finding)
 
     def findings(self, run_id: str) -> list[Finding]:
-        rows = self._db.execute(
-            "SELECT * FROM findings WHERE run_id = ? ORDER BY first_seen_s", (run_id,)).fetchall()
-        return [Finding(kind=r["kind"], severity=r["severity"], summary=r["summary"],
-                        evidence=tuple(json.loads(r["evidence"] or "[]")), hint=r["hint"] or "",
-                        first_seen_s=r["first_seen_s"], line=r["line"], run_id=run_id,
-                        cleared_s=r["cleared_s"]) for r in rows]
+        return self._findings.of_run(run_id)

@@ -33,7 +33,7 @@ def test_follow_of_a_run_failing_at_argument_parsing_exits_with_the_crash_code(t
 
 def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
     root = make_project(tmp_path / "proj", git=False)
-    pb = ticker_playbook(root, args='"--steps", "40", "--interval-s", "0.05"')
+    pb = ticker_playbook(root, args='"--steps", "20", "--interval-s", "0.05"')
     p = _deploy(root, pb, home=_dfctl_home)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[progress] step=" in p.stdout and "first step reached" in p.stderr
@@ -43,7 +43,7 @@ def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
              timeout_s=60, what="the first run's end")
     p = _deploy(root, pb, "--until", "end", home=_dfctl_home)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "[progress] step=39" in p.stdout and "done" in p.stdout.splitlines()
+    assert "[progress] step=19" in p.stdout and "done" in p.stdout.splitlines()
     assert "ended finished, exit 0" in p.stderr
     bad = _deploy(root, pb, "--until", "forever", home=_dfctl_home)
     assert bad.returncode == 2 and bad.stderr.startswith("dfctl: error: --until 'forever'")

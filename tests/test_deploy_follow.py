@@ -1,6 +1,9 @@
-"""`dfctl deploy --follow` on the local target, through the real `dfctl` process: a run
+"""`dfctl deploy --follow` on the local target: a run
 that fails at argument parsing exits with the crash's code (4) and its argparse line is
-printed; a healthy run is followed to its first step (exit 0), or to its end (--until end)."""
+printed; a healthy run is followed to its first step (exit 0), or to its end (--until end) --
+these through dfctl's main() in-process (tests/cli_support.py: what the follow reports is
+the point, not the child's start-up); Ctrl-C and SIGTERM through the real `dfctl` process,
+whose signals they are."""
 
 from __future__ import annotations
 
@@ -10,14 +13,13 @@ import sys
 
 import pytest
 
+from tests.cli_support import dfctl_in_process
 from tests.deploy_support import make_project, ticker_playbook, wait_for
 from tests.test_watch import ROOT
 
 
 def _deploy(root, pb, *args, home):
-    env = {**os.environ, "DFCTL_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "controller", "deploy", str(pb), "--follow", *args], cwd=root,
-                          capture_output=True, text=True, timeout=180, env=env)
+    return dfctl_in_process("deploy", str(pb), "--follow", *args, env={"DFCTL_HOME": str(home)}, cwd=root)
 
 
 def test_follow_of_a_run_failing_at_argument_parsing_exits_with_the_crash_code(tmp_path, _dfctl_home):
@@ -31,7 +33,7 @@ def test_follow_of_a_run_failing_at_argument_parsing_exits_with_the_crash_code(t
 
 def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
     root = make_project(tmp_path / "proj", git=False)
-    pb = ticker_playbook(root, args='"--steps", "40", "--interval-s", "0.05"')
+    pb = ticker_playbook(root, args='"--steps", "20", "--interval-s", "0.05"')
     p = _deploy(root, pb, home=_dfctl_home)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[progress] step=" in p.stdout and "first step reached" in p.stderr
@@ -41,7 +43,7 @@ def test_follow_until_first_step_then_until_end(tmp_path, _dfctl_home):
              timeout_s=60, what="the first run's end")
     p = _deploy(root, pb, "--until", "end", home=_dfctl_home)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "[progress] step=39" in p.stdout and "done" in p.stdout.splitlines()
+    assert "[progress] step=19" in p.stdout and "done" in p.stdout.splitlines()
     assert "ended finished, exit 0" in p.stderr
     bad = _deploy(root, pb, "--until", "forever", home=_dfctl_home)
     assert bad.returncode == 2 and bad.stderr.startswith("dfctl: error: --until 'forever'")
@@ -78,6 +80,6 @@ def test_ctrl_c_ends_the_follow_not_the_run_and_says_how_to_watch_or_stop_it(tmp
         if p.poll() is None:
             p.kill()
             p.communicate()
-        stop = subprocess.run([sys.executable, "-m", "controller", "stop", RunStore().runs()[0].run_id,
-                               "--grace-s", "2"], cwd=root, capture_output=True, text=True, timeout=60, env=env)
+        stop = dfctl_in_process("stop", RunStore().runs()[0].run_id, "--grace-s", "2",
+                                env={"DFCTL_HOME": str(_dfctl_home)}, cwd=root)
         assert stop.returncode == 0, stop.stderr

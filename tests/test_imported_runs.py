@@ -2,32 +2,29 @@
 the end state the import found (before: `logs` exit 3 "host root@: cannot connect", `runs`
 "unknown" plus that SSH error on every call, `watch` "starting", `stop` exit 1).
 
-Through the real `dfctl` process, on a run directory holding a real-shaped OOM log (the
+Through dfctl's main(), in-process (tests/cli_support.py: what each command shows is the
+point, not the child's start-up), on a run directory holding a real-shaped OOM log (the
 seed fixture) with exit code 1, and a log file of the bundled trainer."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.test_watch import ROOT
+from tests.cli_support import ROOT, dfctl_in_process
 
 DATA = ROOT / "tests" / "data" / "logs"
 
 
 def _dfctl(*args, env):
-    return subprocess.run([sys.executable, "-m", "controller", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return dfctl_in_process(*args, env=env)
 
 
 @pytest.fixture
 def imported(tmp_path, _dfctl_home):
-    env = {**os.environ, "DFCTL_HOME": str(_dfctl_home)}
+    env = {"DFCTL_HOME": str(_dfctl_home)}
     run_dir = tmp_path / "oomrun"
     run_dir.mkdir()
     shutil.copy(DATA / "seed_dflash_oom.log", run_dir / "train.log")

@@ -1,19 +1,15 @@
-"""~/.config/dfctl/config.toml defaults and DFCTL_* environment overrides, through the real
-`dfctl` process: the command line wins over the environment, which wins over the file."""
+"""~/.config/dfctl/config.toml defaults and DFCTL_* environment overrides, through dfctl's
+main() in-process (tests/cli_support.py; the child's start-up is not the point): the command
+line wins over the environment, which wins over the file."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 from controller.transport.ssh import resolve_endpoint
-from tests.test_watch import ROOT
+from tests.cli_support import dfctl_in_process
 
 
 def dfctl(*args, env):
-    return subprocess.run([sys.executable, "-m", "controller", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **env})
+    return dfctl_in_process(*args, env=env)
 
 
 def _config(tmp_path, text: str) -> dict:

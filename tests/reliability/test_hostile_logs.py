@@ -57,6 +57,15 @@ def run_measured(argv: list[str], **kw) -> tuple[int, str, str, float]:
                 int(rss_file.read_text()) / 1024)
 
 
+def run_measured_together(argvs: list[list[str]], **kw) -> list[tuple[int, str, str, float]]:
+    """run_measured of each argv at once (the 1 KB log's process need not wait for the 100 MB
+    one's): each peak RSS is still its own process's, from its own launcher's wait4."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(argvs)) as pool:
+        return list(pool.map(lambda argv: run_measured(argv, **kw), argvs))
+
+
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     d = tmp_path_factory.mktemp("hostile")
@@ -70,8 +79,8 @@ def logs(tmp_path_factory):
 def test_check_log_100mb_no_newline_bounded_rss_finds_oom(logs):
     small, big = logs
     results = {}
-    for p in (small, big):
-        code, out, err, rss = run_measured([DFCTL, "check-log", str(p), "--json"])
+    measured = run_measured_together([[DFCTL, "check-log", str(p), "--json"] for p in (small, big)])
+    for p, (code, out, err, rss) in zip((small, big), measured, strict=True):
         assert code == 4, err                                   # the OOM after the junk is found
         doc = json.loads(out)
         assert [f["kind"] for f in doc["findings"]].count("oom") == 1
@@ -112,7 +121,7 @@ print(json.dumps({"ticks": ticks, "done": w.all_done, "bytes": got, "state": st.
 
 def test_watcher_cursor_100mb_no_newline_bounded_rss(logs, tmp_path):
     small, big = logs
-    results = {}
+    results, argvs = {}, []
     for p in (small, big):
         run_dir = tmp_path / p.stem
         run_dir.mkdir()
@@ -120,8 +129,9 @@ def test_watcher_cursor_100mb_no_newline_bounded_rss(logs, tmp_path):
         gone = subprocess.Popen(["true"])
         gone.wait()                                          # a pid that no longer runs
         os.symlink(p, run_dir / "train.log")
-        code, out, err, rss = run_measured([sys.executable, "-c", WATCH_SCRIPT, str(run_dir), str(run_dir / "train.log"),
-                                            str(tmp_path / f"{p.stem}.sqlite"), str(gone.pid)], cwd=ROOT)
+        argvs.append([sys.executable, "-c", WATCH_SCRIPT, str(run_dir), str(run_dir / "train.log"),
+                      str(tmp_path / f"{p.stem}.sqlite"), str(gone.pid)])
+    for p, (code, out, err, rss) in zip((small, big), run_measured_together(argvs, cwd=ROOT), strict=True):
         assert code == 0, err
         doc = json.loads(out.strip().splitlines()[-1])
         assert doc["done"] and doc["bytes"] == p.stat().st_size       # every byte, exactly once

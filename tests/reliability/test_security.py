@@ -17,6 +17,7 @@ import os
 import stat
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -84,15 +85,18 @@ def test_secrets_in_no_artefact_and_least_permissions(rig, rig_host, tmp_path, _
         # while both runs live: no argv anywhere holds a secret (host and CT share /proc)
         blobs = all_cmdlines()
         assert not [b for b in blobs if any(m.encode() in b for m in MARKS)]
-        dfctl("runs")
-        rows = json.loads(dfctl("runs", "--json").stdout)
+        # the commands that read while both runs live, each a real `dfctl` process, at once
+        # (none waits on another; every one's output is still searched below)
+        with ThreadPoolExecutor(4) as pool:
+            reads = [pool.submit(dfctl, *argv, **kw) for argv, kw in (
+                (("runs",), {}), (("runs", "--json"), {}), (("logs", run["run_id"], "--tail", "5"), {}),
+                (("watch", run["run_id"], "--once", "--json"), {"ok": (0, 4, 5)}), (("doctor", str(pb)), {}),
+                (("doctor", str(pb), "--json"), {}),
+                # a failing command's error message must not carry it either
+                (("deploy", str(pb), "--name", "bad name!"), {"ok": (2,)}))]
+            done = [f.result() for f in reads]
+        rows = json.loads(done[1].stdout)
         assert {r["state"] for r in rows} == {"running"} and len(rows) == 2
-        dfctl("logs", run["run_id"], "--tail", "5")
-        dfctl("watch", run["run_id"], "--once", "--json", ok=(0, 4, 5))
-        dfctl("doctor", str(pb))
-        dfctl("doctor", str(pb), "--json")
-        # a failing command's error message must not carry it either
-        dfctl("deploy", str(pb), "--name", "bad name!", ok=(2,))
         info = json.loads((run_dir / "launch.json").read_text())
         assert "HF_TOKEN" in info["secret_env_names"] and "WANDB_API_KEY" in info["secret_env_names"]
         assert {"MY_AUTH", "DB_URL", "GH_PAT"} <= set(info["secret_env_names"]) and "PLAIN" not in info["secret_env_names"]

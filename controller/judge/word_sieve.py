@@ -49,19 +49,41 @@ class WordSieve:
         return [p for p in self._pairs if p[1] in sieved_text]
 
 
-def lines_with_words(texts: Sequence[str], line_words: WordSieve,
-                     batch_words: WordSieve) -> tuple[list[int], set[str]]:
+SLICE_CHARS = 1 << 20
+"""At most this many characters of a batch are sieved at once: the lower-cased and sieved
+copies of a whole 8 MiB batch of non-Latin text (4 bytes a character in a str) added ~50 MiB
+to check-log's peak on tests/reliability/test_hostile_logs.py's 100 MB log; a slice keeps
+them to a few MiB and still looks for each word once per slice, not per line."""
+
+
+def lines_with_words(texts: Sequence[str], line_words: WordSieve, batch_words: WordSieve, *,
+                     slice_chars: int = SLICE_CHARS) -> tuple[list[int], set[str]]:
     """(indexes of the `texts` whose lower-cased text holds a word of `line_words`, in
     order; the words of `batch_words` that some lower-cased text holds)."""
-    chunks = [texts[g:g + CHUNK_LINES] for g in range(0, len(texts), CHUNK_LINES)]
+    out: list[int] = []
+    seen: set[str] = set()
+    start = 0
+    while start < len(texts):
+        end, chars = start, 0
+        while end < len(texts) and (end == start or chars < slice_chars):
+            chars += sum(len(t) for t in texts[end:end + CHUNK_LINES])
+            end += CHUNK_LINES
+        _slice_lines_with_words(texts, start, min(end, len(texts)), line_words, batch_words, out, seen)
+        start = end
+    return out, seen
+
+
+def _slice_lines_with_words(texts: Sequence[str], start: int, end: int, line_words: WordSieve,
+                            batch_words: WordSieve, out: list[int], seen: set[str]) -> None:
+    """lines_with_words over texts[start:end] (a whole number of chunks from `start`)."""
+    chunks = [texts[g:min(g + CHUNK_LINES, end)] for g in range(start, end, CHUNK_LINES)]
     lows = ["\n".join(chunk).lower() for chunk in chunks]
     sieved = [_sieved(low) for low in lows]
     whole = b"\n".join(sieved)
     wanted, structure = line_words.present(whole), batch_words.present(whole)
-    out: list[int] = []
-    seen: set[str] = set()
+    del whole
     if not wanted and not structure:
-        return out, seen
+        return
     for c, chunk in enumerate(chunks):
         s = sieved[c]
         for w, sw in structure:
@@ -74,6 +96,5 @@ def lines_with_words(texts: Sequence[str], line_words: WordSieve,
             low = text.lower()
             for w in here:
                 if w in low:
-                    out.append(c * CHUNK_LINES + k)
+                    out.append(start + c * CHUNK_LINES + k)
                     break
-    return out, seen

@@ -104,6 +104,40 @@ def _members(leader):
     return sorted(out)
 
 
+def _escaped(leader, known):
+    """Add to `known` ({pid: start ticks}) the descendants of the run's group and session that
+    started a session of their own: signalling the group misses them and they outlive it.
+    wandb's service is one (wandb/sdk/lib/service/service_process.py:116,154: Popen with
+    start_new_session=True); it ends by itself once the process it serves is gone (`--pid`,
+    line 141), so it is waited for, and killed only with the rest after the grace."""
+    table = _ppids()
+    kids = {}  # type: dict
+    for p, (pp, _) in table.items():
+        kids.setdefault(pp, []).append(p)
+    members = set(_members(leader))
+    todo = list(members)
+    seen = set(members)
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            if k not in seen:
+                seen.add(k)
+                todo.append(k)
+                ticks = _start_ticks(k)
+                if ticks is not None:
+                    known.setdefault(k, ticks)
+    return known
+
+
+def _alive_as(known):
+    """The pids of `known` still alive as the processes recorded (same start ticks)."""
+    out = []
+    for p, ticks in known.items():
+        st = _proc_stat(p)
+        if st and st[0] not in ("Z", "X") and _start_ticks(p) == ticks:
+            out.append(p)
+    return sorted(out)
+
+
 def _start_ticks(pid):
     """Field 22 of /proc/<pid>/stat (clock ticks after boot): a pid and its start time name
     one process; a pid alone may have been reused by another since."""
@@ -576,13 +610,19 @@ def stop(spec):
     if _proc_stat(pid) is not None and not _leader_is_ours(pid, run_dir):
         return {"signals": [], "left": [], "note": "pid %d is no longer this run's" % pid}
     sent = []
+    escaped = {}  # type: dict
 
-    def signal_all(sig):
+    def left():
+        if _members(pid):
+            _escaped(pid, escaped)
+        return sorted(set(_members(pid)) | set(_alive_as(escaped)))
+
+    def signal_all(sig, also_escaped):
         try:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-        for p in _members(pid):
+        for p in _members(pid) + (_alive_as(escaped) if also_escaped else []):
             try:
                 os.kill(p, sig)
             except (ProcessLookupError, PermissionError):
@@ -592,26 +632,27 @@ def stop(spec):
     def wait_gone(limit_s):
         end = time.monotonic() + limit_s
         while time.monotonic() < end:
-            if not _members(pid):
+            if not left():
                 return True
             time.sleep(0.05)
-        return not _members(pid)
+        return not left()
 
     if not _members(pid):
         return {"signals": [], "left": [], "exit_code": _read_exit_code(run_dir)}
+    _escaped(pid, escaped)
     # the watch (any controller's) reads this and says "stopped by ...", not "crash"
     _write_atomic(os.path.join(run_dir, STOP_REQUEST_FILE),
                   json.dumps({"by": str(spec.get("by") or "dfctl stop"), "time_s": time.time(), "grace_s": grace_s,
                               "successor": spec.get("successor")}))
-    signal_all(signal.SIGTERM)
+    signal_all(signal.SIGTERM, also_escaped=False)
     if not wait_gone(grace_s):
-        signal_all(signal.SIGKILL)
+        signal_all(signal.SIGKILL, also_escaped=True)
         wait_gone(10)
     # give the wrapper a moment to record the exit code when it outlived SIGTERM
     end = time.monotonic() + 2
     while _read_exit_code(run_dir) is None and time.monotonic() < end and "SIGKILL" not in sent:
         time.sleep(0.05)
-    return {"signals": sent, "left": _members(pid), "exit_code": _read_exit_code(run_dir)}
+    return {"signals": sent, "left": left(), "exit_code": _read_exit_code(run_dir)}
 
 
 PTRACE_DENIED_WORDS = ("Permission denied", "Operation not permitted", "os error 1)", "os error 13)")

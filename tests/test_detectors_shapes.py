@@ -631,3 +631,23 @@ def test_jittors_memory_overflow_is_an_oom_and_its_nan_ratios_are_not_a_nan():
                "memory instead. This may cause low performance.",
                " name: temp is_device: 0 used:     0 B(-nan(ind)%) unused:     0 B(-nan(ind)%) total:     0 B"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_a_task_the_coordination_service_lost_to_missed_heartbeats_is_a_hang_and_its_settings_are_not():
+    """XLA's coordination service (JAX, TF, torch-xla pods) sets a task that stopped
+    heartbeating to ERROR (pasted EleutherAI/architecture-objective#26: the trainer's steps,
+    minutes of silence, then task 37's heartbeat timeout); the timeout's settings, a
+    connected task are no hang."""
+    lost = ["I1115 16:00:39.451247 140641718562816 trainer.py:501] Training: step 198",
+            "2022-11-15 16:03:15.140058: E external/org_tensorflow/tensorflow/core/distributed_runtime/coordination/"
+            "coordination_service.cc:954] /job:jax_worker/replica:0/task:37 has been set to ERROR in coordination "
+            "service: UNAVAILABLE: Task /job:jax_worker/replica:0/task:37 heartbeat timeout. This indicates that the "
+            "remote task has failed, got preempted, or crashed unexpectedly."]
+    (f,) = [f for f in _final(lost) if f.kind == "hang"]
+    assert "/job:jax_worker/replica:0/task:37" in f.summary and "heartbeats" in f.summary, f.summary
+    assert f.line == 2
+    healthy = ["JAX_COORDINATION_SERVICE_HEARTBEAT_TIMEOUT_SECONDS=1200 JAX_RPC_TIMEOUT_MS=600000",
+               "jax.distributed.initialize(coordinator_address='10.0.0.1:1234', heartbeat_timeout_seconds=100)",
+               "I1115 16:00:01.000000 1 client.cc:129] Connected to distributed JAX controller",
+               "step=1 loss=2.0", "step=2 loss=1.9"]
+    assert _kinds(_final(healthy)) == []

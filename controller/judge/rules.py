@@ -421,6 +421,14 @@ RULES: tuple[TextRule, ...] = (
                                     r".{0,300}?(?:[Tt]imed? ?out|[Tt]imeout)"),
       HANG, CRIT, "a distributed operation timed out (its exception says so)", H.HINT_NCCL_TIMEOUT,
       ("timeout", "timed out")),
+    # the coordination service of XLA's distributed runtime (JAX, TF, torch-xla on GPU/TPU pods): a task
+    # that stopped heartbeating is set to ERROR (tsl/distributed_runtime/coordination/coordination_service.cc,
+    # the file the pasted EleutherAI/architecture-objective#26 names); the task hung, died or was preempted
+    R("coordination-heartbeat", _rx(r"Task (?P<task>/job:[\w/:.-]+) heartbeat timeout\b"), HANG, CRIT,
+      "the coordination service lost task {task}: it missed its heartbeats (the task hung, died or was preempted)",
+      "the named task's own log says why it stopped (an earlier error, an OOM kill, a preemption); a long compile or "
+      "a stalled host can also miss heartbeats (jax.distributed.initialize(heartbeat_timeout_seconds=...))",
+      ("heartbeat timeout",)),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,

@@ -651,3 +651,18 @@ def test_a_task_the_coordination_service_lost_to_missed_heartbeats_is_a_hang_and
                "I1115 16:00:01.000000 1 client.cc:129] Connected to distributed JAX controller",
                "step=1 loss=2.0", "step=2 loss=1.9"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_a_pooled_allocators_failed_cudamalloc_is_an_oom_that_names_the_call_and_its_settings_are_not():
+    """MXNet's pooled storage manager reports a failed cudaMalloc (pasted
+    msracver/Flow-Guided-Feature-Aggregation#16): the summary names the call, not the
+    driver's CUresult it never printed; its pool settings stay quiet."""
+    line = ("[19:45:05] /home/travis/build/dmlc/mxnet-distro/mxnet-build/dmlc-core/include/dmlc/logging.h:308: "
+            "[19:45:05] src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory")
+    (f,) = [f for f in _final(["step=1 loss=2.0", line]) if f.kind == "oom"]
+    assert "cudaMalloc failed: out of memory" in f.summary, f.summary
+    driver = "failed to alloc 8589934592 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory"
+    assert any("CUDA_ERROR_OUT_OF_MEMORY" in f.summary for f in _final([driver]) if f.kind == "oom")
+    healthy = ["MXNET_GPU_MEM_POOL_TYPE=Round MXNET_GPU_MEM_POOL_RESERVE=5 (cudaMalloc pooled)",
+               "step=1 loss=2.0", "step=2 loss=1.9"]
+    assert _kinds(_final(healthy)) == []

@@ -688,3 +688,35 @@ def test_an_xla_check_failure_with_its_native_stack_trace_is_a_crash_unless_some
     assert len(crashes) == 1 and crashes[0].startswith("RuntimeError"), crashes
     healthy = ["print_stack_trace_on_error: false", "faulthandler: will dump a stack trace on SIGSEGV"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_darknets_progress_line_names_its_values_after_them_and_a_nan_average_is_a_nan_loss():
+    """Darknet prints `<batch>: <loss>, <avg> avg, <rate> rate, ...` (pjreddie/darknet
+    examples/detector.c; forks `avg loss ... hours left`): value first, name after. A NaN
+    running average is a NaN loss; `Region 16 Avg IOU: nan ... count: 0` (a yolo layer with
+    no object in the batch, pasted pjreddie/darknet#1605) is not one."""
+    healthy = ["Region 16 Avg IOU: nan, Class: nan, Obj: nan, No Obj: 0.000000, .5R: nan, .75R: nan,  count: 0",
+               "Region 23 Avg IOU: 0.639112, Class: 0.744758, Obj: 0.902147, No Obj: 0.001049, .5R: 1.000000,  count: 3",
+               "13738: 0.784552, 0.891405 avg, 0.001000 rate, 4.505440 seconds, 13738 images",
+               " 181: 590.941345, 834.728516 avg loss, 0.000000 rate, 1.937414 seconds, 11584 images, 17.97 hours left"]
+    assert _kinds(_final(healthy)) == []
+    for line in (" 182: -nan, -nan avg loss, 0.000000 rate, 2.011170 seconds, 11648 images, 17.923213 hours left",
+                 "13739: nan, nan avg, 0.001000 rate, 4.383639 seconds, 13739 images",
+                 "1203, 12.031: inf, inf avg, 0.100000 rate, 0.5 seconds, 76992 images"):
+        (f,) = _final(healthy + [line])
+        assert f.kind == "nan" and "avg loss" in f.summary, (line, f.summary)
+
+
+def test_torch_xlas_pod_launcher_prefix_is_peeled_so_its_workers_traceback_is_read():
+    """torch_xla's xla_dist logs every worker line as `<time> <ip> [<ordinal>] <line>` (its
+    `_get_logger` format; pasted huggingface/transformers#7803): a traceback under it, cut
+    off in its frames, is a crash, and the worker's ordinal is the line's key."""
+    from controller.judge.repair import peel
+    assert peel("2020-10-14 14:14:33 10.164.0.60 [2] Traceback (most recent call last):") == (
+        "10.164.0.60 [2]", "Traceback (most recent call last):")
+    tb = ["2020-10-14 14:14:33 10.164.0.60 [2] Traceback (most recent call last):",
+          '2020-10-14 14:14:33 10.164.0.60 [2]   File "/home/dev/train.py", line 111, in <module>',
+          "2020-10-14 14:14:33 10.164.0.60 [2]     prediction_loss_only=True,"]
+    assert _kinds(_final(tb)) == ["crash"]
+    healthy = ["2020-10-14 14:14:30 10.164.0.60 [2] step 100 loss 2.31", "version 10.1.0.2 [3] ready"]
+    assert _kinds(_final(healthy)) == []

@@ -388,7 +388,7 @@ RULES: tuple[TextRule, ...] = (
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
-      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("check fail", "error")),
+      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("exception in device",)),
     R("nccl-work-timeout", _rx(r"Timeout at NCCL work: (?P<seq>\d+)"), HANG, CRIT,
       "NCCL collective timed out (Timeout at NCCL work {seq})", H.HINT_NCCL_TIMEOUT, ("timeout",)),
     R("nccl-watchdog-died", _rx(r"Process group watchdog thread terminated with exception|Exception raised from "
@@ -517,6 +517,13 @@ RULES: tuple[TextRule, ...] = (
     R("glog-check-trace", _rx(r"Check failure stack trace: \*\*\*"), CRASH, CRIT,
       "a C++ CHECK failed (glog printed its check failure stack trace): the process aborts", H.HINT_ABORT,
       ("check failure stack",), secondary=True),
+    # pytorch/xla's XLA_CHECK (third_party/xla_client/debug_macros.h:9, `TF_CHECK(c) << "\n" <<
+    # tensorflow::CurrentStackTrace()`) streams 'Check failed: ...' and the native stack into an ErrorGenerator
+    # that throws it as std::runtime_error (tf_logging.h:36-52, tf_logging.cc:8-15); CurrentStackTrace opens with
+    # this line. Secondary: the Python-side RuntimeError or the abort that follows names the death better
+    R("native-stack-trace", _rx(r"^\s*\*\*\* Begin stack trace \*\*\*\s*$"), CRASH, CRIT,
+      "a C++ check failed (its native stack trace is printed): the client raised it as an exception",
+      H.HINT_ABORT, ("begin stack trace",), secondary=True),
     R("c10-error-frames", _rx(r"^frame #0: c10::Error::Error\("), CRASH, CRIT,
       "a C++ exception (c10::Error) was raised: its frames are printed, its message is above them", H.HINT_CRASH,
       ("c10::error",), secondary=True),
@@ -560,7 +567,11 @@ RULES: tuple[TextRule, ...] = (
       H.HINT_LAUNCHER, ("srun: error",)),
     R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
-    R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,
+    # the type's name ends at its closing quote -- or where another thread's log line was written into it
+    # (`'std::runtime_error2020-11-22 07:04:51.678732: E ...`, the quote on the next line): C++ type names
+    # hold no spaces and no glued date
+    R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[A-Za-z_][\w:<>,]*?)"
+                              r"(?='|\d{4}-\d\d-\d\d|\s|$)"), CRASH, CRIT,
       "C++ exception terminated the process: {what}", H.HINT_ABORT, ("terminate called",), secondary=True),
     R("terminate-other", _rx(r"terminate called (?:without an active exception|recursively)"), CRASH, CRIT,
       "std::terminate ended the process (a C++ thread or exception misuse)", H.HINT_ABORT, ("terminate called",),

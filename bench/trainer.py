@@ -562,8 +562,10 @@ class Bench:
                                      for t in ("", "-r2", "-r3")})
                 for r in range(int(os.environ.get("LK_REPEAT", "1"))):
                     tag = f"-r{r + 1}" if r else ""
-                    for name in (f"lk-triton{tag}-1gpu", f"lk-triton-cdt{tag}-1gpu"):
-                        self.e2e_group([(name, both, "0", [0])], 240, 60, steps, sampler)
+                    names = (f"lk-triton{tag}-1gpu", f"lk-triton-cdt{tag}-1gpu")
+                    for name in names[1:] if os.environ.get("LK_CDT_ONLY") == "1" else names:
+                        self.e2e_group([(name, both, "0", [0])], float(os.environ.get("LK_CDT_S", "240")), 60,
+                                       steps, sampler)
             # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline
             #     ratio with the faster drafter (the target's share of a step grows)
             if cuda and want("compiled-seq"):

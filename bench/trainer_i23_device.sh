@@ -16,13 +16,16 @@ if [ "${I23_BENCH:-1}" = 1 ]; then
     bash bench/trainer_device.sh --only "${I23_PHASES:-micro-eager,lk-cdt}" --steps ${I23_STEPS:-45}
 fi
 if [ "${I23_EVAL:-1}" = 1 ]; then
-  { timeout 100 python3 -m trainer --config tiny --device cuda --data /tmp/e/data-tiny --synthetic-samples 400 \
+  { [ "${I23_TINY:-1}" = 1 ] && timeout 100 python3 -m trainer --config tiny --device cuda --data /tmp/e/data-tiny --synthetic-samples 400 \
       --run-dir /tmp/e/run-tiny --steps 80 --eval-fraction 0.05 --eval-every 80 --log-every 10 2>&1 | tail -4
-    timeout 60 python3 bench/trainer_eval_probe.py /tmp/e/run-tiny /tmp/e/data-tiny --eval-fraction 0.05 --rows 8
+    [ "${I23_TINY:-1}" = 1 ] && timeout 60 python3 bench/trainer_eval_probe.py /tmp/e/run-tiny /tmp/e/data-tiny --eval-fraction 0.05 --rows 8
     D=/tmp/b/data-bench-1b; [ -d $D ] || D=/tmp/e/data-bench-1b
     timeout 200 python3 -m trainer --config bench-1b --device cuda --data $D --synthetic-samples 1500 \
       --run-dir /tmp/e/run-1b --steps 40 --eval-fraction 0.01 --eval-every 40 --log-every 10 2>&1 | tail -4
-    timeout 150 python3 bench/trainer_eval_probe.py /tmp/e/run-1b $D --eval-fraction 0.01 --rows 4
+    [ "${I23_PROBE:-1}" = 1 ] && timeout 150 python3 bench/trainer_eval_probe.py /tmp/e/run-1b $D --eval-fraction 0.01 --rows 4
+    # the tool with the run's decode settings, everything else from the checkpoint
+    timeout 150 python3 -m trainer.eval_decode /tmp/e/run-1b --prompts $D --json --num-prompts 4 \
+      --max-new-tokens 32 --max-prompt-tokens 8160
   } 2>&1 | tee "$OUT/eval-probe.log"
   grep -h eval_accept /tmp/e/run-*/metrics.jsonl > "$OUT/eval-metrics.jsonl" 2>/dev/null
 fi

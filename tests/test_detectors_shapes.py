@@ -720,3 +720,20 @@ def test_torch_xlas_pod_launcher_prefix_is_peeled_so_its_workers_traceback_is_re
     assert _kinds(_final(tb)) == ["crash"]
     healthy = ["2020-10-14 14:14:30 10.164.0.60 [2] step 100 loss 2.31", "version 10.1.0.2 [3] ready"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_the_frameworks_own_nan_checks_are_a_nan_and_the_exception_a_crash():
+    """TensorFlow's histogram summary (`Nan in summary histogram for: conv2/activations`),
+    JAX's jax_debug_nans (`FloatingPointError: invalid value (nan) encountered in jit(...)`)
+    and torch's clip_grad_norm_(error_if_nonfinite=True) raise on a NaN: the NaN is the
+    finding, and the exception that ended the run a crash."""
+    for line in ("InvalidArgumentError (see above for traceback): Nan in summary histogram for: conv2/activations",
+                 "FloatingPointError: invalid value (nan) encountered in jit(train_step)",
+                 "RuntimeError: The total norm of order 2.0 for gradients from `parameters` is non-finite, so it "
+                 "cannot be clipped. To disable this error and scale the gradients by the non-finite norm anyway, "
+                 "set `error_if_nonfinite=False`"):
+        assert _kinds(_final([line])) == ["crash", "nan"], line
+    healthy = ["RuntimeWarning: invalid value encountered in divide", "tf.summary.histogram('weights', w)",
+               "clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)",
+               "WARNING: the gradients of 3 parameters are non-finite, so they were zeroed"]
+    assert _kinds(_final(healthy)) == []

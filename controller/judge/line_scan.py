@@ -74,9 +74,11 @@ STARTUP_NONFINITE_NORM_RECORDS = 20
 torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
 NaN/Inf and it is still healthy; past this many it is not a search."""
 
-_EXC_IN_LINE = re.compile(r"(?:^|[\s:])(?:[a-z_]\w*\.)*([A-Za-z]\w*(?:Error|Exception)):\s+(\S.*)$")
+_EXC_IN_LINE = re.compile(r"(?:^|[\s:])(?:[a-z_]\w*\.)*([A-Za-z]\w*(?:Error|Exception))"
+                          r"(?: \(see above for traceback\))?:\s+(\S.*)$")
 """`FloatingPointError: Loss became infinite or NaN at iteration=166!` -- an exception named in
-the line a NaN/hang rule read (also behind another word: `Runtime Error: floatingPointError: ...`)."""
+the line a NaN/hang rule read (also behind another word: `Runtime Error: floatingPointError: ...`;
+and in TensorFlow 1.x's re-raise, `InvalidArgumentError (see above for traceback): Nan in ...`)."""
 ZERO_LOSS_NAN_NORM_RECORDS = 2
 """Records whose loss reads exactly 0 while the gradient norm is NaN/Inf: the fp16 scaler's
 start-up search overflows the gradients of a finite loss; a loss of 0.0 beside a NaN norm

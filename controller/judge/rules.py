@@ -440,6 +440,21 @@ RULES: tuple[TextRule, ...] = (
                        r"|contain Inf/NaN\. Training has diverged|\bfound (?:NaN|Inf) in local\b", re.I), NAN, CRIT,
       "loss is NaN/Inf", H.HINT_NAN,
       ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf", "had inf")),
+    # the frameworks' own NaN checks, raised as exceptions: TensorFlow's HistogramSummaryOp (tensorflow/core/kernels/
+    # summary_op.cc, `errors::InvalidArgument("Nan in summary histogram for: ", name())`, and "Infinity in ..."),
+    # JAX's jax_debug_nans (jax/interpreters/xla.py check_nans, `FloatingPointError(f"invalid value (nan)
+    # encountered in {name}")`), torch's clip_grad_norm_(error_if_nonfinite=True) (torch/nn/utils/clip_grad.py,
+    # "The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be clipped")
+    R("framework-nan-check", _rx(r"\b(?P<what>Nan|Infinity) in summary histogram for: (?P<tag>\S+)"
+                                 r"|invalid value \((?P<jax>nan|inf)\) encountered in (?P<fn>\S+)"
+                                 r"|for gradients from `parameters` is non-finite, so it cannot be clipped"),
+      NAN, CRIT, lambda m, line: (
+          f"a weight or activation is {'NaN' if m.group('what') == 'Nan' else 'Inf'} (TensorFlow's summary "
+          f"histogram {m.group('tag')})" if m.group("what") else
+          f"JAX's NaN check: invalid value ({m.group('jax')}) in {m.group('fn')}" if m.group("jax") else
+          "the gradient norm is NaN/Inf (clip_grad_norm_ refused to clip it)"),
+      H.HINT_NAN, ("nan in summary", "infinity in summary", "(nan) encountered", "(inf) encountered",
+                   "non-finite, so")),
     R("grad-scale-small", _rx(r"grad_scale is too small|Grad scale is small|Invalid loss, terminating training"), NAN, CRIT,
       "loss is NaN/Inf (the trainer stopped on it: grad scale collapsed / invalid loss)", H.HINT_NAN,
       ("grad_scale is too small", "grad scale is small", "terminating training")),

@@ -22,6 +22,8 @@ still leaves what it measured:
      --compile-target: today's loss pass (--loss-kernel inductor) beside the Triton one
      (--loss-kernel triton); opt-in extras `lk-budget` (Triton, --token-budget 73728) and
      `lk-autotune` (Triton, --compile-mode max-autotune-no-cudagraphs)
+  4e. opt-in `lk-cdt`: the Triton run beside the same run with inductor's coordinate-descent
+     tuning (TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1), LK_REPEAT times
 tok/s from metrics.jsonl over steps 11..N; the first steps' losses are compared across the
 sequential / pipeline / split runs (they must be identical: a run is a function of
 (seed, step)).
@@ -379,6 +381,7 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.deadline = time.time() + args.budget_s
         self.jsonl = Path(args.jsonl) if args.jsonl else self.work / "trainer-bench.jsonl"
+        self.job_env: dict[str, dict[str, str]] = {}    # a run's own environment on top of ours (lk-cdt)
         self.results: dict = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
                               "torch": torch.__version__, "e2e": [], "micro": {}}
 
@@ -403,7 +406,7 @@ class Bench:
         procs = []
         t0 = time.time()
         for name, argv, visible in jobs:
-            env = dict(os.environ, WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
+            env = dict(os.environ, WANDB_MODE="disabled", PYTHONUNBUFFERED="1", **self.job_env.get(name, {}))
             if visible is not None:
                 env["CUDA_VISIBLE_DEVICES"] = visible
             log = open(self.work / f"log-{name}.txt", "w")
@@ -550,6 +553,19 @@ class Bench:
                                                                    "--loss-kernel", "triton",
                                                                    "--compile-mode", "max-autotune-no-cudagraphs"],
                                  "0", [0])], 300, 60, steps, sampler)
+            # 4e. opt-in (`--only lk-cdt`): the Triton run beside the same run with inductor's
+            #     coordinate-descent tuning of its generated kernels (norms, SwiGLU, RoPE, casts),
+            #     A B A B (LK_REPEAT); torch/_inductor/config.py reads the environment variable
+            if cuda and only and "lk-cdt" in only:
+                both = dev + ["--compile-drafter", "--compile-target", "--loss-kernel", "triton"]
+                self.job_env.update({f"lk-triton-cdt{t}-1gpu": {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1"}
+                                     for t in ("", "-r2", "-r3")})
+                for r in range(int(os.environ.get("LK_REPEAT", "1"))):
+                    tag = f"-r{r + 1}" if r else ""
+                    names = (f"lk-triton{tag}-1gpu", f"lk-triton-cdt{tag}-1gpu")
+                    for name in names[1:] if os.environ.get("LK_CDT_ONLY") == "1" else names:
+                        self.e2e_group([(name, both, "0", [0])], float(os.environ.get("LK_CDT_S", "240")), 60,
+                                       steps, sampler)
             # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline
             #     ratio with the faster drafter (the target's share of a step grows)
             if cuda and want("compiled-seq"):
@@ -630,7 +646,7 @@ def main() -> int:
     ap.add_argument("--curve-steps", type=int, default=150, help="steps of each learning-curve run (phase curve)")
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
-    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq,loss-kernel (default all); split-compiled, micro-eager, lk-budget, lk-autotune only when named")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq,loss-kernel (default all); split-compiled, micro-eager, lk-budget, lk-autotune, lk-cdt only when named")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)

@@ -108,6 +108,24 @@ def all_cmdlines() -> list[bytes]:
     return out
 
 
+def live_processes_of_run(run_id: str) -> list[tuple[int, int]]:
+    """(pid, session id) of every live (not zombie) process whose environment names the run
+    (DFCTL_RUN_ID, which the launcher sets and every child inherits)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            env = open(f"/proc/{name}/environ", "rb").read()
+            raw = open(f"/proc/{name}/stat", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        f = raw[raw.rfind(")") + 2:].split()
+        if f[0] not in ("Z", "X") and f"DFCTL_RUN_ID={run_id}".encode() in env.split(b"\0"):
+            out.append((int(name), int(f[3])))
+    return out
+
+
 def session_members(sid: int) -> list[int]:
     """Live (non-zombie) processes whose session or process group is sid."""
     out = []

@@ -20,6 +20,7 @@ from tests.deploy_support import (
     SLOW_DEPLOY,
     all_cmdlines,
     dfctl,
+    live_processes_of_run,
     make_project,
     only_error_doc,
     ticker_playbook,
@@ -48,20 +49,8 @@ connect_timeout_s = {timeout_s}
 
 def live_pids_of_run(run_id: str) -> list[int]:
     """Host-side scan (the CT shares the host's pid table): live processes of this run on
-    this session's rig."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            env = open(f"/proc/{name}/environ", "rb").read()
-            state = open(f"/proc/{name}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"DFCTL_RUN_ID={run_id}".encode() in env.split(b"\0") and state != b"Z" \
-                and owned_by_this_session(int(name)):     # not another xdist worker's run of that id
-            out.append(int(name))
-    return out
+    this session's rig (not another xdist worker's run of that id)."""
+    return [pid for pid, _ in live_processes_of_run(run_id) if owned_by_this_session(pid)]
 
 
 def test_trainer_in_ct_deploy_launch_redeploy_stop(rig, rig_host, tmp_path, capsys, monkeypatch):

@@ -19,7 +19,7 @@ from controller.ship.deploy import deploy_bundle, resolve_workdir
 from controller.ship.launch import launch_run, stop_run
 from controller.store.runstore import RunRecord
 from controller.transport.local import LocalTransport
-from tests.deploy_support import make_project, ticker_playbook, wait_for
+from tests.deploy_support import live_processes_of_run, make_project, ticker_playbook, wait_for
 
 WANDB_PROGRAM = r'''
 import argparse, os, signal, subprocess, sys, time
@@ -44,23 +44,6 @@ while True:
 '''
 
 
-def _live_of_run(run_id: str) -> list[tuple[int, int]]:
-    """(pid, session id) of every live process whose environment names the run."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            env = open(f"/proc/{name}/environ", "rb").read()
-            raw = open(f"/proc/{name}/stat", "rb").read().decode(errors="replace")
-        except OSError:
-            continue
-        f = raw[raw.rfind(")") + 2:].split()
-        if f[0] not in ("Z", "X") and f"DFCTL_RUN_ID={run_id}".encode() in env.split(b"\0"):
-            out.append((int(name), int(f[3])))
-    return out
-
-
 @pytest.mark.parametrize("stubborn", [False, True], ids=["wandb-service", "sigterm-ignoring-child"])
 def test_stop_waits_for_and_ends_what_left_the_runs_session(tmp_path, stubborn):
     root = make_project(tmp_path / "proj", extra_files={"ticker/__main__.py": WANDB_PROGRAM.encode()})
@@ -71,7 +54,7 @@ def test_stop_waits_for_and_ends_what_left_the_runs_session(tmp_path, stubborn):
     log = os.path.join(run.run_dir, "train.log")
     wait_for(lambda: os.path.exists(log) and "step 3" in open(log, errors="replace").read(), timeout_s=120,
              what="the program's third step after wandb.init")
-    escaped = wait_for(lambda: [p for p, sid in _live_of_run(run.run_id) if sid != run.pid],
+    escaped = wait_for(lambda: [p for p, sid in live_processes_of_run(run.run_id) if sid != run.pid],
                        timeout_s=30, what="a process of the run in a session of its own")
     assert escaped
 
@@ -79,5 +62,5 @@ def test_stop_waits_for_and_ends_what_left_the_runs_session(tmp_path, stubborn):
                     run_dir=run.run_dir, pid=run.pid, release_id=run.release_id, state="running")
     res = stop_run(t, pb.target, rec, grace_s=5)
     assert res["left"] == [], res
-    assert _live_of_run(run.run_id) == []
+    assert live_processes_of_run(run.run_id) == []
     assert res["signals"] == (["SIGTERM", "SIGKILL"] if stubborn else ["SIGTERM"]), res

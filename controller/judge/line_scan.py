@@ -74,9 +74,11 @@ STARTUP_NONFINITE_NORM_RECORDS = 20
 torch 2**16) and halves once per overflowing step, so a run's first ~16 records can all be
 NaN/Inf and it is still healthy; past this many it is not a search."""
 
-_EXC_IN_LINE = re.compile(r"(?:^|[\s:])(?:[a-z_]\w*\.)*([A-Za-z]\w*(?:Error|Exception)):\s+(\S.*)$")
+_EXC_IN_LINE = re.compile(r"(?:^|[\s:])(?:[a-z_]\w*\.)*([A-Za-z]\w*(?:Error|Exception))"
+                          r"(?: \(see above for traceback\))?:\s+(\S.*)$")
 """`FloatingPointError: Loss became infinite or NaN at iteration=166!` -- an exception named in
-the line a NaN/hang rule read (also behind another word: `Runtime Error: floatingPointError: ...`)."""
+the line a NaN/hang rule read (also behind another word: `Runtime Error: floatingPointError: ...`;
+and in TensorFlow 1.x's re-raise, `InvalidArgumentError (see above for traceback): Nan in ...`)."""
 ZERO_LOSS_NAN_NORM_RECORDS = 2
 """Records whose loss reads exactly 0 while the gradient norm is NaN/Inf: the fp16 scaler's
 start-up search overflows the gradients of a finite loss; a loss of 0.0 beside a NaN norm
@@ -322,6 +324,7 @@ LINE_WORDS = (
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储", "cancelled at",
+    "exception in device", "stack trace",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -559,7 +562,7 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         hit = Hit("nan", "critical", "loss is NaN/Inf (the progress bar's running loss)", H.HINT_NAN)
         b.add(b.make(hit, i, [b.rep[i].raw]), i)
         return True
-    row = line.replace("|", " ").split()
+    row = _LIST_CELL.sub(_list_cell_value, line).replace("|", " ").split()
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
     if len(row) == 2 and row[0].isdigit() and i > 0:
@@ -623,6 +626,20 @@ YOLO from v3 to v11 prints them so)."""
 _TENSOR_NAN = re.compile(r"^\s*tensor\(\[?[-+]?(?:nan|inf)\b")
 _TENSOR_FINITE = re.compile(r"^\s*tensor\(\[?[-+]?\d")
 _FINITE = re.compile(r"^[-+]?\d+\.\d+(?:[eE][-+]?\d+)?$")
+_LIST_NUMBER = r"[-+]?(?:\d[\d.]*(?:[eE][-+]?\d+)?|nan|inf)"
+_LIST_CELL = re.compile(r"\[\s*(" + _LIST_NUMBER + r"(?:\s*,\s*" + _LIST_NUMBER + r")*)\s*\]", re.I)
+"""A table cell that is a printed list of numbers: DeepXDE's `Step  Train loss  Test loss
+Test metric` table prints each loss as `[5.47e+03, 1.20e-01]` (deepxde/display.py
+`list_to_str`, `"[{:s}]".format(", ".join(...))`, one list per column): one cell however
+many members it has, so the rows line up with the header."""
+
+
+def _list_cell_value(m: re.Match) -> str:
+    """One token for a list cell: `nan` (or `inf`) when a member is non-finite, else the
+    first member (a finite value of the column)."""
+    members = [v.strip().lower() for v in m.group(1).split(",")]
+    bad = [v for v in members if v.lstrip("+-") in ("nan", "inf")]
+    return bad[0] if bad else members[0]
 _IGNORED_COLUMN = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]")
 
 

@@ -66,9 +66,27 @@ _RUNNING_AVG = re.compile(r"(?<![\w.])(?P<key>(?:[A-Za-z]+[ _])?loss)['\"]?\s*[:
 """timm/fairseq-style `Loss: 2.3412 (nan)`: the value, then its running average in parentheses."""
 
 
+_VALUE = r"[-+]?(?:nan|inf|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+_DARKNET_PROGRESS = re.compile(r"(?:^|[\s|\]])(?:\d+(?:, \d+\.\d+)?: )?(?P<loss>" + _VALUE + r"), (?P<avg>" + _VALUE
+                               + r") avg(?: loss)?, " + _VALUE + r" rate\b", re.I)
+"""Darknet's progress line names its values AFTER them: `<batch>: <loss>, <avg> avg, <rate> rate,
+<s> seconds, <n> images` (pjreddie/darknet examples/detector.c:136 at 56d69e7, `printf("%ld: %f, %f
+avg, %f rate, %lf seconds, %d images\\n", ...)`; the classifier's `%d, %.3f: %f, %f avg, ...` with the
+epoch; later forks print `avg loss` and `hours left`; the batch number is optional: a line-number
+prefix remover (repair.py) may take `1234: ` for one). glibc prints a NaN float as `nan`/`-nan`. The
+`Region 82 Avg IOU: -nan ... count: 0` lines beside it are a yolo layer without objects in the batch
+-- they name no loss, so they never count."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
+    for m in _DARKNET_PROGRESS.finditer(line):
+        for key, group in (("avg loss", "avg"), ("loss", "loss")):
+            v = m.group(group).lower()
+            if v.lstrip("+-") in ("nan", "inf"):
+                out.append(NonFinite(key=key, value=v, is_loss=True))
+                break
     for m in _RUNNING_AVG.finditer(line):
         if not _IGNORED_KEY.match(m.group("key")):
             out.append(NonFinite(key=m.group("key") + " (average)", value=m.group("val").lower(), is_loss=True))

@@ -4,7 +4,9 @@ around it.
 Logs reach dfctl as people capture them: through launchers that prefix every line
 (torchrun `[rank3]:` / `[default0]:`, Ray `(task, pid=3369) `, mpirun `[1,0]<stderr>:`,
 srun `0: `, docker compose `trainer-1  | `, `kubectl logs --prefix` `[pod/NAME/C] `,
-journald `Dec 02 13:00:00 host python[41234]: `), loggers that put a timestamp and a level
+torch_xla's pod launcher `<time> 10.164.0.60 [2] ` (torch_xla/distributed/xla_dist.py
+`_get_logger`: `'%(asctime)-12s %(clientip)s [%(ordinal)s] %(message)s'`), journald
+`Dec 02 13:00:00 host python[41234]: `), loggers that put a timestamp and a level
 first (`[2026-12-01 15:44:52,260] [WARNING] [file.py:213:func]`, glog `W1201
 15:45:39.195000 18174 path:1028]`, loguru `2026-12-02 13:00:00.123 | INFO | m:f:42 - `),
 pastes quoted with markdown `> `, indented four spaces (a markdown code block) or
@@ -33,6 +35,7 @@ _KEY_PREFIX = re.compile(
     r"|\d{1,4}: (?=\s*\S)"                                   # srun --label (indented lines too)
     r"|[a-z0-9][\w.-]*[-_.]\d+ +\| "                         # docker compose: `trainer-1  | `, `train_1  | `
     r"|\[pod/[\w.-]+/[\w.-]+\] "                             # kubectl logs --prefix: `[pod/NAME/CONTAINER] `
+    r"|\d{1,3}(?:\.\d{1,3}){3} \[\d+\] "                     # torch_xla's xla_dist: `<time> <ip> [<ordinal>] `
     r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+\[\d+\]: "  # journal
 )
 _NOISE_PREFIX = re.compile(

@@ -400,7 +400,7 @@ RULES: tuple[TextRule, ...] = (
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
-      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("check fail", "error")),
+      "torch_xla: an exception in device {dev}", H.HINT_CRASH, ("exception in device",)),
     R("nccl-work-timeout", _rx(r"Timeout at NCCL work: (?P<seq>\d+)"), HANG, CRIT,
       "NCCL collective timed out (Timeout at NCCL work {seq})", H.HINT_NCCL_TIMEOUT, ("timeout",)),
     R("nccl-watchdog-died", _rx(r"Process group watchdog thread terminated with exception|Exception raised from "
@@ -460,6 +460,21 @@ RULES: tuple[TextRule, ...] = (
                        r"|contain Inf/NaN\. Training has diverged|\bfound (?:NaN|Inf) in local\b", re.I), NAN, CRIT,
       "loss is NaN/Inf", H.HINT_NAN,
       ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf", "had inf")),
+    # the frameworks' own NaN checks, raised as exceptions: TensorFlow's HistogramSummaryOp (tensorflow/core/kernels/
+    # summary_op.cc, `errors::InvalidArgument("Nan in summary histogram for: ", name())`, and "Infinity in ..."),
+    # JAX's jax_debug_nans (jax/interpreters/xla.py check_nans, `FloatingPointError(f"invalid value (nan)
+    # encountered in {name}")`), torch's clip_grad_norm_(error_if_nonfinite=True) (torch/nn/utils/clip_grad.py,
+    # "The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be clipped")
+    R("framework-nan-check", _rx(r"\b(?P<what>Nan|Infinity) in summary histogram for: (?P<tag>\S+)"
+                                 r"|invalid value \((?P<jax>nan|inf)\) encountered in (?P<fn>\S+)"
+                                 r"|for gradients from `parameters` is non-finite, so it cannot be clipped"),
+      NAN, CRIT, lambda m, line: (
+          f"a weight or activation is {'NaN' if m.group('what') == 'Nan' else 'Inf'} (TensorFlow's summary "
+          f"histogram {m.group('tag')})" if m.group("what") else
+          f"JAX's NaN check: invalid value ({m.group('jax')}) in {m.group('fn')}" if m.group("jax") else
+          "the gradient norm is NaN/Inf (clip_grad_norm_ refused to clip it)"),
+      H.HINT_NAN, ("nan in summary", "infinity in summary", "(nan) encountered", "(inf) encountered",
+                   "non-finite, so")),
     R("grad-scale-small", _rx(r"grad_scale is too small|Grad scale is small|Invalid loss, terminating training"), NAN, CRIT,
       "loss is NaN/Inf (the trainer stopped on it: grad scale collapsed / invalid loss)", H.HINT_NAN,
       ("grad_scale is too small", "grad scale is small", "terminating training")),
@@ -537,6 +552,13 @@ RULES: tuple[TextRule, ...] = (
     R("glog-check-trace", _rx(r"Check failure stack trace: \*\*\*"), CRASH, CRIT,
       "a C++ CHECK failed (glog printed its check failure stack trace): the process aborts", H.HINT_ABORT,
       ("check failure stack",), secondary=True),
+    # pytorch/xla's XLA_CHECK (third_party/xla_client/debug_macros.h:9, `TF_CHECK(c) << "\n" <<
+    # tensorflow::CurrentStackTrace()`) streams 'Check failed: ...' and the native stack into an ErrorGenerator
+    # that throws it as std::runtime_error (tf_logging.h:36-52, tf_logging.cc:8-15); CurrentStackTrace opens with
+    # this line. Secondary: the Python-side RuntimeError or the abort that follows names the death better
+    R("native-stack-trace", _rx(r"^\s*\*\*\* Begin stack trace \*\*\*\s*$"), CRASH, CRIT,
+      "a C++ check failed (its native stack trace is printed): the client raised it as an exception",
+      H.HINT_ABORT, ("begin stack trace",), secondary=True),
     R("c10-error-frames", _rx(r"^frame #0: c10::Error::Error\("), CRASH, CRIT,
       "a C++ exception (c10::Error) was raised: its frames are printed, its message is above them", H.HINT_CRASH,
       ("c10::error",), secondary=True),
@@ -580,7 +602,11 @@ RULES: tuple[TextRule, ...] = (
       H.HINT_LAUNCHER, ("srun: error",)),
     R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
-    R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[^']+)'"), CRASH, CRIT,
+    # the type's name ends at its closing quote -- or where another thread's log line was written into it
+    # (`'std::runtime_error2020-11-22 07:04:51.678732: E ...`, the quote on the next line): C++ type names
+    # hold no spaces and no glued date
+    R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[A-Za-z_][\w:<>,]*?)"
+                              r"(?='|\d{4}-\d\d-\d\d|\s|$)"), CRASH, CRIT,
       "C++ exception terminated the process: {what}", H.HINT_ABORT, ("terminate called",), secondary=True),
     R("terminate-other", _rx(r"terminate called (?:without an active exception|recursively)"), CRASH, CRIT,
       "std::terminate ended the process (a C++ thread or exception misuse)", H.HINT_ABORT, ("terminate called",),

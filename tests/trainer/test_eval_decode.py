@@ -126,3 +126,32 @@ def test_inference_mask_matches_dflash_past_the_window(trained, tmp_path, dflash
     training.share_target_weights(target.embed_weight, target.lm_head_weight)
     diff = (ours(training) - theirs["logits"]).abs().amax(dim=(1, 2))
     assert diff[0].item() <= 1e-5 and diff[2:].min().item() > 1e-3
+
+
+def test_the_tools_figures_are_the_runs_own_on_its_checkpoint(tiny_data, tmp_path, capsys):
+    """`python -m trainer.eval_decode RUN_DIR` with no split flags: the held-out split, the
+    seed and the batching come from the checkpoint, so the training-time estimate is the
+    run's eval_accept_len (the same samples, the same anchors), and with the run's decode
+    settings the decoded figure is the run's eval_accept_len_decode. Before, it scored the
+    first 16 rows of the whole dataset with 512 anchors each: another number (on the GPU a
+    bench run's 4.583 read 1.000)."""
+    run_dir = tmp_path / "run"
+    result = run_in_process(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(run_dir),
+                             "--steps", "20", "--log-every", "10", "--eval-fraction", "0.1", "--eval-every", "20",
+                             "--seed", "3", "--device", "cpu", "--sequential"])
+    assert result.exit_code == 0
+    recorded = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    run_eval = [r for r in recorded if "eval_accept_len" in r][-1]
+    capsys.readouterr()
+    assert eval_decode.main([str(run_dir), "--prompts", str(tiny_data), "--device", "cpu", "--json",
+                             "--num-prompts", "4", "--max-new-tokens", "32", "--max-prompt-tokens", "224"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["eval_fraction"], doc["seed"]) == (0.1, 3)
+    assert doc["estimate_rows"] > doc["prompts"] == 4
+    assert doc["eval_accept_len"] == pytest.approx(run_eval["eval_accept_len"], abs=1e-9)
+    assert doc["eval_accept_len_decode"] == pytest.approx(run_eval["eval_accept_len_decode"], abs=1e-9)
+    # another seed is another split and other anchors: the figure is not a constant
+    assert eval_decode.main([str(run_dir), "--prompts", str(tiny_data), "--device", "cpu", "--json",
+                             "--seed", "4", "--num-prompts", "1", "--max-new-tokens", "8"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["seed"] == 4 and other["eval_accept_len"] != doc["eval_accept_len"]

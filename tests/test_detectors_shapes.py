@@ -665,6 +665,7 @@ def test_a_pooled_allocators_failed_cudamalloc_is_an_oom_that_names_the_call_and
     assert any("CUDA_ERROR_OUT_OF_MEMORY" in f.summary for f in _final([driver]) if f.kind == "oom")
     healthy = ["MXNET_GPU_MEM_POOL_TYPE=Round MXNET_GPU_MEM_POOL_RESERVE=5 (cudaMalloc pooled)",
                "step=1 loss=2.0", "step=2 loss=1.9"]
+    assert _kinds(_final(healthy)) == []
 
 
 def test_a_table_cell_printed_as_a_list_is_one_cell_and_its_nan_a_nan_loss():

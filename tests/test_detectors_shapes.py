@@ -633,6 +633,41 @@ def test_jittors_memory_overflow_is_an_oom_and_its_nan_ratios_are_not_a_nan():
     assert _kinds(_final(healthy)) == []
 
 
+def test_a_task_the_coordination_service_lost_to_missed_heartbeats_is_a_hang_and_its_settings_are_not():
+    """XLA's coordination service (JAX, TF, torch-xla pods) sets a task that stopped
+    heartbeating to ERROR (pasted EleutherAI/architecture-objective#26: the trainer's steps,
+    minutes of silence, then task 37's heartbeat timeout); the timeout's settings, a
+    connected task are no hang."""
+    lost = ["I1115 16:00:39.451247 140641718562816 trainer.py:501] Training: step 198",
+            "2022-11-15 16:03:15.140058: E external/org_tensorflow/tensorflow/core/distributed_runtime/coordination/"
+            "coordination_service.cc:954] /job:jax_worker/replica:0/task:37 has been set to ERROR in coordination "
+            "service: UNAVAILABLE: Task /job:jax_worker/replica:0/task:37 heartbeat timeout. This indicates that the "
+            "remote task has failed, got preempted, or crashed unexpectedly."]
+    (f,) = [f for f in _final(lost) if f.kind == "hang"]
+    assert "/job:jax_worker/replica:0/task:37" in f.summary and "heartbeats" in f.summary, f.summary
+    assert f.line == 2
+    healthy = ["JAX_COORDINATION_SERVICE_HEARTBEAT_TIMEOUT_SECONDS=1200 JAX_RPC_TIMEOUT_MS=600000",
+               "jax.distributed.initialize(coordinator_address='10.0.0.1:1234', heartbeat_timeout_seconds=100)",
+               "I1115 16:00:01.000000 1 client.cc:129] Connected to distributed JAX controller",
+               "step=1 loss=2.0", "step=2 loss=1.9"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_pooled_allocators_failed_cudamalloc_is_an_oom_that_names_the_call_and_its_settings_are_not():
+    """MXNet's pooled storage manager reports a failed cudaMalloc (pasted
+    msracver/Flow-Guided-Feature-Aggregation#16): the summary names the call, not the
+    driver's CUresult it never printed; its pool settings stay quiet."""
+    line = ("[19:45:05] /home/travis/build/dmlc/mxnet-distro/mxnet-build/dmlc-core/include/dmlc/logging.h:308: "
+            "[19:45:05] src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory")
+    (f,) = [f for f in _final(["step=1 loss=2.0", line]) if f.kind == "oom"]
+    assert "cudaMalloc failed: out of memory" in f.summary, f.summary
+    driver = "failed to alloc 8589934592 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory"
+    assert any("CUDA_ERROR_OUT_OF_MEMORY" in f.summary for f in _final([driver]) if f.kind == "oom")
+    healthy = ["MXNET_GPU_MEM_POOL_TYPE=Round MXNET_GPU_MEM_POOL_RESERVE=5 (cudaMalloc pooled)",
+               "step=1 loss=2.0", "step=2 loss=1.9"]
+    assert _kinds(_final(healthy)) == []
+
+
 def test_a_table_cell_printed_as_a_list_is_one_cell_and_its_nan_a_nan_loss():
     """DeepXDE's table prints each column as a list (`[5.47e+03]`, `[1.2e-01, 3.4e+00]`,
     deepxde/display.py list_to_str; pasted lululxvi/deepxde#491): a list is one cell, so its

@@ -109,7 +109,11 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs; the rule "
                 "also reads a CUDA allocation call named with 'out of memory' after it (cudaMalloc, cudaHostAlloc, "
                 "cuMemAlloc, hipMalloc: MXNet's pooled storage, MindSpore's pinned arena, pasted "
-                "mindspore-ai/mindspore#172)"),
+                "mindspore-ai/mindspore#172); MXNet's is GPUPooledStorageManager::Alloc's LOG(FATAL) << \"cudaMalloc failed: \" "
+                "(and \"cudaMalloc retry failed: \" after releasing its pool) << cudaGetErrorString (apache/mxnet "
+                "src/storage/pooled_storage_manager.h, the 1.x version the code index serves by content: line not "
+                "counted; at 4ed3f3b158abb301514e856f1235be1bfe662269 the file had only 'Memory allocation failed.'; "
+                "pasted msracver/Flow-Guided-Feature-Aggregation#16)"),
     Source("tf-device-alloc-failed", "TensorFlow (CUDA, ROCm stream executors)",
            "failed to allocate 7.35G (7889485824 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY / hipError_t(1002)",
            note="source not read (tensorflow/stream_executor/{cuda,rocm}/*_driver.cc, which the pasted logs name); "

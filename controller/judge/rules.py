@@ -103,6 +103,18 @@ def _cuda_error_oom(m: re.Match, line: str) -> str:
     return f"CUDA OOM{' on GPU ' + g.group(1) if g else ''} ({m.group(0)})"
 
 
+_ALLOC_CALL = re.compile(r"\b(cudaMalloc|cudaHostAlloc|cuMemAlloc|hipMalloc)\w*")
+
+
+def _cuda_alloc_oom(m: re.Match, line: str) -> str:
+    """Name what failed: the driver's CUresult, or the allocation call a framework's pool
+    reports (MXNet's `cudaMalloc retry failed: out of memory`), as the user will search it."""
+    if "CUDA_ERROR_OUT_OF_MEMORY" in m.group(0):
+        return "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)"
+    call = _ALLOC_CALL.search(m.group(0))
+    return f"CUDA OOM ({call.group(1)} failed: out of memory)" if call else "CUDA OOM (an allocation failed: out of memory)"
+
+
 def _shell_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
     """bash: `script.sh: line 3: 4242 Segmentation fault      (core dumped) python train.py`."""
     d = death_by_signal(SIGNAL_BY_WORD[m.group("what").lower()])
@@ -241,7 +253,7 @@ RULES: tuple[TextRule, ...] = (
       ("ran out of memory",)),
     R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cudaHostAlloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
                              r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
-      "CUDA OOM (the driver's CUDA_ERROR_OUT_OF_MEMORY)", H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
+      _cuda_alloc_oom, H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
     R("tf-device-alloc-failed", _rx(r"failed to allocate (?P<size>[\d.]+\s?[KMGT]i?B?) \(\d+ bytes\) from device"), OOM, CRIT,
       "TensorFlow could not allocate {size} on the device (CUDA/ROCm out of memory)", H.HINT_ACCEL_OOM,
       ("from device",)),
@@ -421,6 +433,14 @@ RULES: tuple[TextRule, ...] = (
                                     r".{0,300}?(?:[Tt]imed? ?out|[Tt]imeout)"),
       HANG, CRIT, "a distributed operation timed out (its exception says so)", H.HINT_NCCL_TIMEOUT,
       ("timeout", "timed out")),
+    # the coordination service of XLA's distributed runtime (JAX, TF, torch-xla on GPU/TPU pods): a task
+    # that stopped heartbeating is set to ERROR (tsl/distributed_runtime/coordination/coordination_service.cc,
+    # the file the pasted EleutherAI/architecture-objective#26 names); the task hung, died or was preempted
+    R("coordination-heartbeat", _rx(r"Task (?P<task>/job:[\w/:.-]+) heartbeat timeout\b"), HANG, CRIT,
+      "the coordination service lost task {task}: it missed its heartbeats (the task hung, died or was preempted)",
+      "the named task's own log says why it stopped (an earlier error, an OOM kill, a preemption); a long compile or "
+      "a stalled host can also miss heartbeats (jax.distributed.initialize(heartbeat_timeout_seconds=...))",
+      ("heartbeat timeout",)),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,

@@ -52,6 +52,7 @@ from trainer.data import ArrowDataset, BucketPlan  # noqa: E402
 from trainer.model import Drafter, load_target  # noqa: E402
 from trainer.pipeline import BatchingSpec, BatchPositions, host_batch_for, host_tensors, run_target  # noqa: E402
 from trainer.replicas import DrafterReplicas  # noqa: E402
+from trainer.step_profile import streams_summary  # noqa: E402
 from trainer.synth import write_dataset  # noqa: E402
 
 PEAK_BF16_TFLOPS = 989.0   # H100/H200 SXM dense bf16, datasheet
@@ -436,6 +437,9 @@ class Bench:
         gpus_of = {n: g for n, _, _, g in runs}
         for name, rc, wall in done:
             r = summarise_run(name, rc, wall, parse_run(self.work / f"run-{name}"), sampler, gpus_of[name])
+            traces = sorted((self.work / f"run-{name}" / "profile").glob("trace-*.json.gz"))
+            if traces:            # --profile-steps: what the trace's CUDA streams did (trainer/step_profile.py)
+                r["streams"] = streams_summary(traces[0]).to_dict()
             self.results["e2e"].append(r)
             self.record("e2e", r)
 
@@ -566,6 +570,19 @@ class Bench:
                     for name in names[1:] if os.environ.get("LK_CDT_ONLY") == "1" else names:
                         self.e2e_group([(name, both, "0", [0])], float(os.environ.get("LK_CDT_S", "240")), 60,
                                        steps, sampler)
+            # 4f. opt-in (`--only streams`): the Triton run beside the same run with the drafter
+            #     on a high-priority stream (--drafter-stream high), A B A B (LK_REPEAT); each
+            #     traced by torch.profiler over the 3 steps after its timed window
+            #     (--profile-steps), so the trace's streams say where an e2e step's time goes
+            if cuda and only and "streams" in only:
+                both = dev + ["--compile-drafter", "--compile-target", "--loss-kernel", "triton",
+                              "--profile-steps", f"{steps + 1}:{steps + 3}"]
+                for r in range(int(os.environ.get("LK_REPEAT", "1"))):
+                    tag = f"-r{r + 1}" if r else ""
+                    for name, extra in ((f"lk-triton{tag}-1gpu", []),
+                                        (f"lk-triton-hiprio{tag}-1gpu", ["--drafter-stream", "high"])):
+                        self.e2e_group([(name, both + extra, "0", [0])], float(os.environ.get("LK_CDT_S", "200")),
+                                       60, steps + 3, sampler)
             # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline
             #     ratio with the faster drafter (the target's share of a step grows)
             if cuda and want("compiled-seq"):
@@ -589,6 +606,8 @@ class Bench:
                               ("lk-triton-tb73728-1gpu", "lk-inductor-1gpu", "triton_tb73728_over_inductor_loss_e2e"),
                               ("lk-triton-r2-1gpu", "lk-inductor-r2-1gpu", "triton_loss_over_inductor_loss_e2e_r2"),
                               ("lk-triton-autotune-1gpu", "lk-inductor-1gpu", "triton_autotune_over_inductor_loss_e2e"),
+                              ("lk-triton-hiprio-1gpu", "lk-triton-1gpu", "high_priority_drafter_over_default_e2e"),
+                              ("lk-triton-hiprio-r2-1gpu", "lk-triton-r2-1gpu", "high_priority_drafter_over_default_e2e_r2"),
                               ("pipe-split-compiled", "seq-split-compiled", "split_compiled_pipeline_over_sequential")):
             if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):
                 ratios[key] = by[num]["tok_per_s"] / by[den]["tok_per_s"]
@@ -646,7 +665,7 @@ def main() -> int:
     ap.add_argument("--curve-steps", type=int, default=150, help="steps of each learning-curve run (phase curve)")
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
-    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq,loss-kernel (default all); split-compiled, micro-eager, lk-budget, lk-autotune, lk-cdt only when named")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq,loss-kernel (default all); split-compiled, micro-eager, lk-budget, lk-autotune, lk-cdt, streams only when named")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)

@@ -31,5 +31,5 @@ timeout -k 5 ${BENCH_TIMEOUT_S:-500} python3 bench/trainer.py --out /tmp/b --bud
   --jsonl "$OUT/trainer-bench.jsonl" "$@" 2>&1 | tee "$OUT/bench.log"
 cp /tmp/b/trainer-bench.json "$OUT/" 2>/dev/null
 wait
-tar -C /tmp/b -cf "$OUT/logs.tar" --exclude='data-*' --exclude='checkpoints' .
+tar -C /tmp/b -cf "$OUT/logs.tar" --exclude='data-*' --exclude='checkpoints' --exclude='trace-*.json.gz' .
 tar -C /tmp -cf "$OUT/smi.tar" smi

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from . import checkpoint, resume_source
+from . import checkpoint, resume_source, step_profile
 from .config import FULL, PRESETS, SLIDING, SLIDING_MASKS, ConfigError, RunConfig, get_preset, with_overrides
 from .data import ArrowDataset, BucketPlan, DataError, split_eval_rows
 from .loss import LOSS_KERNELS
@@ -35,6 +35,7 @@ from .synth import write_dataset
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_SIGTERM = 0, 1, 2, 143
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+DRAFTER_STREAMS = ("default", "high")      # --drafter-stream
 RECOMPILE_LIMIT = 16    # deliberate: dynamic-shape flex/drafter graphs settle within a few; more is a storm
 
 
@@ -62,6 +63,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--loss-kernel", choices=LOSS_KERNELS, default="inductor",
                     help="CUDA: the loss's pass over the logits through inductor (default) or as one in-place Triton "
                          "kernel (trainer/loss_kernel.py: 11 %% faster per chunk, no faster end to end on an H200)")
+    ap.add_argument("--drafter-stream", choices=DRAFTER_STREAMS, default="default",
+                    help="CUDA: the drafter's steps on the device's default stream, or on a high-priority one so "
+                         "that the target's kernels (their own stream) fill the gaps instead of contending")
+    ap.add_argument("--profile-steps", type=_profile_steps, default=None, metavar="A:B",
+                    help="torch.profiler over optimizer steps A..B: a trace and a kernel table in <run-dir>/profile")
     ap.add_argument("--grad-checkpointing", action="store_true", help="recompute draft layers in backward")
     ap.add_argument("--checkpoint-every", type=int, default=0, help="save every N steps (0: only on SIGTERM/end)")
     resume_how = ap.add_mutually_exclusive_group()
@@ -99,6 +105,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--init-drafter", default=None,
                     help="start from a DFlash drafter directory (trainer.export's or the reference's) to fine-tune")
     return ap.parse_args(argv)
+
+
+def _profile_steps(text: str) -> tuple[int, int]:
+    try:
+        return step_profile.parse_steps(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -473,6 +486,9 @@ def build(args: argparse.Namespace) -> Session:
     target_devices = _device_list(args.target_devices, kind, default_index)
     drafter_devices = _device_list(args.drafter_devices, kind, default_index)
     cuda = kind == "cuda"
+    if args.drafter_stream != "default" and len(drafter_devices) > 1:
+        raise ConfigError(f"--drafter-stream {args.drafter_stream}: one drafter replica only "
+                          f"(--drafter-devices {args.drafter_devices} names {len(drafter_devices)})")
     dtype = getattr(torch, tc.dtype) if cuda else torch.float32
     if cuda:
         import importlib
@@ -559,7 +575,26 @@ def start(s: Session) -> None:
                                   devices=s.target_devices + s.drafter_devices, wandb_logger=s.wandb_logger,
                                   enabled=s.rank == 0, first_record_extra=s.resumed)
     s.term.install()
+    if s.args.drafter_stream == "high" and s.drafter_devices[0].type == "cuda":
+        _drafter_on_high_priority_stream(s.drafter_devices, s.out)
     s.pipeline.start()
+
+
+def _drafter_on_high_priority_stream(devices: list[torch.device], out) -> None:
+    """--drafter-stream high: the step loop's (this thread's) current stream on each drafter
+    device becomes a high-priority one. Everything this thread launches after -- steps,
+    metrics, evaluation, checkpoints -- runs on it, in order; the new stream first waits for
+    what the default stream has queued (the weights' initialisation). One replica only
+    (build refuses more): replica threads would launch on their own default streams, out of
+    order with this thread's optimizer step."""
+    for dev in devices:
+        with torch.cuda.device(dev):
+            # a number past the range maps to the highest priority (torch/cuda/streams.py Stream)
+            stream = torch.cuda.Stream(device=dev, priority=-100)
+            stream.wait_stream(torch.cuda.current_stream(dev))
+            torch.cuda.set_stream(stream)
+    out(f"[stream] drafter steps on a high-priority stream (priority {getattr(stream, 'priority', '?')}; "
+        "the target's stream: 0, the lowest)")
 
 
 def save(s: Session, step: int) -> None:
@@ -580,13 +615,19 @@ def train_loop(s: Session) -> tuple[int, int]:
     args = s.args
     step = s.start_step
     exit_code = EXIT_OK
+    profiler = step_profile.StepProfiler(args.profile_steps, s.run_dir, s.drafter_devices[0].type == "cuda",
+                                         s.out) if args.profile_steps and s.rank == 0 else None
     while step < args.steps:
+        if profiler is not None:
+            profiler.before(step + 1)
         t0 = time.perf_counter()
         batches = s.pipeline.next_step_batches()
         wait = time.perf_counter() - t0
         with launch_guard(_compiled(args)):
             metrics = s.replicas.step(batches)
         step += 1
+        if profiler is not None:
+            profiler.after(step)
         if step == s.start_step + 1 and s.rank == 0:
             milestone("first_step")
         evaluation = evaluate(s) if args.eval_every and step % args.eval_every == 0 else None
@@ -608,6 +649,8 @@ def train_loop(s: Session) -> tuple[int, int]:
             if not saved:
                 save(s, step)
             break
+    if profiler is not None:
+        profiler.stop()              # the run ended inside the window: what was traced is written
     if s.world > 1:
         _check_ranks_agree(s.replicas, s.out)
     s.out(f"[done] steps={step} exit_code={exit_code}")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.trainer.conftest import ROOT, run_in_process, trainer_cmd
-from trainer import train
+from trainer import step_profile, train
 from trainer.config import get_preset
 from trainer.data import ArrowDataset, make_host_batch
 from trainer.model import Drafter, load_target
@@ -266,3 +266,43 @@ def test_mask_token_id_comes_from_the_flag_else_the_tokenizer(tmp_path):
     (other / "tokenizer_config.json").write_text(json.dumps({"mask_token": "[M]"}))
     assert train.tokenizer_mask_id(other) == 7
     assert train.tokenizer_mask_id(tmp_path / "nothing") is None
+
+
+def test_profile_steps_traces_exactly_the_window_and_its_summary_reads_streams(tiny_data, tmp_path, capsys):
+    """--profile-steps 3:4 writes a trace holding those two steps' annotations (and no
+    other step's) and a kernel table; a bad window is refused naming the flag."""
+    result = run_in_process(["--config", "tiny", "--data", str(tiny_data), "--run-dir", str(tmp_path / "r"),
+                             "--steps", "6", "--log-every", "3", "--device", "cpu", "--sequential",
+                             "--profile-steps", "3:4"])
+    assert result.exit_code == 0
+    trace = tmp_path / "r" / "profile" / "trace-steps-3-4.json.gz"
+    import gzip
+
+    events = json.loads(gzip.open(trace, "rt").read())["traceEvents"]
+    steps = sorted({e["name"] for e in events if str(e.get("name", "")).startswith("dfctl_step_")})
+    assert steps == ["dfctl_step_3", "dfctl_step_4"]
+    assert "Self CPU" in (tmp_path / "r" / "profile" / "kernels-steps-3-4.txt").read_text()
+    assert step_profile.streams_summary(trace).steps == 2
+    with pytest.raises(SystemExit) as exc:
+        train.parse_args(["--data", "x", "--run-dir", "y", "--profile-steps", "5:2"])
+    assert exc.value.code == 2 and "--profile-steps '5:2'" in capsys.readouterr().err
+
+
+def test_streams_summary_counts_overlap_and_each_streams_busy_time(tmp_path):
+    """The kernel events of a trace as Kineto writes them (ph X, cat kernel, args.stream):
+    two streams that overlap for 30 us, one kernel run twice."""
+    import gzip
+
+    kernels = [("gemm", 7, 0, 100), ("gemm", 7, 150, 50), ("ce", 13, 70, 60), ("ce", 13, 300, 10)]
+    events = [{"ph": "X", "cat": "kernel", "name": n, "ts": t, "dur": d, "args": {"stream": s, "device": 0}}
+              for n, s, t, d in kernels]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 400, "args": {}})
+    path = tmp_path / "t.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump({"traceEvents": events}, fh)
+    s = step_profile.streams_summary(path)
+    assert s.per_stream_us == {7: 150.0, 13: 70.0}
+    assert s.busy_us == 100 + 50 + 10 + 30 - 0          # [0,130) [150,200) [300,310)
+    assert s.overlap_us == 30.0                          # [70,100)
+    assert s.window_us == 310.0
+    assert s.top_kernels[7] == [("gemm", 150.0)]

@@ -82,6 +82,32 @@ def drafter_flops(cfg, batch) -> float:
                           batch.anchors.float().cpu(), float((batch.labels != -100).sum()))
 
 
+def window_flops(cfg, data_dir: Path, first_seq: int, end_seq: int) -> tuple[float, int]:
+    """(model FLOPs, real target tokens) of the batches an e2e run trained on in its timed
+    window: seq first_seq .. end_seq - 1 of epoch 0, rebuilt here in the eager shapes (as
+    train.py's plan and positions make them for a one-GPU run, seed 0; the compiled mode's
+    extra padding is not counted, as in `micro`).
+
+    Why: the micro phase's FLOP per token comes from its first 4 drafter batches, all from
+    the two longest buckets (6 x 7040, 8 x 5888), where the drafter does 4.58 GFLOP a token;
+    a short bucket's batch (21 x 2176) does 14.3, and a run's window mixes them all (4.90 on
+    steps 11-35). tok/s x the micro constant therefore understates the work a window did;
+    this counts it batch by batch (the same FLOP functions, the same formula)."""
+    tc, dc = cfg.train, cfg.drafter
+    ds = ArrowDataset(data_dir)
+    plan = BucketPlan(ds, block_size=dc.block_size, token_budget=tc.token_budget, max_length=tc.max_length,
+                      num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples)
+    spec = BatchingSpec(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
+                        mask_token_id=dc.mask_token_id, seed=0, len_multiple=128, anchor_multiple=128 // dc.block_size)
+    pos = BatchPositions(plan, start_pos=0, world=1, rank=0, replicas=1)
+    flops, tokens = 0.0, 0
+    for seq in range(first_seq, end_seq):
+        hb = host_batch_for(ds, pos, spec, seq)
+        flops += target_flops(cfg, hb.lengths, hb.input_ids.shape[1]) + drafter_flops_host(cfg, hb)
+        tokens += hb.num_tokens
+    return flops, tokens
+
+
 def _drafter_flops(cfg, s, length, a, bk, anchors, n_valid) -> float:
     """Model FLOPs of one drafter fwd+bwd on the batch's (padded) shapes.
 
@@ -359,6 +385,7 @@ def summarise_run(name: str, rc, wall_s: float, recs: list[dict], sampler, gpus:
         tokens = sum(r["tok_per_s"] * r["step_time_s"] * (r["step"] - p["step"])
                      for p, r in zip([before] + measured[:-1], measured))
         out.update({"tok_per_s": tokens / (t_last - t_first), "step_time_s": (t_last - t_first) / steps_done,
+                    "window_steps": [before["step"] + 1, measured[-1]["step"]],
                     "data_wait_s": float(np.mean([r["data_wait_s"] for r in measured])),
                     "mem_peak_gib": max(r["mem_peak_gib"] for r in recs), "loss_first": recs[0]["loss"],
                     "loss_last": recs[-1]["loss"], "window_s": t_last - t_first,
@@ -437,6 +464,12 @@ class Bench:
         gpus_of = {n: g for n, _, _, g in runs}
         for name, rc, wall in done:
             r = summarise_run(name, rc, wall, parse_run(self.work / f"run-{name}"), sampler, gpus_of[name])
+            if "window_steps" in r and self.cuda:     # the window's own batches, counted (window_flops)
+                first, last = r["window_steps"]
+                flops, tokens = window_flops(self.cfg, self.data_dir, first - 1, last)
+                r["window_tflop"] = flops / 1e12
+                r["window_tokens_recounted"] = tokens       # equals tok/s x window_s when the batches are right
+                r["mfu_window"] = flops / r["window_s"] / 1e12 / PEAK_BF16_TFLOPS
             traces = sorted((self.work / f"run-{name}" / "profile").glob("trace-*.json.gz"))
             if traces:            # --profile-steps: what the trace's CUDA streams did (trainer/step_profile.py)
                 r["streams"] = streams_summary(traces[0]).to_dict()
@@ -461,7 +494,7 @@ class Bench:
     def main(self) -> int:
         cuda, args = self.cuda, self.args
         self.cfg_name = "bench-1b" if cuda else "tiny"
-        cfg = get_preset(self.cfg_name)
+        cfg = self.cfg = get_preset(self.cfg_name)
         n_gpu = torch.cuda.device_count() if cuda else 0
         setup: dict = {"config": self.cfg_name, "torch": torch.__version__, "budget_s": args.budget_s}
         if cuda:
@@ -583,6 +616,17 @@ class Bench:
                                         (f"lk-triton-hiprio{tag}-1gpu", ["--drafter-stream", "high"])):
                         self.e2e_group([(name, both + extra, "0", [0])], float(os.environ.get("LK_CDT_S", "200")),
                                        60, steps + 3, sampler)
+            # 4g. opt-in (`--only today-vs-best`): the issue's compiled run (`--compile-drafter`,
+            #     as filed: 42.9 %) beside the fastest (+ --compile-target, Triton loss pass),
+            #     A B A B (LK_REPEAT), each run's window counted batch by batch (mfu_window)
+            if cuda and only and "today-vs-best" in only:
+                best = dev + ["--compile-drafter", "--compile-target", "--loss-kernel", "triton"]
+                for r in range(int(os.environ.get("LK_REPEAT", "1"))):
+                    tag = f"-r{r + 1}" if r else ""
+                    for name, argv in ((f"compiled{tag}-1gpu", dev + ["--compile-drafter"]),
+                                       (f"lk-triton{tag}-1gpu", best)):
+                        self.e2e_group([(name, argv, "0", [0])], float(os.environ.get("LK_CDT_S", "200")), 60,
+                                       steps, sampler)
             # 4b. the same compiled work done sequentially on one GPU: the one-GPU pipeline
             #     ratio with the faster drafter (the target's share of a step grows)
             if cuda and want("compiled-seq"):
@@ -607,6 +651,8 @@ class Bench:
                               ("lk-triton-r2-1gpu", "lk-inductor-r2-1gpu", "triton_loss_over_inductor_loss_e2e_r2"),
                               ("lk-triton-autotune-1gpu", "lk-inductor-1gpu", "triton_autotune_over_inductor_loss_e2e"),
                               ("lk-triton-hiprio-1gpu", "lk-triton-1gpu", "high_priority_drafter_over_default_e2e"),
+                              ("lk-triton-1gpu", "compiled-1gpu", "best_over_issue_compiled_e2e"),
+                              ("lk-triton-r2-1gpu", "compiled-r2-1gpu", "best_over_issue_compiled_e2e_r2"),
                               ("lk-triton-hiprio-r2-1gpu", "lk-triton-r2-1gpu", "high_priority_drafter_over_default_e2e_r2"),
                               ("pipe-split-compiled", "seq-split-compiled", "split_compiled_pipeline_over_sequential")):
             if "tok_per_s" in by.get(num, {}) and "tok_per_s" in by.get(den, {}):
@@ -637,6 +683,9 @@ class Bench:
                 if "tok_per_s" in r:
                     r["mfu_datasheet"] = r["tok_per_s"] * flop_per_tok / 1e12 / PEAK_BF16_TFLOPS
                     ratios[f"{r['name']}_mfu_datasheet"] = r["mfu_datasheet"]
+        for r in res["e2e"]:
+            if "mfu_window" in r:
+                ratios[f"{r['name']}_mfu_window"] = r["mfu_window"]
         res["ratios"] = ratios
         self.record("summary", ratios)
         print("\n| run | rc | tok/s | step s | data wait s | peak GiB | busy | loss first->last | acc | accept_len |")
@@ -665,7 +714,7 @@ def main() -> int:
     ap.add_argument("--curve-steps", type=int, default=150, help="steps of each learning-curve run (phase curve)")
     ap.add_argument("--budget-s", type=float, default=495.0, help="overall wall-clock budget for all phases")
     ap.add_argument("--jsonl", default="", help="append each result here as it lands (default OUT/trainer-bench.jsonl)")
-    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq,loss-kernel (default all); split-compiled, micro-eager, lk-budget, lk-autotune, lk-cdt, streams only when named")
+    ap.add_argument("--only", default="", help="comma list of phases: split,micro,onegpu,compiled,compiled-target,compiled-seq,loss-kernel (default all); split-compiled, micro-eager, lk-budget, lk-autotune, lk-cdt, streams, today-vs-best only when named")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)       # internal: a child's one job
     ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--micro-json", default="", help=argparse.SUPPRESS)

@@ -24,7 +24,13 @@ still leaves what it measured:
      `lk-autotune` (Triton, --compile-mode max-autotune-no-cudagraphs)
   4e. opt-in `lk-cdt`: the Triton run beside the same run with inductor's coordinate-descent
      tuning (TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1), LK_REPEAT times
-tok/s from metrics.jsonl over steps 11..N; the first steps' losses are compared across the
+  4f. opt-in `streams`: the Triton run beside `--drafter-stream high`, each traced by
+     `--profile-steps` over the 3 steps after its window (trainer/step_profile.py)
+  4g. opt-in `today-vs-best`: the issue's `--compile-drafter` run beside the fastest
+     (`--compile-drafter --compile-target --loss-kernel triton`), LK_REPEAT times
+tok/s from metrics.jsonl over steps 11..N; MFU two ways: tok/s x the micro phase's FLOP per
+token (`mfu_datasheet`, as before) and the window's own batches counted (`mfu_window`,
+window_flops: the micro constant comes from the longest buckets only); the first steps' losses are compared across the
 sequential / pipeline / split runs (they must be identical: a run is a function of
 (seed, step)).
 """

@@ -772,3 +772,90 @@ def test_the_frameworks_own_nan_checks_are_a_nan_and_the_exception_a_crash():
                "clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)",
                "WARNING: the gradients of 3 parameters are non-finite, so they were zeroed"]
     assert _kinds(_final(healthy)) == []
+
+
+# -- issue 22, sixth round (OOM, NaN): shapes read from index-h's training-split pastes --------------
+
+
+def test_a_chinese_locales_killed_line_is_the_shells_report_of_a_sigkill():
+    """bash prints strsignal(SIGKILL) for a child the kernel killed; under a zh_CN locale glibc
+    translates `Killed` as `已杀死` (po/zh_CN.po; pasted danijar/dreamerv3#203, a replay buffer
+    that grew to the host's RAM): host OOM likely, and the run died. A script's own message
+    that it killed something is not the shell's report."""
+    found = _final(["Writing metrics: /home/u/logdir/dreamer/metrics.jsonl", "已杀死"])
+    assert _kinds(found) == ["crash", "oom"]
+    assert any(f.kind == "oom" and "SIGKILL" in f.summary and "已杀死" in f.summary for f in found)
+    healthy = ["已杀死服务器进程: 4242", "echo 进程已杀死", "step 10 loss 2.31"]
+    assert _kinds(_final(healthy)) == []
+
+
+TF_BFC_HEALTHY = [
+    "2021-03-18 20:49:10.101: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1406] Created TensorFlow device "
+    "(/job:localhost/replica:0/task:0/device:GPU:0 with 10758 MB memory)",
+    "2021-03-18 20:49:11.201: I tensorflow/core/common_runtime/bfc_allocator.cc:1004] total_region_allocated_bytes_: "
+    "55115776 memory_limit_: 55115776 available bytes: 0 curr_region_allocation_bytes_: 110231552",
+    "2021-03-18 20:49:11.301: I tensorflow/core/common_runtime/bfc_allocator.cc:420] A: ****____________",
+    "2021-03-18 20:49:12.347: W tensorflow/core/common_runtime/bfc_allocator.cc:245] Allocator (GPU_0_bfc) ran out "
+    "of memory trying to allocate 2.20GiB with freed_by_count=0. The caller indicates that this is not a failure, "
+    "but may mean that there could be performance gains if more memory were available."]
+
+
+def test_tensorflows_bfc_allocator_out_of_memory_report_in_its_older_wording_and_its_memory_dump():
+    """The BFC allocator, when no chunk can serve an allocation, logs why, DumpMemoryLog (its
+    `Bin (N)`, `Chunk/InUse at ... of size N` lines) and the occupancy bar (bfc_allocator.cc
+    AllocateRawInternal; TensorFlow 1.0 worded it `Ran out of memory trying to allocate 144.00MiB.
+    See logs for memory state.`, pasted aymericdamien/TensorFlow-Examples#38). A paste that holds
+    only the dump or the bar (pasted tensorflow/models#9809, faustomorales/keras-ocr#195) shows the
+    same failure. The region's accounting, a VLOG occupancy line and the no-failure retry warning
+    do not."""
+    assert _kinds(_final(TF_BFC_HEALTHY)) == []
+    for line in ("W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate "
+                 "144.00MiB.  See logs for memory state.",
+                 "2021-03-18 20:49:12.347509: W tensorflow/core/common_runtime/bfc_allocator.cc:439] *" + "_" * 99,
+                 "2022-02-11 12:56:42.783062: I tensorflow/core/common_runtime/bfc_allocator.cc:1066] InUse at "
+                 "703b01400 of size 256 next 159",
+                 "I tensorflow/core/common_runtime/bfc_allocator.cc:678] Chunk at 0x880 of size 256",
+                 "I tensorflow/core/common_runtime/bfc_allocator.cc:643] Bin (4096): \tTotal Chunks: 0, Chunks in "
+                 "use: 0 0B allocated for chunks."):
+        found = _final(TF_BFC_HEALTHY + [line])
+        assert _kinds(found) == ["oom"], line
+        assert any(f.kind == "oom" and f.summary.startswith("TensorFlow out of GPU memory") for f in found), line
+
+
+def test_tensorflows_dst_tensor_not_initialized_is_a_failed_gpu_allocation():
+    """gpu_util.cc PrepareCopy refuses a copy into a destination tensor that has bytes but no
+    buffer -- its GPU allocation failed: `InternalError: Dst tensor is not initialized.` is how a
+    TensorFlow graph reports running out of GPU memory while placing a constant or an input
+    (pasted aymericdamien/TensorFlow-Examples#38, beside the allocator's own report)."""
+    for line in ("W tensorflow/core/framework/op_kernel.cc:965] Internal: Dst tensor is not initialized.",
+                 "tensorflow.python.framework.errors_impl.InternalError: Dst tensor is not initialized."):
+        (f,) = [f for f in _final([line]) if f.kind == "oom"]
+        assert "Dst tensor is not initialized" in f.summary, f.summary
+    healthy = ["dst tensor shape: [4, 3], src tensor initialized from checkpoint", "copy to GPU:0 done"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_tensorflows_oom_hint_tells_a_resource_exhausted_error_even_alone():
+    """TensorFlow appends `Hint: If you want to see a list of allocated tensors when OOM happens,
+    add report_tensor_allocations_upon_oom to RunOptions ...` to a RESOURCE_EXHAUSTED status only;
+    torch-xla's XRT client logs it under an XLA compilation's HBM allocation report (pasted
+    pytorch/xla#1965) with no other wording of the failure. Setting the option is not a failure."""
+    line = ("2020-05-04 09:05:40.721206: E    1578 tensorflow/compiler/xla/xla_client/xla_util.cc:76] Hint: If you want "
+            "to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions "
+            "for current allocation info.")
+    assert _kinds(_final(["Allocation type: HLO temp", line])) == ["oom"]
+    healthy = ["run_options = tf.RunOptions(report_tensor_allocations_upon_oom=True)", "Allocation type: HLO temp"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_gaudi_bridges_failed_workspace_allocation_is_a_device_oom():
+    """Habana's PyTorch bridge raises `RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace
+    Allocation of size ::14493510400 failed!` when the HPU's memory cannot hold a graph's workspace
+    (pasted HabanaAI/Model-References#10, in loss.backward()): out of device memory, with its size."""
+    found = _final(["    Variable._execution_engine.run_backward(",
+                    "RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::14493510400 failed!"])
+    (f,) = [f for f in found if f.kind == "oom"]
+    assert "Gaudi" in f.summary and "13.50 GiB" in f.summary and "SYNHELPER" in f.summary, f.summary
+    healthy = ["MODULE:SYNHELPER workspace size ::268435456 reserved", "hpu: workspace allocation of size 256MB done"]
+    assert _kinds(_final(healthy)) == []
+

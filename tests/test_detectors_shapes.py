@@ -859,3 +859,14 @@ def test_a_gaudi_bridges_failed_workspace_allocation_is_a_device_oom():
     healthy = ["MODULE:SYNHELPER workspace size ::268435456 reserved", "hpu: workspace allocation of size 256MB done"]
     assert _kinds(_final(healthy)) == []
 
+
+def test_a_step_line_whose_only_value_is_nan_is_a_nan_loss():
+    """OpenSplat prints its loss as a step line's only value, `Step 101: 0.1734 (20%)` (`[20%]` in
+    later releases, no percentage in early ones; opensplat.cpp): `Step 101: nan (20%)` is a NaN
+    loss (pasted WebODM/OpenSplat#198, after Metal command-buffer errors). A step line that goes on
+    in words, or a finite value, is not."""
+    healthy = ["Step 100: 0.1734 (20%)", "Step 3: nan values in the input are dropped", "Iteration 7: 0.51"]
+    assert _kinds(_final(healthy)) == []
+    for line in ("Step 101: nan (20%)", "Step 110: -inf [22%]", "Step 10: nan", "iteration 40: inf"):
+        (f,) = _final(healthy + [line])
+        assert f.kind == "nan" and "only value" in f.summary, (line, f.summary)

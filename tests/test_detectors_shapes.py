@@ -870,3 +870,33 @@ def test_a_step_line_whose_only_value_is_nan_is_a_nan_loss():
     for line in ("Step 101: nan (20%)", "Step 110: -inf [22%]", "Step 10: nan", "iteration 40: inf"):
         (f,) = _final(healthy + [line])
         assert f.kind == "nan" and "only value" in f.summary, (line, f.summary)
+
+
+YOLO_NUMBERED = ["510       Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
+                 " 511      90/300        17G      1.757      1.015       0.96          1        640: 100%|██████████| "
+                 "278/278 [02:11<00:00,  2.11it/s]",
+                 " 512                    all       3141       1758      0.831      0.773      0.832      0.382",
+                 " 513 ",
+                 " 514       Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size"]
+
+
+def test_a_paste_with_its_editors_line_numbers_is_read_without_them():
+    """A paste copied with a gutter of line numbers (pasted ultralytics/ultralytics#19357: `516
+    91/300  17G  nan  nan ...`; `cat -n` puts a tab after the number): every line starts with a
+    number counting up by one, and a blank source line keeps its number alone. The readers see
+    the lines without the gutter, so the YOLO row's NaN losses are read; the evidence keeps the
+    line as pasted. A script's own `step value` series also counts up, but has no bare-number
+    line: its first column stays, and it is read as the series it is."""
+    nan_row = (" 515      91/300        17G        nan        nan        nan          2        640: 100%|██████████| "
+               "278/278 [02:11<00:00,  2.11it/s]")
+    assert _kinds(_final(YOLO_NUMBERED)) == []
+    (f,) = _final(YOLO_NUMBERED + [nan_row])
+    assert f.kind == "nan" and "box_loss = nan" in f.summary and f.evidence[-1] == nan_row, (f.summary, f.evidence)
+    cat_n = [f"{n:6d}\t{text}" for n, text in enumerate(
+        ["epoch 1 step 10", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
+         "RuntimeError: CUDA error: out of memory"], start=1)]
+    assert "oom" in _kinds(_final(cat_n))
+    series = ["1 0.5213", "2 0.4012", "3 0.3307", "4 nan"]
+    (f,) = _final(series)
+    assert f.kind == "nan" and "step 4" in f.summary, f.summary
+    assert _kinds(_final(series[:3])) == []

@@ -900,3 +900,22 @@ def test_a_paste_with_its_editors_line_numbers_is_read_without_them():
     (f,) = _final(series)
     assert f.kind == "nan" and "step 4" in f.summary, f.summary
     assert _kinds(_final(series[:3])) == []
+
+
+def test_vllms_kv_cache_too_small_for_one_sequence_is_an_oom():
+    """vLLM sizes its KV cache from the GPU memory left after the weights; when those blocks
+    hold fewer tokens than one max_model_len sequence it raises `ValueError: The model's max seq
+    len (29000) is larger than the maximum number of tokens that can be stored in KV cache
+    (23648)` (worker.py raise_if_cache_size_invalid; pasted vllm-project/vllm#10517, an RL or
+    serving start-up alike): the GPU memory is too small for the KV cache. The profiling report of
+    a start-up that fits is not a failure."""
+    healthy = ["Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB "
+               "kv_cache_size=3.81GiB gpu_memory_utilization=0.90",
+               "GPU blocks: 1952, # CPU blocks: 2048", "Maximum concurrency for 20000 tokens per request: 1.56x",
+               "INFO kv_cache_utils.py:756] GPU KV cache size: 36,864 tokens", "engine args: max_model_len=29000"]
+    assert _kinds(_final(healthy)) == []
+    line = ("ValueError: The model's max seq len (29000) is larger than the maximum number of tokens that can be stored "
+            "in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine.")
+    (f,) = [f for f in _final(healthy + [line]) if f.kind == "oom"]
+    assert "KV cache" in f.summary and "29000" in f.summary and "23648 tokens" in f.summary, f.summary

@@ -196,6 +196,13 @@ OOM_FAMILY: tuple[Source, ...] = (
                 "ultralytics/yolov5#11418, cszn/KAIR#127, WongKinYiu/yolov7#1036"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
+    Source("vllm-kv-too-small", "vLLM", "The model's max seq len (29000) is larger than the maximum number of tokens that "
+           "can be stored in KV cache (23648).", "AmberLJC/vllm-0.6.1", "vllm/worker/worker.py", 503,
+           "3cc5c8458bd2a2744b8392ab6aa311c645105655",
+           "raise_if_cache_size_invalid's second ValueError (the first, :498, is vllm-kv-oom's 'No available memory for "
+           "the cache blocks'): the blocks the profiled free memory allows hold fewer tokens than one max_model_len "
+           "sequence (a snapshot of vllm-project/vllm v0.6.1, as tests/corpus/cited/index.json's vllm-kv-cache cites; "
+           "pasted vllm-project/vllm#10517, QwenLM/Qwen3#295, basalam/product-catalog-generator#10)"),
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "
            "(vllm-kv-cache) cites it: vllm/worker/worker.py:498 with its commit"),
     Source("cpu-alloc", "PyTorch (host)", "DefaultCPUAllocator: can't allocate memory", "pytorch/pytorch",

@@ -335,6 +335,12 @@ RULES: tuple[TextRule, ...] = (
     R("ray-oom", _rx(r"(?:ray\.exceptions\.)?OutOfMemoryError: Task was killed due to the node running low on memory"),
       OOM, CRIT, "Ray killed a task: the node ran low on host memory (ray OutOfMemoryError)", H.HINT_HOST_OOM,
       ("low on memory",)),
+    R("vllm-kv-too-small", _rx(r"max seq len \((?P<need>\d+)\) is larger than the maximum number of tokens that can be "
+                               r"stored in KV cache(?: \((?P<have>\d+)\))?"), OOM, CRIT,
+      lambda m, line: ("not enough GPU memory for vLLM's KV cache: one sequence of max_model_len "
+                       f"{m.group('need')} tokens does not fit"
+                       + (f" (the memory left after the weights holds {m.group('have')} tokens)" if m.group("have") else "")),
+      H.HINT_ACCEL_OOM + "; vLLM: raise gpu_memory_utilization or lower max_model_len", ("kv cache",)),
     R("vllm-kv-oom", _rx(r"No available memory for the cache blocks|CUDA out of memory occurred when warming up"
                          r"|Insufficient memory for (?:the )?KV cache|not enough KV cache space"), OOM, CRIT,
       "inference engine out of GPU memory (KV cache / warm-up)", H.HINT_ACCEL_OOM,

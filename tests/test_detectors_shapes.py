@@ -772,3 +772,150 @@ def test_the_frameworks_own_nan_checks_are_a_nan_and_the_exception_a_crash():
                "clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)",
                "WARNING: the gradients of 3 parameters are non-finite, so they were zeroed"]
     assert _kinds(_final(healthy)) == []
+
+
+# -- issue 22, sixth round (OOM, NaN): shapes read from index-h's training-split pastes --------------
+
+
+def test_a_chinese_locales_killed_line_is_the_shells_report_of_a_sigkill():
+    """bash prints strsignal(SIGKILL) for a child the kernel killed; under a zh_CN locale glibc
+    translates `Killed` as `已杀死` (po/zh_CN.po; pasted danijar/dreamerv3#203, a replay buffer
+    that grew to the host's RAM): host OOM likely, and the run died. A script's own message
+    that it killed something is not the shell's report."""
+    found = _final(["Writing metrics: /home/u/logdir/dreamer/metrics.jsonl", "已杀死"])
+    assert _kinds(found) == ["crash", "oom"]
+    assert any(f.kind == "oom" and "SIGKILL" in f.summary and "已杀死" in f.summary for f in found)
+    healthy = ["已杀死服务器进程: 4242", "echo 进程已杀死", "step 10 loss 2.31"]
+    assert _kinds(_final(healthy)) == []
+
+
+TF_BFC_HEALTHY = [
+    "2021-03-18 20:49:10.101: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1406] Created TensorFlow device "
+    "(/job:localhost/replica:0/task:0/device:GPU:0 with 10758 MB memory)",
+    "2021-03-18 20:49:11.201: I tensorflow/core/common_runtime/bfc_allocator.cc:1004] total_region_allocated_bytes_: "
+    "55115776 memory_limit_: 55115776 available bytes: 0 curr_region_allocation_bytes_: 110231552",
+    "2021-03-18 20:49:11.301: I tensorflow/core/common_runtime/bfc_allocator.cc:420] A: ****____________",
+    "2021-03-18 20:49:12.347: W tensorflow/core/common_runtime/bfc_allocator.cc:245] Allocator (GPU_0_bfc) ran out "
+    "of memory trying to allocate 2.20GiB with freed_by_count=0. The caller indicates that this is not a failure, "
+    "but may mean that there could be performance gains if more memory were available."]
+
+
+def test_tensorflows_bfc_allocator_out_of_memory_report_in_its_older_wording_and_its_memory_dump():
+    """The BFC allocator, when no chunk can serve an allocation, logs why, DumpMemoryLog (its
+    `Bin (N)`, `Chunk/InUse at ... of size N` lines) and the occupancy bar (bfc_allocator.cc
+    AllocateRawInternal; TensorFlow 1.0 worded it `Ran out of memory trying to allocate 144.00MiB.
+    See logs for memory state.`, pasted aymericdamien/TensorFlow-Examples#38). A paste that holds
+    only the dump or the bar (pasted tensorflow/models#9809, faustomorales/keras-ocr#195) shows the
+    same failure. The region's accounting, a VLOG occupancy line and the no-failure retry warning
+    do not."""
+    assert _kinds(_final(TF_BFC_HEALTHY)) == []
+    for line in ("W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate "
+                 "144.00MiB.  See logs for memory state.",
+                 "2021-03-18 20:49:12.347509: W tensorflow/core/common_runtime/bfc_allocator.cc:439] *" + "_" * 99,
+                 "2022-02-11 12:56:42.783062: I tensorflow/core/common_runtime/bfc_allocator.cc:1066] InUse at "
+                 "703b01400 of size 256 next 159",
+                 "I tensorflow/core/common_runtime/bfc_allocator.cc:678] Chunk at 0x880 of size 256",
+                 "I tensorflow/core/common_runtime/bfc_allocator.cc:643] Bin (4096): \tTotal Chunks: 0, Chunks in "
+                 "use: 0 0B allocated for chunks."):
+        found = _final(TF_BFC_HEALTHY + [line])
+        assert _kinds(found) == ["oom"], line
+        assert any(f.kind == "oom" and f.summary.startswith("TensorFlow out of GPU memory") for f in found), line
+
+
+def test_tensorflows_dst_tensor_not_initialized_is_a_failed_gpu_allocation():
+    """gpu_util.cc PrepareCopy refuses a copy into a destination tensor that has bytes but no
+    buffer -- its GPU allocation failed: `InternalError: Dst tensor is not initialized.` is how a
+    TensorFlow graph reports running out of GPU memory while placing a constant or an input
+    (pasted aymericdamien/TensorFlow-Examples#38, beside the allocator's own report)."""
+    for line in ("W tensorflow/core/framework/op_kernel.cc:965] Internal: Dst tensor is not initialized.",
+                 "tensorflow.python.framework.errors_impl.InternalError: Dst tensor is not initialized."):
+        (f,) = [f for f in _final([line]) if f.kind == "oom"]
+        assert "Dst tensor is not initialized" in f.summary, f.summary
+    healthy = ["dst tensor shape: [4, 3], src tensor initialized from checkpoint", "copy to GPU:0 done"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_tensorflows_oom_hint_tells_a_resource_exhausted_error_even_alone():
+    """TensorFlow appends `Hint: If you want to see a list of allocated tensors when OOM happens,
+    add report_tensor_allocations_upon_oom to RunOptions ...` to a RESOURCE_EXHAUSTED status only;
+    torch-xla's XRT client logs it under an XLA compilation's HBM allocation report (pasted
+    pytorch/xla#1965) with no other wording of the failure. Setting the option is not a failure."""
+    line = ("2020-05-04 09:05:40.721206: E    1578 tensorflow/compiler/xla/xla_client/xla_util.cc:76] Hint: If you want "
+            "to see a list of allocated tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions "
+            "for current allocation info.")
+    assert _kinds(_final(["Allocation type: HLO temp", line])) == ["oom"]
+    healthy = ["run_options = tf.RunOptions(report_tensor_allocations_upon_oom=True)", "Allocation type: HLO temp"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_gaudi_bridges_failed_workspace_allocation_is_a_device_oom():
+    """Habana's PyTorch bridge raises `RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace
+    Allocation of size ::14493510400 failed!` when the HPU's memory cannot hold a graph's workspace
+    (pasted HabanaAI/Model-References#10, in loss.backward()): out of device memory, with its size."""
+    found = _final(["    Variable._execution_engine.run_backward(",
+                    "RuntimeError: FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::14493510400 failed!"])
+    (f,) = [f for f in found if f.kind == "oom"]
+    assert "Gaudi" in f.summary and "13.50 GiB" in f.summary and "SYNHELPER" in f.summary, f.summary
+    healthy = ["MODULE:SYNHELPER workspace size ::268435456 reserved", "hpu: workspace allocation of size 256MB done"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_step_line_whose_only_value_is_nan_is_a_nan_loss():
+    """OpenSplat prints its loss as a step line's only value, `Step 101: 0.1734 (20%)` (`[20%]` in
+    later releases, no percentage in early ones; opensplat.cpp): `Step 101: nan (20%)` is a NaN
+    loss (pasted WebODM/OpenSplat#198, after Metal command-buffer errors). A step line that goes on
+    in words, or a finite value, is not."""
+    healthy = ["Step 100: 0.1734 (20%)", "Step 3: nan values in the input are dropped", "Iteration 7: 0.51"]
+    assert _kinds(_final(healthy)) == []
+    for line in ("Step 101: nan (20%)", "Step 110: -inf [22%]", "Step 10: nan", "iteration 40: inf"):
+        (f,) = _final(healthy + [line])
+        assert f.kind == "nan" and "only value" in f.summary, (line, f.summary)
+
+
+YOLO_NUMBERED = ["510       Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
+                 " 511      90/300        17G      1.757      1.015       0.96          1        640: 100%|██████████| "
+                 "278/278 [02:11<00:00,  2.11it/s]",
+                 " 512                    all       3141       1758      0.831      0.773      0.832      0.382",
+                 " 513 ",
+                 " 514       Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size"]
+
+
+def test_a_paste_with_its_editors_line_numbers_is_read_without_them():
+    """A paste copied with a gutter of line numbers (pasted ultralytics/ultralytics#19357: `516
+    91/300  17G  nan  nan ...`; `cat -n` puts a tab after the number): every line starts with a
+    number counting up by one, and a blank source line keeps its number alone. The readers see
+    the lines without the gutter, so the YOLO row's NaN losses are read; the evidence keeps the
+    line as pasted. A script's own `step value` series also counts up, but has no bare-number
+    line: its first column stays, and it is read as the series it is."""
+    nan_row = (" 515      91/300        17G        nan        nan        nan          2        640: 100%|██████████| "
+               "278/278 [02:11<00:00,  2.11it/s]")
+    assert _kinds(_final(YOLO_NUMBERED)) == []
+    (f,) = _final(YOLO_NUMBERED + [nan_row])
+    assert f.kind == "nan" and "box_loss = nan" in f.summary and f.evidence[-1] == nan_row, (f.summary, f.evidence)
+    cat_n = [f"{n:6d}\t{text}" for n, text in enumerate(
+        ["epoch 1 step 10", "Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
+         "RuntimeError: CUDA error: out of memory"], start=1)]
+    assert "oom" in _kinds(_final(cat_n))
+    series = ["1 0.5213", "2 0.4012", "3 0.3307", "4 nan"]
+    (f,) = _final(series)
+    assert f.kind == "nan" and "step 4" in f.summary, f.summary
+    assert _kinds(_final(series[:3])) == []
+
+
+def test_vllms_kv_cache_too_small_for_one_sequence_is_an_oom():
+    """vLLM sizes its KV cache from the GPU memory left after the weights; when those blocks
+    hold fewer tokens than one max_model_len sequence it raises `ValueError: The model's max seq
+    len (29000) is larger than the maximum number of tokens that can be stored in KV cache
+    (23648)` (worker.py raise_if_cache_size_invalid; pasted vllm-project/vllm#10517, an RL or
+    serving start-up alike): the GPU memory is too small for the KV cache. The profiling report of
+    a start-up that fits is not a failure."""
+    healthy = ["Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB "
+               "kv_cache_size=3.81GiB gpu_memory_utilization=0.90",
+               "GPU blocks: 1952, # CPU blocks: 2048", "Maximum concurrency for 20000 tokens per request: 1.56x",
+               "INFO kv_cache_utils.py:756] GPU KV cache size: 36,864 tokens", "engine args: max_model_len=29000"]
+    assert _kinds(_final(healthy)) == []
+    line = ("ValueError: The model's max seq len (29000) is larger than the maximum number of tokens that can be stored "
+            "in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine.")
+    (f,) = [f for f in _final(healthy + [line]) if f.kind == "oom"]
+    assert "KV cache" in f.summary and "29000" in f.summary and "23648 tokens" in f.summary, f.summary

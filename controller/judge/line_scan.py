@@ -323,8 +323,8 @@ LINE_WORDS = (
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
-    "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储", "cancelled at",
-    "exception in device", "stack trace",
+    "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储",
+    "cancelled at", "exception in device", "stack trace", "已杀死", "dst tensor",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -562,6 +562,13 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         hit = Hit("nan", "critical", "loss is NaN/Inf (the progress bar's running loss)", H.HINT_NAN)
         b.add(b.make(hit, i, [b.rep[i].raw]), i)
         return True
+    m = _STEP_VALUE_NAN.match(line)
+    if m is not None:
+        # a step counter and one unnamed value: the loop prints its loss so
+        hit = Hit("nan", "critical", f"loss is NaN/Inf (step {m.group('step')}: {m.group('v').lower()}, the only value "
+                  "a step line prints)", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
     row = _LIST_CELL.sub(_list_cell_value, line).replace("|", " ").split()
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
@@ -620,6 +627,12 @@ def _two_word_losses(cols: list[str]) -> list[str]:
 _FASTPROGRESS_NAN = re.compile(r"\d+(?:\.\d+)?% \[\d+/\d+ [\d:]+<[\d:]+ [-+]?(?:nan|inf)\]")
 """fastprogress (fastai's bars): `71.39% [6930/9707 3:56:27<1:34:45 nan]`, done/total,
 elapsed<remaining and then the bar's comment, which fastai fills with the smoothed loss."""
+_STEP_VALUE_NAN = re.compile(r"^\s*(?:step|iter(?:ation)?)\s+(?P<step>\d+)(?:/\d+)?\s*:\s*(?P<v>[-+]?(?:nan|inf))"
+                             r"\s*(?:[(\[]\d+(?:\.\d+)?%[)\]])?\s*$", re.I)
+"""A step line whose only value is unnamed: OpenSplat prints its loss as `Step 101: 0.1734 (20%)`
+(WebODM/OpenSplat opensplat.cpp:163 at 0f17ec3f58ef05bb2ed51a69e89d1f2b48b8a109, `"Step " << step
+<< ": " << mainLoss.item<float>() << " (" ...`; `[20%]` from 2947938b7a2152b560489a963e47e961825dd32a
+on, :178; before its progress percentage, `Step 10: 0.17`). A NaN/Inf there is the loss's."""
 _YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
 """`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
 YOLO from v3 to v11 prints them so)."""

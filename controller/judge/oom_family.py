@@ -125,6 +125,38 @@ OOM_FAMILY: tuple[Source, ...] = (
            "Current allocation summary follows.' (the line count checked against the code index's character offset "
            "of that message, 9572); the no-retry variant at :220 adds 'The caller indicates that this is not a "
            "failure' and is left quiet"),
+    Source("tf-bfc-oom-old", "TensorFlow 0.x/1.0", "Ran out of memory trying to allocate 144.00MiB.  See logs for memory "
+           "state.",
+           note="source not read for those releases (the pasted log names tensorflow/core/common_runtime/"
+                "bfc_allocator.cc:275, the occupancy bar at :274 before it); later releases print the "
+                "'Allocator (GPU_0_bfc) ran out of memory' wording of tf-bfc-oom instead; seen in pasted "
+                "aymericdamien/TensorFlow-Examples#38"),
+    Source("tf-bfc-dump", "TensorFlow (BFC allocator)", "bfc_allocator.cc:N] Chunk at 0x... of size N / InUse at ... of "
+           "size N next M / Bin (256): Total Chunks: ... / Sum Total of in-use chunks: ... / the occupancy bar "
+           "(100 of '*', 'x', '_')", "tensorflow/tensorflow", "tensorflow/core/common_runtime/bfc_allocator.cc", 279,
+           "dc0b924e80edbe869c2173fd383982bb80ecc90d",
+           "AllocateRawInternal, after an allocation no chunk or region extension could serve: when "
+           "dump_log_on_failure it logs the ran-out-of-memory warning (:275), DumpMemoryLog (:278: the Bin, "
+           "'Chunk/Free at ... of size' and 'Sum Total of in-use chunks' lines) and LOG(WARNING) << "
+           "RenderOccupancy() (:279); RenderOccupancy is otherwise only logged at VLOG(4) with an 'A: '/'F: ' "
+           "prefix. Newer releases name in-use chunks 'InUse at ... next N' (pasted faustomorales/keras-ocr#195, "
+           "tensorflow/models#9809)"),
+    Source("tf-dst-uninit", "TensorFlow (GPU copies)", "InternalError: Dst tensor is not initialized.", "tensorflow/tensorflow",
+           "tensorflow/core/common_runtime/gpu/gpu_util.cc", 96, "c8aa04ec02170ad637aa77a768d86b15b4808bc5",
+           "PrepareCopy: errors::Internal when the destination tensor has bytes but no buffer -- its GPU "
+           "allocation failed and the copy (CPU->GPU, GPU->GPU) is refused; line counted by hand from the code "
+           "index's copy; pasted aymericdamien/TensorFlow-Examples#38 prints it under the BFC allocator's "
+           "ran-out-of-memory report"),
+    Source("tf-oom-hint", "TensorFlow (and torch-xla's XRT client)", "Hint: If you want to see a list of allocated tensors "
+           "when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for current allocation info.",
+           note="source not read: TensorFlow's runtime appends it to a RESOURCE_EXHAUSTED status's message (the "
+                "executor's, when no allocation report was asked for); seen in pasted pytorch/xla#1965, where "
+                "torch-xla's xla_util.cc logs it after an XLA compilation's HBM allocation report"),
+    Source("hpu-workspace-oom", "Habana Gaudi (SynapseAI PyTorch bridge)", "RuntimeError: FATAL ERROR :: "
+           "MODULE:SYNHELPER workspace Allocation of size ::14493510400 failed!",
+           note="printed by Habana's closed-source PyTorch bridge (habana_frameworks): no public source to cite; "
+                "seen in pasted HabanaAI/Model-References#10 (loss.backward on a DL1 Gaudi; the maintainers' first "
+                "advice is a smaller batch)"),
     Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
            note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
     Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",
@@ -164,6 +196,13 @@ OOM_FAMILY: tuple[Source, ...] = (
                 "ultralytics/yolov5#11418, cszn/KAIR#127, WongKinYiu/yolov7#1036"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
+    Source("vllm-kv-too-small", "vLLM", "The model's max seq len (29000) is larger than the maximum number of tokens that "
+           "can be stored in KV cache (23648).", "AmberLJC/vllm-0.6.1", "vllm/worker/worker.py", 503,
+           "3cc5c8458bd2a2744b8392ab6aa311c645105655",
+           "raise_if_cache_size_invalid's second ValueError (the first, :498, is vllm-kv-oom's 'No available memory for "
+           "the cache blocks'): the blocks the profiled free memory allows hold fewer tokens than one max_model_len "
+           "sequence (a snapshot of vllm-project/vllm v0.6.1, as tests/corpus/cited/index.json's vllm-kv-cache cites; "
+           "pasted vllm-project/vllm#10517, QwenLM/Qwen3#295, basalam/product-catalog-generator#10)"),
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "
            "(vllm-kv-cache) cites it: vllm/worker/worker.py:498 with its commit"),
     Source("cpu-alloc", "PyTorch (host)", "DefaultCPUAllocator: can't allocate memory", "pytorch/pytorch",
@@ -175,6 +214,11 @@ OOM_FAMILY: tuple[Source, ...] = (
            "THPModule_errorIfAnyWorkerFails: 'DataLoader worker (pid ' ... ') is killed by signal: ' << strsignal "
            "(SIGKILL's is 'Killed'); torch/utils/data/_utils/signal_handling.py arms it"),
     Source("bare-killed", "bash", "Killed", note="bash's strsignal(SIGKILL) job report; generated corpus runs"),
+    Source("zh-bare-killed", "bash under a zh_CN locale", "已杀死", "bminor/glibc", "po/zh_CN.po", None,
+           "019d850902a34eb68cd83e3edd8bb19f4aafb58c",
+           "glibc's Chinese translation of strsignal(SIGKILL)'s 'Killed' (msgid for sysdeps/generic/siglist.h:36, "
+           "msgstr '已杀死'; the .po's own line not counted -- the code index serves it in pages), which bash prints "
+           "for a child killed by SIGKILL; seen in pasted danijar/dreamerv3#203"),
     Source("elastic-sigkill", "torch.distributed.elastic", "Signal 9 (SIGKILL) received by PID N",
            "pytorch/pytorch", "torch/distributed/elastic/multiprocessing/api.py", note="generated corpus runs"),
     Source("exitcode-9", "torchrun", "exitcode  : -9", "pytorch/pytorch",

@@ -203,6 +203,41 @@ def host_prefixes(lines: Sequence[str]) -> frozenset[str]:
     return hosts if hosts and sum(counts[h] for h in hosts) >= HOST_SHARE * seen else frozenset()
 
 
+GUTTER_MIN_LINES = 4
+_GUTTER = re.compile(r" *(\d{1,7})(?:([ \t])|$)")
+_FENCE = ("```", "~~~")
+
+
+def gutter(lines: Sequence[str]) -> bool:
+    """A paste copied with its editor's or `cat -n`'s line numbers: under whatever prefix a
+    launcher or a markdown quote put first, every line starts with a number, the numbers
+    count up by one from line to line (a fence around the paste or an empty line aside), and the gutter shows
+    as such -- a source line that was blank keeps its number alone (` 514 `), or a tab
+    follows the number (`cat -n`). A script's `step value` series counts up too, but none of
+    its lines is a bare number and it is separated by spaces: it keeps its first column."""
+    if len(lines) < GUTTER_MIN_LINES:
+        return False
+    n = None
+    shown = False
+    for line in lines:
+        if line.startswith(_FENCE):
+            continue
+        body = peel(line)[1]
+        if not body:
+            continue  # (a quote marker alone, the paste's last line)
+        m = _GUTTER.match(body)
+        if m is None or (n is not None and int(m.group(1)) != n + 1):
+            return False  # (the fast path: a log's first line seldom starts with a number and a space)
+        n = int(m.group(1))
+        shown = shown or m.group(2) in (None, "\t") or not body[m.end():].strip()
+    return shown
+
+
+def _ungutter(line: str) -> str:
+    m = _GUTTER.match(line)
+    return line[m.end():] if m is not None else line
+
+
 PADDED_MIN_LINES = 3
 
 
@@ -249,9 +284,10 @@ class LazyRepair(Sequence[Line]):
 def repaired(lines: Sequence[str]) -> Sequence[Line]:
     """Repaired lines: joined where the batch is hard-wrapped, else repaired lazily. A
     batch whose capture put something on every line first -- a screen's padding, a
-    markdown code block's indent, pdsh's `host: ` -- is read without it (the host kept as
-    the line's key; evidence shows the lines as they came)."""
+    markdown code block's indent, pdsh's `host: `, an editor's line numbers -- is read
+    without it (the host kept as the line's key; evidence shows the lines as they came)."""
     given = lines
+    numbered = gutter(lines)
     pad = padded(lines)
     if pad:  # (a line cut at a word keeps its one separating space: its length stays the width)
         lines = [line.rstrip() if line.endswith("  ") else line for line in lines]
@@ -265,10 +301,13 @@ def repaired(lines: Sequence[str]) -> Sequence[Line]:
         lines = [line[len(k):] for line, k in zip(lines, keys)]
     width = wrap_width(lines)
     rep = repair(lines, width) if width is not None else LazyRepair(lines)
-    if not (pad or indent or hosts):
+    if not (numbered or pad or indent or hosts):
         return rep
     out = rep if isinstance(rep, list) else list(rep)
     for ln in out:
+        if numbered:  # (the number sits under the launcher's or the quote's prefix, over the line's own)
+            key, ln.text = peel(_ungutter(ln.text))
+            ln.key += key
         if ln.raw == lines[ln.src]:  # (a line joined from a wrap keeps its joined text)
             ln.raw = given[ln.src]
         if keys and keys[ln.src]:

@@ -261,6 +261,23 @@ RULES: tuple[TextRule, ...] = (
                         r"(?!.*caller indicates that this is not a failure)"), OOM, CRIT,
       "TensorFlow out of GPU memory (allocator {alloc} could not allocate {size})", H.HINT_ACCEL_OOM,
       ("ran out of memory",)),
+    R("tf-bfc-oom-old", _rx(r"\bRan out of memory trying to allocate (?P<size>[\d.]+ ?\w+?)\.?\s+See logs for memory state"),
+      OOM, CRIT, "TensorFlow out of GPU memory (the BFC allocator could not allocate {size})", H.HINT_ACCEL_OOM,
+      ("ran out of memory",)),
+    R("tf-bfc-dump", _rx(r"bfc_allocator\.cc:\d+\] (?:(?:InUse|Chunk|Free) +at [0-9a-fA-Fx]+ of size \d+"
+                         r"|Bin \(\d+\): \s*Total Chunks: |Sum Total of in-use chunks: |[*x_]{50,}\s*$)"), OOM, CRIT,
+      "TensorFlow out of GPU memory (its BFC allocator dumped its memory map, which it prints when an allocation fails)",
+      H.HINT_ACCEL_OOM, ("bfc_allocator",)),
+    R("tf-dst-uninit", _rx(r"Dst tensor is not initialized"), OOM, CRIT,
+      "TensorFlow out of GPU memory (InternalError 'Dst tensor is not initialized': the buffer a tensor was to be "
+      "copied into on the GPU was never allocated)", H.HINT_ACCEL_OOM, ("dst tensor",)),
+    R("tf-oom-hint", _rx(r"Hint: If you want to see a list of allocated tensors when OOM happens"), OOM, CRIT,
+      "TensorFlow ResourceExhaustedError: out of memory (its OOM hint, report_tensor_allocations_upon_oom, follows "
+      "the error)", H.HINT_ACCEL_OOM, ("when oom happens",)),
+    R("hpu-workspace-oom", _rx(r"FATAL ERROR :: MODULE:(?P<mod>\w+) (?P<what>[\w ]*?)Allocation of size ::(?P<n>\d+) failed"),
+      OOM, CRIT, lambda m, line: (f"Gaudi (HPU) out of device memory ({m.group('mod')}: a {m.group('what').strip() or 'device'}"
+                                  f" allocation of {int(m.group('n')) / 2**30:.2f} GiB failed)"), H.HINT_ACCEL_OOM,
+      ("allocation of size",)),
     R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"), OOM, CRIT,
       "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
     R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
@@ -318,6 +335,12 @@ RULES: tuple[TextRule, ...] = (
     R("ray-oom", _rx(r"(?:ray\.exceptions\.)?OutOfMemoryError: Task was killed due to the node running low on memory"),
       OOM, CRIT, "Ray killed a task: the node ran low on host memory (ray OutOfMemoryError)", H.HINT_HOST_OOM,
       ("low on memory",)),
+    R("vllm-kv-too-small", _rx(r"max seq len \((?P<need>\d+)\) is larger than the maximum number of tokens that can be "
+                               r"stored in KV cache(?: \((?P<have>\d+)\))?"), OOM, CRIT,
+      lambda m, line: ("not enough GPU memory for vLLM's KV cache: one sequence of max_model_len "
+                       f"{m.group('need')} tokens does not fit"
+                       + (f" (the memory left after the weights holds {m.group('have')} tokens)" if m.group("have") else "")),
+      H.HINT_ACCEL_OOM + "; vLLM: raise gpu_memory_utilization or lower max_model_len", ("kv cache",)),
     R("vllm-kv-oom", _rx(r"No available memory for the cache blocks|CUDA out of memory occurred when warming up"
                          r"|Insufficient memory for (?:the )?KV cache|not enough KV cache space"), OOM, CRIT,
       "inference engine out of GPU memory (KV cache / warm-up)", H.HINT_ACCEL_OOM,
@@ -332,6 +355,9 @@ RULES: tuple[TextRule, ...] = (
       OOM, CRIT, "DataLoader worker (pid {pid}) killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,
       "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
+    R("zh-bare-killed", _rx(r"^\s*[`*_]{0,3}已杀死[`*_.]{0,3}\s*$"), OOM, CRIT,
+      "process killed by SIGKILL (the shell printed '已杀死', 'Killed' in a Chinese locale): host OOM likely",
+      H.HINT_HOST_OOM, ("已杀死",)),
     R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
                          r"|Floating point exception|Killed|Terminated|Hangup)(?::\s*\d+)?(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
       CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",

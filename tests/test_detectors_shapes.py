@@ -772,3 +772,47 @@ def test_the_frameworks_own_nan_checks_are_a_nan_and_the_exception_a_crash():
                "clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)",
                "WARNING: the gradients of 3 parameters are non-finite, so they were zeroed"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_a_timeout_raised_from_c10d_is_a_hang_whatever_its_wording_and_elsewhere_it_is_not():
+    """TCPStore::doWait throws a bare `Socket Timeout` (torch/csrc/distributed/c10d/TCPStore.cpp);
+    its origin line below the message names the c10d file (pasted rwth-i6/returnn#1621): the
+    store waited for a key no rank set -- a hang, and the exception ended the process. The same
+    words raised from other code, or a c10d error that is no timeout, are not a hang."""
+    lines = ["ep 1 dev eval, step 99, min_wer 0.083, ce 0.286, fer 0.969, mem_usage:cuda:0 1.6GB",
+             "RuntimeError: Socket Timeout",
+             "Exception raised from doWait at ../torch/csrc/distributed/c10d/TCPStore.cpp:445 (most recent call first):"]
+    found = _final(lines)
+    assert _kinds(found) == ["crash", "hang"], found
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "c10d store" in h.summary and "doWait at TCPStore.cpp:445" in h.summary and "Socket Timeout" in h.summary, h.summary
+    assert h.line == 2
+    reset = ["RuntimeError: Connection reset by peer",
+             "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:670 (most recent call first):"]
+    assert "hang" not in _kinds(_final(reset))
+    elsewhere = ["RuntimeError: operation timed out while loading the shard",
+                 "Exception raised from load at ../caffe2/serialize/inline_container.cc:300 (most recent call first):"]
+    assert "hang" not in _kinds(_final(elsewhere))
+    healthy = ["init_process_group(backend='gloo', timeout=timedelta(seconds=1800))",
+               "Exception raised from nowhere: a line of documentation, not an origin",
+               "step=1 loss=2.0"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_gloos_pair_timeout_names_the_peer_it_gave_up_on():
+    """gloo's TCP pair reports `Read timeout <peer>` / `Write timeout <peer>` (gloo/transport/tcp/
+    pair.cc) and, in 2017's gloo, `Connect timeout [addr]:port` (pasted facebookarchive/caffe2#360):
+    the summary names the peer and what timed out; a reset connection or gloo settings are not it."""
+    line = ("RuntimeError: [/nfs/caffe2/third_party/gloo/gloo/transport/tcp/pair.cc:611] Connect timeout "
+            "[172.17.27.13]:27023")
+    found = _final(["INFO:memonger:Memonger memory optimization took 0.0139 secs", line])
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "connect to peer [172.17.27.13]:27023 timed out" in h.summary, h.summary
+    assert "crash" in _kinds(found)
+    read = "  what():  [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read timeout [10.1.2.3]:41922"
+    (h2,) = [f for f in _final([read]) if f.kind == "hang"]
+    assert "read to peer [10.1.2.3]:41922" in h2.summary, h2.summary
+    healthy = ["GLOO_SOCKET_IFNAME=eth0 pair timeout set to 1800 s (gloo/transport/tcp/pair.cc defaults)",
+               "[../third_party/gloo/gloo/transport/tcp/pair.cc:575] Connection reset by peer (retrying)",
+               "step=2 loss=1.9"]
+    assert _kinds(_final(healthy)) == []

@@ -433,7 +433,9 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             continue
         hit = classify(line, low)
         if hit is None:
-            continue
+            hit = _c10d_timeout(b, i, line, low)
+            if hit is None:
+                continue
         evidence = [ln.raw]
         if hit.rule == "recompile-limit":
             hit, evidence = _recompile_detail(b, i, hit, evidence)
@@ -464,6 +466,44 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if f.key in b.found:  # (not when the batch's finding cap refused it)
             st.rule_keys[base] = f.key
             b.made[f.key] = made
+
+
+_C10D_RAISE = re.compile(r"^\s*Exception raised from (?P<fn>\w+) at (?P<path>\S*?distributed/c10d/(?P<file>[\w.]+)):"
+                         r"(?P<line>\d+)")
+"""The origin c10::Error prints under its message (`Exception raised from doWait at
+../torch/csrc/distributed/c10d/TCPStore.cpp:445 (most recent call first):`)."""
+_TIMEOUT_WORD = re.compile(r"[Tt]ime(?:d ?out|out)\b|TIMEOUT\b")
+C10D_RAISE_LOOKAHEAD_LINES = 2
+"""Lines after an exception's message its origin line may be (a blank line between)."""
+
+
+def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
+    """A timeout raised by torch's distributed runtime, told by where it was raised: a
+    message that says it timed out (whatever its wording -- TCPStore::doWait throws a bare
+    `Socket Timeout`, torch/csrc/distributed/c10d/TCPStore.cpp at 00321a0, `C10_THROW_ERROR(
+    DistStoreError, "Socket Timeout")`; pasted rwth-i6/returnn#1621) whose origin line below
+    names a c10d source file (the store, a process group, its socket layer). The same words
+    raised from anywhere else are that code's error, not a peer that never came."""
+    if "time" not in low or not _TIMEOUT_WORD.search(line):
+        return None
+    rep, key = b.rep, b.rep[i].key
+    for j in range(i + 1, min(len(rep), i + 1 + C10D_RAISE_LOOKAHEAD_LINES)):
+        if rep[j].key != key:
+            continue
+        text = rep[j].text
+        if not text.strip():
+            continue
+        m = _C10D_RAISE.match(text) if "Exception raised from" in text else None
+        if m is None:
+            return None
+        what = ("the c10d store" if "Store" in m.group("file") else
+                "a process group" if m.group("file").startswith("ProcessGroup") else "torch.distributed")
+        em = _EXC_IN_LINE.search(line)
+        said = (f"{em.group(1)}: {em.group(2)}" if em else line.strip())[:120]
+        return Hit("hang", "critical", f"{what} timed out ({said}, raised from {m.group('fn')} at "
+                   f"{m.group('file')}:{m.group('line')}): a rank never answered or never arrived",
+                   H.HINT_NCCL_TIMEOUT, rule="c10d-raise-timeout")
+    return None
 
 
 _OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")

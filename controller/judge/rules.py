@@ -417,6 +417,15 @@ RULES: tuple[TextRule, ...] = (
     R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
       "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
       H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),
+    # gloo's TCP pair names the peer it gave up on: `Read timeout <peer>` / `Write timeout <peer>`
+    # (pytorch/gloo gloo/transport/tcp/pair.cc Pair::read and Pair::write at 5b46c34,
+    # `GLOO_ERROR_MSG("Read timeout ", peerDescription())`), `Connect timeout [addr]:port` in the 2017
+    # pair.cc that pasted facebookarchive/caffe2#360 names (pair.cc:611): that peer stopped answering
+    R("gloo-pair-timeout", _rx(r"gloo/transport/tcp/pair\.cc:\d+\]\s*(?P<op>Read|Write|Connect) timeout\b"
+                               r"(?:\s+(?P<peer>\S+))?"), HANG, CRIT,
+      lambda m, line: (f"gloo: a {m.group('op').lower()} to peer {(m.group('peer') or '?').rstrip('.,;')} timed out "
+                       "(that rank stopped answering or never connected)"),
+      H.HINT_NCCL_TIMEOUT, ("timeout",)),
     R("gloo-timeout", _rx(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation"
                           r"|\[gloo\].{0,80}?[Tt]imed out|gloo.{0,200}?Timed out after \d+"), HANG, CRIT,
       lambda m, line: ("gloo collective timed out" +

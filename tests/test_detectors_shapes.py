@@ -816,3 +816,30 @@ def test_gloos_pair_timeout_names_the_peer_it_gave_up_on():
                "[../third_party/gloo/gloo/transport/tcp/pair.cc:575] Connection reset by peer (retrying)",
                "step=2 loss=1.9"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_a_pod_the_scheduler_refused_for_hours_is_a_job_that_never_starts_and_for_a_minute_it_is_not():
+    """kubectl describe aggregates a repeated event as `<last> (x<count> over <first>)`
+    (kubernetes/kubectl pkg/describe/describe.go); kubectl of 2017 printed FirstSeen/LastSeen/
+    Count columns. FailedScheduling for hours (pasted open-edge-platform/geti_v2#1876: x351 over
+    23h; PaddlePaddle/PaddleCloud#258: 1086 times in 5h) is a training job that never starts.
+    The first minute of refusals (a node being added) and a pod that is placed stay quiet."""
+    line = ("Warning  FailedScheduling  6m7s (x351 over 23h)  default-scheduler  0/1 nodes are available: 1 "
+            "Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No preemption victims found for "
+            "incoming pod.")
+    (f,) = _final([line])
+    assert f.kind == "hang" and "351 times over 23h" in f.summary and "Insufficient nvidia.com/gpu" in f.summary, f.summary
+    old = ("  5h\t\t27s\t\t1086\tdefault-scheduler\t\t\tWarning\t\tFailedScheduling\tNo nodes are available that match "
+           "all of the following predicates:: Insufficient alpha.kubernetes.io/nvidia-gpu (3).")
+    (g,) = _final(["Events:", "  FirstSeen\tLastSeen\tCount\tFrom\t\t\tSubObjectPath\tType\t\tReason\t\t\tMessage", old])
+    assert g.kind == "hang" and "1086 times over 5h" in g.summary, g.summary
+    healthy = ["Events:",
+               "  Type     Reason            Age                From               Message",
+               "  Warning  FailedScheduling  40s (x2 over 40s)  default-scheduler  0/2 nodes are available: 1 "
+               "Insufficient nvidia.com/gpu, 1 node(s) were unschedulable.",
+               "  Normal   Scheduled         12s                default-scheduler  Successfully assigned default/train-0 "
+               "to gpu-node-3",
+               "  Warning  FailedScheduling  2d                 default-scheduler  0/3 nodes are available (a single "
+               "event, long ago)",
+               "  Normal   Started           9s                 kubelet            Started container trainer"]
+    assert _kinds(_final(healthy)) == []

@@ -207,6 +207,38 @@ def _tune_infeasible(m: re.Match, line: str) -> str | None:
             f"{m.group('hcpu')} CPU and {m.group('hgpu')} GPU (Ray Tune; unless nodes are being added)")
 
 
+K8S_UNSCHEDULABLE_S = 15 * 60.0
+"""A pod the scheduler has failed to place for this long is a job that will not start: a
+cluster autoscaler adds a node in minutes (pasted NVIDIA/k8s-device-plugin#119 shows the
+normal first minute, `(x2 over 40s)`); the stuck ones in the pasted logs were refused for
+hours (x351 over 23h, 1086 times in 5h)."""
+_K8S_AGE = re.compile(r"(\d+)([ydhms])")
+_K8S_UNIT_S = {"y": 365 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def _k8s_age_s(age: str) -> float | None:
+    """kubectl's HumanDuration (`6m7s`, `23h`, `2d3h`) in seconds; None if it is none."""
+    parts = _K8S_AGE.findall(age)
+    if not parts or "".join(n + u for n, u in parts) != age:
+        return None
+    return sum(int(n) * _K8S_UNIT_S[u] for n, u in parts)
+
+
+def _k8s_unschedulable(m: re.Match, line: str) -> str | None:
+    """kubectl describe's event list (kubernetes/kubectl pkg/describe/describe.go:4173-4184 at
+    dee3483: `Type Reason Age From Message`, an aggregated event's Age `<last> (x<count> over
+    <first>)`; kubectl of 2017 printed `FirstSeen LastSeen Count From ...` columns instead):
+    the scheduler's FailedScheduling repeated since long ago is a pod -- a training job --
+    that never starts. Refused for minutes only, it may still be placed (a node being added)."""
+    span = _k8s_age_s(m.group("span") or m.group("first") or "")
+    n = int(m.group("n") or m.group("n2") or 0)
+    if span is None or span < K8S_UNSCHEDULABLE_S or n < 2:
+        return None
+    why = (m.group("msg") or m.group("msg2") or "").strip()
+    return (f"the job's pod was never scheduled: FailedScheduling {n} times over "
+            f"{m.group('span') or m.group('first')} ({why[:160]})")
+
+
 def _rx(p: str, flags: int = 0) -> re.Pattern:
     return re.compile(p, flags)
 
@@ -397,6 +429,11 @@ RULES: tuple[TextRule, ...] = (
                              r"(?P<hcpu>[\d.]+) cpu and (?P<hgpu>[\d.]+) gpu"), HANG, CRIT, _tune_infeasible,
       "lower resources_per_trial / num_workers to what the cluster has (`ray status`), or add nodes that have it",
       ("cluster only has",)),
+    R("k8s-unschedulable", _rx(r"\bWarning\s+FailedScheduling\s+\S+\s+\(x(?P<n>\d+) over (?P<span>\w+)\)\s+\S+\s+(?P<msg>\S.*)$"
+                               r"|^\s*(?P<first>\w+)\s+\w+\s+(?P<n2>\d+)\s+\S+\s+(?:\S+\s+)?Warning\s+FailedScheduling\s+"
+                               r"(?P<msg2>\S.*)$"), HANG, CRIT, _k8s_unschedulable,
+      "the cluster cannot place the pod: free or add what it requests (GPUs, CPU, memory) or lower the request; "
+      "`kubectl describe node` shows what is allocatable", ("failedscheduling",)),
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,

@@ -843,3 +843,37 @@ def test_a_pod_the_scheduler_refused_for_hours_is_a_job_that_never_starts_and_fo
                "event, long ago)",
                "  Normal   Started           9s                 kubelet            Started container trainer"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_a_py_spy_dump_of_a_thread_parked_in_a_collective_is_a_rank_waiting_for_the_others():
+    """py-spy dump prints each thread's header, `Thread <id> (<idle|active>): "<name>"`, then its
+    frames innermost first (benfred/py-spy src/dump.rs). A thread whose innermost frame is one of
+    torch.distributed's collectives (pasted huggingface/accelerate#3104: all_gather_into_tensor in
+    distributed_c10d.py, called from deepspeed/comm) is a rank waiting for the others. A dump
+    whose threads only pass through a collective further up, or wait on anything else, is not."""
+    dump = ['Thread 42 (idle): "MainThread"',
+            "    backward (torch/autograd/__init__.py:266)",
+            "    training_loop (src/train.py:410)",
+            'Thread 928 (idle): "Thread-1"',
+            "    wait (threading.py:324)",
+            "    run (tqdm/_monitor.py:60)",
+            "Thread 4079 (active)",
+            "    all_gather_into_tensor (torch/distributed/distributed_c10d.py:2709)",
+            "    wrapper (torch/distributed/c10d_logger.py:72)",
+            "    all_gather_into_tensor (deepspeed/comm/torch.py:219)"]
+    (f,) = _final(dump)
+    assert f.kind == "hang" and f.line == 8, f
+    assert "thread 4079 (active) inside all_gather_into_tensor (torch/distributed/distributed_c10d.py:2709)" in f.summary
+    assert "called from all_gather_into_tensor (deepspeed/comm/torch.py:219)" in f.summary, f.summary
+    healthy = ['Thread 42 (active): "MainThread"',
+               "    forward (src/model.py:88)",
+               "    reduce_loss (src/train.py:120)",
+               "    all_reduce (torch/distributed/distributed_c10d.py:2050)",
+               'Thread 928 (idle): "Thread-1"',
+               "    wait (threading.py:324)",
+               "Thread 0x7F4AACDE7700 (active)",
+               "\t _get_next_task_from_local_scheduler (ray/worker.py:988)",
+               "\t main_loop (ray/worker.py:1005)",
+               "profile: 41% in all_gather (torch/distributed/distributed_c10d.py:2709)",
+               "rank 0: all_gather (torch/distributed/distributed_c10d.py:2709) took 3.1 ms"]
+    assert _kinds(_final(healthy)) == []

@@ -324,7 +324,7 @@ LINE_WORDS = (
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储", "cancelled at",
-    "exception in device", "stack trace", "failedscheduling",
+    "exception in device", "stack trace", "failedscheduling", "c10d",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -429,11 +429,9 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.finite_norm_seen = True
             st.nonfinite_norms = st.zero_loss_norms = 0
             st.norm_evidence.clear()
-        if not triggered(low):
-            continue
-        hit = classify(line, low)
+        hit = classify(line, low) if triggered(low) else None
         if hit is None:
-            hit = _c10d_timeout(b, i, line, low)
+            hit = _c10d_timeout(b, i, line, low) or (_pyspy_collective(b, i, line) if "c10d" in low else None)
             if hit is None:
                 continue
         evidence = [ln.raw]
@@ -504,6 +502,51 @@ def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
                    f"{m.group('file')}:{m.group('line')}): a rank never answered or never arrived",
                    H.HINT_NCCL_TIMEOUT, rule="c10d-raise-timeout")
     return None
+
+
+_PYSPY_THREAD = re.compile(r"^\s*Thread (?P<id>\S+) \((?P<st>idle|active|gil)\)(?:: \"(?P<name>[^\"]*)\")?\s*$")
+_PYSPY_FRAME = re.compile(r"^\s+(?P<fn>[\w<>.]+) \((?P<file>[^()\s]+?\.py)(?::(?P<line>\d+))?\)\s*$")
+_COLLECTIVES = frozenset((
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
+    "all_gather_coalesced", "_all_gather_base", "broadcast", "broadcast_object_list", "barrier",
+    "monitored_barrier", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
+    "all_to_all", "all_to_all_single", "gather", "gather_object", "scatter", "scatter_object_list", "send",
+    "recv", "batch_isend_irecv", "wait", "_store_based_barrier"))
+"""torch.distributed's collectives and waits (torch/distributed/distributed_c10d.py)."""
+PYSPY_FRAMES_LOOKBACK = 64
+"""Lines to look across for a py-spy thread's header (another process's lines between) and for
+the first caller outside torch.distributed below its innermost frame (deep stacks)."""
+
+
+def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
+    """A py-spy dump (benfred/py-spy src/dump.rs at d230d82: `Thread <id> (<idle|active>):
+    "<name>"`, then its frames innermost first, `    <function> (<file>:<line>)`) whose thread
+    is inside one of torch.distributed's collectives: its innermost frame is that collective
+    in torch/distributed/ (pasted huggingface/accelerate#3104: `all_gather_into_tensor
+    (torch/distributed/distributed_c10d.py:2709)`). A dump is what one takes of a process
+    that stopped; a thread parked in a collective is a rank waiting for the others. A thread
+    that only passes through a collective further up its stack is not read as waiting in it."""
+    m = _PYSPY_FRAME.match(line)
+    if m is None or m.group("fn") not in _COLLECTIVES or "torch/distributed/" not in m.group("file"):
+        return None
+    rep, key = b.rep, b.rep[i].key
+    above = next((j for j in range(i - 1, max(-1, i - 1 - PYSPY_FRAMES_LOOKBACK), -1) if rep[j].key == key), None)
+    head = _PYSPY_THREAD.match(rep[above].text) if above is not None else None
+    if head is None:
+        return None  # no thread header right above: not a dump, or not the thread's innermost frame
+    caller = ""
+    for j in range(i + 1, min(len(rep), i + 1 + PYSPY_FRAMES_LOOKBACK)):
+        f = _PYSPY_FRAME.match(rep[j].text) if rep[j].key == key else None
+        if f is None:
+            break
+        if "torch/distributed/" not in f.group("file") and "torch/_dynamo/" not in f.group("file"):
+            caller = f", called from {f.group('fn')} ({f.group('file')}:{f.group('line') or '?'})"
+            break
+    name = f' "{head.group("name")}"' if head.group("name") else ""
+    where = f"{m.group('file')}:{m.group('line')}" if m.group("line") else m.group("file")
+    return Hit("hang", "critical", f"a rank waits in a collective: py-spy shows thread {head.group('id')}{name} "
+               f"({head.group('st')}) inside {m.group('fn')} ({where}){caller}", H.HINT_NCCL_TIMEOUT,
+               rule="pyspy-collective")
 
 
 _OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")

@@ -877,3 +877,25 @@ def test_a_py_spy_dump_of_a_thread_parked_in_a_collective_is_a_rank_waiting_for_
                "profile: 41% in all_gather (torch/distributed/distributed_c10d.py:2709)",
                "rank 0: all_gather (torch/distributed/distributed_c10d.py:2709) took 3.1 ms"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_sglangs_scheduler_watchdog_is_a_hang_and_the_kill_it_leads_to_is_its_teardown_not_an_oom():
+    """sglang's scheduler watchdog logs `Watchdog timeout (self.watchdog_timeout=300)` when a
+    running batch made no progress for that long, then SIGQUITs the launcher, whose handler logs
+    `Received sigquit from a child process` and SIGKILLs the whole process tree (scheduler.py,
+    entrypoints/engine.py; pasted sgl-project/sglang#3752): the shell's `Killed` is that teardown,
+    not the kernel's OOM killer. A `Killed` with no such notice before it is read as before."""
+    lines = ["[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)",
+             "[2025-03-09 00:57:16 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+             "[2025-03-09 00:57:20] Received sigquit from a child proces. It usually means the child failed.",
+             "Killed"]
+    found = _final(lines)
+    assert _kinds(found) == ["crash", "hang"], found
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "no progress for 300 s" in h.summary, h.summary
+    (c,) = [f for f in found if f.kind == "crash"]
+    assert "its own process tree" in c.summary and "OOM killer" in c.summary, c.summary
+    assert _kinds(_final(["step 10 loss 2.1", "Killed"])) == ["crash", "oom"]
+    healthy = ["server_args=ServerArgs(watchdog_timeout=300, tp_size=8)",
+               "[2025-03-09 00:50:01 TP0] Decode batch. #running-req: 4, #token: 1024, gen throughput (token/s): 88.1"]
+    assert _kinds(_final(healthy)) == []

@@ -435,6 +435,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             if hit is None:
                 continue
         evidence = [ln.raw]
+        if hit.rule == "bare-killed":
+            hit = _own_teardown(b, i, hit)
         if hit.rule == "recompile-limit":
             hit, evidence = _recompile_detail(b, i, hit, evidence)
         elif hit.rule == "child-failed":
@@ -547,6 +549,25 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
     return Hit("hang", "critical", f"a rank waits in a collective: py-spy shows thread {head.group('id')}{name} "
                f"({head.group('st')}) inside {m.group('fn')} ({where}){caller}", H.HINT_NCCL_TIMEOUT,
                rule="pyspy-collective")
+
+
+_TEARDOWN = re.compile(r"Received sigquit from a child proces|Sending process \d+ closing signal SIGKILL")
+"""A program announcing that it is about to SIGKILL its own processes: sglang's SIGQUIT handler
+(python/sglang/srt/entrypoints/engine.py _set_envs_and_config at 001067f: it logs `Received sigquit
+from a child process. It usually means the child failed.` and calls kill_process_tree(os.getpid()),
+itself included; pasted sgl-project/sglang#3752), torchelastic sending its workers SIGKILL."""
+TEARDOWN_LOOKBACK_LINES = 3
+
+
+def _own_teardown(b: _Batch, i: int, hit: Hit) -> Hit:
+    """A shell's bare `Killed` right after the program said it is killing its process tree is
+    that teardown, not the kernel's OOM killer: the failure it follows is the cause."""
+    for j in range(i - 1, max(-1, i - 1 - TEARDOWN_LOOKBACK_LINES), -1):
+        if _TEARDOWN.search(b.rep[j].text):
+            return Hit("crash", "critical", "process killed by SIGKILL: the program killed its own process tree "
+                       "after a failure (its teardown, not the OOM killer)",
+                       "the failure reported above the kill is the cause", rule="own-teardown")
+    return hit
 
 
 _OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")

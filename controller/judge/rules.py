@@ -406,6 +406,13 @@ RULES: tuple[TextRule, ...] = (
                                  r"|\d+ milliseconds before timing out"), HANG, CRIT,
       "NCCL collective timed out (the watchdog's timeout)", H.HINT_NCCL_TIMEOUT,
       ("watchdog", "operation timeout", "before timing out")),
+    # sglang's scheduler watchdog (python/sglang/srt/managers/scheduler.py watchdog_thread): a batch is running
+    # and the forward count has not moved for watchdog_timeout s -- it logs this, then SIGQUITs the launcher,
+    # whose handler kills the whole process tree (entrypoints/engine.py; pasted sgl-project/sglang#3752)
+    R("sglang-watchdog", _rx(r"Watchdog timeout \(self\.watchdog_timeout=(?P<s>\d+(?:\.\d+)?)\)"), HANG, CRIT,
+      "sglang's scheduler made no progress for {s} s: a forward batch never finished (its watchdog then ends the "
+      "server)", H.HINT_NCCL_TIMEOUT + "; sglang: --watchdog-timeout, and the py-spy dump it prints of the schedulers",
+      ("watchdog timeout",)),
     R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
                              r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
       "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,

@@ -551,11 +551,11 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
                rule="pyspy-collective")
 
 
-_TEARDOWN = re.compile(r"Received sigquit from a child proces|Sending process \d+ closing signal SIGKILL")
-"""A program announcing that it is about to SIGKILL its own processes: sglang's SIGQUIT handler
-(python/sglang/srt/entrypoints/engine.py _set_envs_and_config at 001067f: it logs `Received sigquit
-from a child process. It usually means the child failed.` and calls kill_process_tree(os.getpid()),
-itself included; pasted sgl-project/sglang#3752), torchelastic sending its workers SIGKILL."""
+_TEARDOWN = re.compile(r"Received sigquit from a child proces")
+"""A program announcing that it is about to SIGKILL its own process tree: sglang's SIGQUIT
+handler (python/sglang/srt/entrypoints/engine.py _set_envs_and_config at 001067f: it logs
+`Received sigquit from a child process. It usually means the child failed.` and calls
+kill_process_tree(os.getpid()), itself included; pasted sgl-project/sglang#3752)."""
 TEARDOWN_LOOKBACK_LINES = 3
 
 

@@ -209,9 +209,9 @@ def _tune_infeasible(m: re.Match, line: str) -> str | None:
 
 K8S_UNSCHEDULABLE_S = 15 * 60.0
 """A pod the scheduler has failed to place for this long is a job that will not start: a
-cluster autoscaler adds a node in minutes (pasted NVIDIA/k8s-device-plugin#119 shows the
-normal first minute, `(x2 over 40s)`); the stuck ones in the pasted logs were refused for
-hours (x351 over 23h, 1086 times in 5h)."""
+cluster autoscaler adds a node in minutes (the thread NVIDIA/k8s-device-plugin#119 quotes a
+first minute of refusals, `(x2 over 40s)`); the stuck ones in the pasted logs were refused
+for hours (x351 over 23h, 1086 times in 5h)."""
 _K8S_AGE = re.compile(r"(\d+)([ydhms])")
 _K8S_UNIT_S = {"y": 365 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 

@@ -919,3 +919,130 @@ def test_vllms_kv_cache_too_small_for_one_sequence_is_an_oom():
             "initializing the engine.")
     (f,) = [f for f in _final(healthy + [line]) if f.kind == "oom"]
     assert "KV cache" in f.summary and "29000" in f.summary and "23648 tokens" in f.summary, f.summary
+
+
+def test_a_timeout_raised_from_c10d_is_a_hang_whatever_its_wording_and_elsewhere_it_is_not():
+    """TCPStore::doWait throws a bare `Socket Timeout` (torch/csrc/distributed/c10d/TCPStore.cpp);
+    its origin line below the message names the c10d file (pasted rwth-i6/returnn#1621): the
+    store waited for a key no rank set -- a hang, and the exception ended the process. The same
+    words raised from other code, or a c10d error that is no timeout, are not a hang."""
+    lines = ["ep 1 dev eval, step 99, min_wer 0.083, ce 0.286, fer 0.969, mem_usage:cuda:0 1.6GB",
+             "RuntimeError: Socket Timeout",
+             "Exception raised from doWait at ../torch/csrc/distributed/c10d/TCPStore.cpp:445 (most recent call first):"]
+    found = _final(lines)
+    assert _kinds(found) == ["crash", "hang"], found
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "c10d store" in h.summary and "doWait at TCPStore.cpp:445" in h.summary and "Socket Timeout" in h.summary, h.summary
+    assert h.line == 2
+    reset = ["RuntimeError: Connection reset by peer",
+             "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:670 (most recent call first):"]
+    assert "hang" not in _kinds(_final(reset))
+    elsewhere = ["RuntimeError: operation timed out while loading the shard",
+                 "Exception raised from load at ../caffe2/serialize/inline_container.cc:300 (most recent call first):"]
+    assert "hang" not in _kinds(_final(elsewhere))
+    healthy = ["init_process_group(backend='gloo', timeout=timedelta(seconds=1800))",
+               "Exception raised from nowhere: a line of documentation, not an origin",
+               "step=1 loss=2.0"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_gloos_pair_timeout_names_the_peer_it_gave_up_on():
+    """gloo's TCP pair reports `Read timeout <peer>` / `Write timeout <peer>` (gloo/transport/tcp/
+    pair.cc) and, in 2017's gloo, `Connect timeout [addr]:port` (pasted facebookarchive/caffe2#360):
+    the summary names the peer and what timed out; a reset connection or gloo settings are not it."""
+    line = ("RuntimeError: [/nfs/caffe2/third_party/gloo/gloo/transport/tcp/pair.cc:611] Connect timeout "
+            "[172.17.27.13]:27023")
+    found = _final(["INFO:memonger:Memonger memory optimization took 0.0139 secs", line])
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "connect to peer [172.17.27.13]:27023 timed out" in h.summary, h.summary
+    assert "crash" in _kinds(found)
+    read = "  what():  [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read timeout [10.1.2.3]:41922"
+    (h2,) = [f for f in _final([read]) if f.kind == "hang"]
+    assert "read to peer [10.1.2.3]:41922" in h2.summary, h2.summary
+    healthy = ["GLOO_SOCKET_IFNAME=eth0 pair timeout set to 1800 s (gloo/transport/tcp/pair.cc defaults)",
+               "[../third_party/gloo/gloo/transport/tcp/pair.cc:575] Connection reset by peer (retrying)",
+               "step=2 loss=1.9"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_pod_the_scheduler_refused_for_hours_is_a_job_that_never_starts_and_for_a_minute_it_is_not():
+    """kubectl describe aggregates a repeated event as `<last> (x<count> over <first>)`
+    (kubernetes/kubectl pkg/describe/describe.go); kubectl of 2017 printed FirstSeen/LastSeen/
+    Count columns. FailedScheduling for hours (pasted open-edge-platform/geti_v2#1876: x351 over
+    23h; PaddlePaddle/PaddleCloud#258: 1086 times in 5h) is a training job that never starts.
+    The first minute of refusals (a node being added) and a pod that is placed stay quiet."""
+    line = ("Warning  FailedScheduling  6m7s (x351 over 23h)  default-scheduler  0/1 nodes are available: 1 "
+            "Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No preemption victims found for "
+            "incoming pod.")
+    (f,) = _final([line])
+    assert f.kind == "hang" and "351 times over 23h" in f.summary and "Insufficient nvidia.com/gpu" in f.summary, f.summary
+    old = ("  5h\t\t27s\t\t1086\tdefault-scheduler\t\t\tWarning\t\tFailedScheduling\tNo nodes are available that match "
+           "all of the following predicates:: Insufficient alpha.kubernetes.io/nvidia-gpu (3).")
+    (g,) = _final(["Events:", "  FirstSeen\tLastSeen\tCount\tFrom\t\t\tSubObjectPath\tType\t\tReason\t\t\tMessage", old])
+    assert g.kind == "hang" and "1086 times over 5h" in g.summary, g.summary
+    healthy = ["Events:",
+               "  Type     Reason            Age                From               Message",
+               "  Warning  FailedScheduling  40s (x2 over 40s)  default-scheduler  0/2 nodes are available: 1 "
+               "Insufficient nvidia.com/gpu, 1 node(s) were unschedulable.",
+               "  Normal   Scheduled         12s                default-scheduler  Successfully assigned default/train-0 "
+               "to gpu-node-3",
+               "  Warning  FailedScheduling  2d                 default-scheduler  0/3 nodes are available (a single "
+               "event, long ago)",
+               "  Normal   Started           9s                 kubelet            Started container trainer"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_py_spy_dump_of_a_thread_parked_in_a_collective_is_a_rank_waiting_for_the_others():
+    """py-spy dump prints each thread's header, `Thread <id> (<idle|active>): "<name>"`, then its
+    frames innermost first (benfred/py-spy src/dump.rs). A thread whose innermost frame is one of
+    torch.distributed's collectives (pasted huggingface/accelerate#3104: all_gather_into_tensor in
+    distributed_c10d.py, called from deepspeed/comm) is a rank waiting for the others. A dump
+    whose threads only pass through a collective further up, or wait on anything else, is not."""
+    dump = ['Thread 42 (idle): "MainThread"',
+            "    backward (torch/autograd/__init__.py:266)",
+            "    training_loop (src/train.py:410)",
+            'Thread 928 (idle): "Thread-1"',
+            "    wait (threading.py:324)",
+            "    run (tqdm/_monitor.py:60)",
+            "Thread 4079 (active)",
+            "    all_gather_into_tensor (torch/distributed/distributed_c10d.py:2709)",
+            "    wrapper (torch/distributed/c10d_logger.py:72)",
+            "    all_gather_into_tensor (deepspeed/comm/torch.py:219)"]
+    (f,) = _final(dump)
+    assert f.kind == "hang" and f.line == 8, f
+    assert "thread 4079 (active) inside all_gather_into_tensor (torch/distributed/distributed_c10d.py:2709)" in f.summary
+    assert "called from all_gather_into_tensor (deepspeed/comm/torch.py:219)" in f.summary, f.summary
+    healthy = ['Thread 42 (active): "MainThread"',
+               "    forward (src/model.py:88)",
+               "    reduce_loss (src/train.py:120)",
+               "    all_reduce (torch/distributed/distributed_c10d.py:2050)",
+               'Thread 928 (idle): "Thread-1"',
+               "    wait (threading.py:324)",
+               "Thread 0x7F4AACDE7700 (active)",
+               "\t _get_next_task_from_local_scheduler (ray/worker.py:988)",
+               "\t main_loop (ray/worker.py:1005)",
+               "profile: 41% in all_gather (torch/distributed/distributed_c10d.py:2709)",
+               "rank 0: all_gather (torch/distributed/distributed_c10d.py:2709) took 3.1 ms"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_sglangs_scheduler_watchdog_is_a_hang_and_the_kill_it_leads_to_is_its_teardown_not_an_oom():
+    """sglang's scheduler watchdog logs `Watchdog timeout (self.watchdog_timeout=300)` when a
+    running batch made no progress for that long, then SIGQUITs the launcher, whose handler logs
+    `Received sigquit from a child process` and SIGKILLs the whole process tree (scheduler.py,
+    entrypoints/engine.py; pasted sgl-project/sglang#3752): the shell's `Killed` is that teardown,
+    not the kernel's OOM killer. A `Killed` with no such notice before it is read as before."""
+    lines = ["[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)",
+             "[2025-03-09 00:57:16 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+             "[2025-03-09 00:57:20] Received sigquit from a child proces. It usually means the child failed.",
+             "Killed"]
+    found = _final(lines)
+    assert _kinds(found) == ["crash", "hang"], found
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "no progress for 300 s" in h.summary, h.summary
+    (c,) = [f for f in found if f.kind == "crash"]
+    assert "its own process tree" in c.summary and "OOM killer" in c.summary, c.summary
+    assert _kinds(_final(["step 10 loss 2.1", "Killed"])) == ["crash", "oom"]
+    healthy = ["server_args=ServerArgs(watchdog_timeout=300, tp_size=8)",
+               "[2025-03-09 00:50:01 TP0] Decode batch. #running-req: 4, #token: 1024, gen throughput (token/s): 88.1"]
+    assert _kinds(_final(healthy)) == []

@@ -324,7 +324,7 @@ LINE_WORDS = (
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储",
-    "cancelled at", "exception in device", "stack trace", "已杀死", "dst tensor",
+    "cancelled at", "exception in device", "stack trace", "已杀死", "dst tensor", "failedscheduling", "c10d",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -429,12 +429,14 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.finite_norm_seen = True
             st.nonfinite_norms = st.zero_loss_norms = 0
             st.norm_evidence.clear()
-        if not triggered(low):
-            continue
-        hit = classify(line, low)
+        hit = classify(line, low) if triggered(low) else None
         if hit is None:
-            continue
+            hit = _c10d_timeout(b, i, line, low) or (_pyspy_collective(b, i, line) if "c10d" in low else None)
+            if hit is None:
+                continue
         evidence = [ln.raw]
+        if hit.rule == "bare-killed":
+            hit = _own_teardown(b, i, hit)
         if hit.rule == "recompile-limit":
             hit, evidence = _recompile_detail(b, i, hit, evidence)
         elif hit.rule == "child-failed":
@@ -464,6 +466,108 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if f.key in b.found:  # (not when the batch's finding cap refused it)
             st.rule_keys[base] = f.key
             b.made[f.key] = made
+
+
+_C10D_RAISE = re.compile(r"^\s*Exception raised from (?P<fn>\w+) at (?P<path>\S*?distributed/c10d/(?P<file>[\w.]+)):"
+                         r"(?P<line>\d+)")
+"""The origin c10::Error prints under its message (`Exception raised from doWait at
+../torch/csrc/distributed/c10d/TCPStore.cpp:445 (most recent call first):`)."""
+_TIMEOUT_WORD = re.compile(r"[Tt]ime(?:d ?out|out)\b|TIMEOUT\b")
+C10D_RAISE_LOOKAHEAD_LINES = 2
+"""Lines after an exception's message its origin line may be (a blank line between)."""
+
+
+def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
+    """A timeout raised by torch's distributed runtime, told by where it was raised: a
+    message that says it timed out (whatever its wording -- TCPStore::doWait throws a bare
+    `Socket Timeout`, torch/csrc/distributed/c10d/TCPStore.cpp at 00321a0, `C10_THROW_ERROR(
+    DistStoreError, "Socket Timeout")`; pasted rwth-i6/returnn#1621) whose origin line below
+    names a c10d source file (the store, a process group, its socket layer). The same words
+    raised from anywhere else are that code's error, not a peer that never came."""
+    if "time" not in low or not _TIMEOUT_WORD.search(line):
+        return None
+    rep, key = b.rep, b.rep[i].key
+    for j in range(i + 1, min(len(rep), i + 1 + C10D_RAISE_LOOKAHEAD_LINES)):
+        if rep[j].key != key:
+            continue
+        text = rep[j].text
+        if not text.strip():
+            continue
+        m = _C10D_RAISE.match(text) if "Exception raised from" in text else None
+        if m is None:
+            return None
+        what = ("the c10d store" if "Store" in m.group("file") else
+                "a process group" if m.group("file").startswith("ProcessGroup") else "torch.distributed")
+        em = _EXC_IN_LINE.search(line)
+        said = (f"{em.group(1)}: {em.group(2)}" if em else line.strip())[:120]
+        return Hit("hang", "critical", f"{what} timed out ({said}, raised from {m.group('fn')} at "
+                   f"{m.group('file')}:{m.group('line')}): a rank never answered or never arrived",
+                   H.HINT_NCCL_TIMEOUT, rule="c10d-raise-timeout")
+    return None
+
+
+_PYSPY_THREAD = re.compile(r"^\s*Thread (?P<id>\S+) \((?P<st>idle|active|gil)\)(?:: \"(?P<name>[^\"]*)\")?\s*$")
+_PYSPY_FRAME = re.compile(r"^\s+(?P<fn>[\w<>.]+) \((?P<file>[^()\s]+?\.py)(?::(?P<line>\d+))?\)\s*$")
+_COLLECTIVES = frozenset((
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
+    "all_gather_coalesced", "_all_gather_base", "broadcast", "broadcast_object_list", "barrier",
+    "monitored_barrier", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
+    "all_to_all", "all_to_all_single", "gather", "gather_object", "scatter", "scatter_object_list", "send",
+    "recv", "batch_isend_irecv", "wait", "_store_based_barrier"))
+"""torch.distributed's collectives and waits (torch/distributed/distributed_c10d.py)."""
+PYSPY_FRAMES_LOOKBACK = 64
+"""Lines to look across for a py-spy thread's header (another process's lines between) and for
+the first caller outside torch.distributed below its innermost frame (deep stacks)."""
+
+
+def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
+    """A py-spy dump (benfred/py-spy src/dump.rs at d230d82: `Thread <id> (<idle|active>):
+    "<name>"`, then its frames innermost first, `    <function> (<file>:<line>)`) whose thread
+    is inside one of torch.distributed's collectives: its innermost frame is that collective
+    in torch/distributed/ (pasted huggingface/accelerate#3104: `all_gather_into_tensor
+    (torch/distributed/distributed_c10d.py:2709)`). A dump is what one takes of a process
+    that stopped; a thread parked in a collective is a rank waiting for the others. A thread
+    that only passes through a collective further up its stack is not read as waiting in it."""
+    m = _PYSPY_FRAME.match(line)
+    if m is None or m.group("fn") not in _COLLECTIVES or "torch/distributed/" not in m.group("file"):
+        return None
+    rep, key = b.rep, b.rep[i].key
+    above = next((j for j in range(i - 1, max(-1, i - 1 - PYSPY_FRAMES_LOOKBACK), -1) if rep[j].key == key), None)
+    head = _PYSPY_THREAD.match(rep[above].text) if above is not None else None
+    if head is None:
+        return None  # no thread header right above: not a dump, or not the thread's innermost frame
+    caller = ""
+    for j in range(i + 1, min(len(rep), i + 1 + PYSPY_FRAMES_LOOKBACK)):
+        f = _PYSPY_FRAME.match(rep[j].text) if rep[j].key == key else None
+        if f is None:
+            break
+        if "torch/distributed/" not in f.group("file") and "torch/_dynamo/" not in f.group("file"):
+            caller = f", called from {f.group('fn')} ({f.group('file')}:{f.group('line') or '?'})"
+            break
+    name = f' "{head.group("name")}"' if head.group("name") else ""
+    where = f"{m.group('file')}:{m.group('line')}" if m.group("line") else m.group("file")
+    return Hit("hang", "critical", f"a rank waits in a collective: py-spy shows thread {head.group('id')}{name} "
+               f"({head.group('st')}) inside {m.group('fn')} ({where}){caller}", H.HINT_NCCL_TIMEOUT,
+               rule="pyspy-collective")
+
+
+_TEARDOWN = re.compile(r"Received sigquit from a child proces")
+"""A program announcing that it is about to SIGKILL its own process tree: sglang's SIGQUIT
+handler (python/sglang/srt/entrypoints/engine.py _set_envs_and_config at 001067f: it logs
+`Received sigquit from a child process. It usually means the child failed.` and calls
+kill_process_tree(os.getpid()), itself included; pasted sgl-project/sglang#3752)."""
+TEARDOWN_LOOKBACK_LINES = 3
+
+
+def _own_teardown(b: _Batch, i: int, hit: Hit) -> Hit:
+    """A shell's bare `Killed` right after the program said it is killing its process tree is
+    that teardown, not the kernel's OOM killer: the failure it follows is the cause."""
+    for j in range(i - 1, max(-1, i - 1 - TEARDOWN_LOOKBACK_LINES), -1):
+        if _TEARDOWN.search(b.rep[j].text):
+            return Hit("crash", "critical", "process killed by SIGKILL: the program killed its own process tree "
+                       "after a failure (its teardown, not the OOM killer)",
+                       "the failure reported above the kill is the cause", rule="own-teardown")
+    return hit
 
 
 _OP_TYPE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)")

@@ -207,6 +207,38 @@ def _tune_infeasible(m: re.Match, line: str) -> str | None:
             f"{m.group('hcpu')} CPU and {m.group('hgpu')} GPU (Ray Tune; unless nodes are being added)")
 
 
+K8S_UNSCHEDULABLE_S = 15 * 60.0
+"""A pod the scheduler has failed to place for this long is a job that will not start: a
+cluster autoscaler adds a node in minutes (the thread NVIDIA/k8s-device-plugin#119 quotes a
+first minute of refusals, `(x2 over 40s)`); the stuck ones in the pasted logs were refused
+for hours (x351 over 23h, 1086 times in 5h)."""
+_K8S_AGE = re.compile(r"(\d+)([ydhms])")
+_K8S_UNIT_S = {"y": 365 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def _k8s_age_s(age: str) -> float | None:
+    """kubectl's HumanDuration (`6m7s`, `23h`, `2d3h`) in seconds; None if it is none."""
+    parts = _K8S_AGE.findall(age)
+    if not parts or "".join(n + u for n, u in parts) != age:
+        return None
+    return sum(int(n) * _K8S_UNIT_S[u] for n, u in parts)
+
+
+def _k8s_unschedulable(m: re.Match, line: str) -> str | None:
+    """kubectl describe's event list (kubernetes/kubectl pkg/describe/describe.go:4173-4184 at
+    dee3483: `Type Reason Age From Message`, an aggregated event's Age `<last> (x<count> over
+    <first>)`; kubectl of 2017 printed `FirstSeen LastSeen Count From ...` columns instead):
+    the scheduler's FailedScheduling repeated since long ago is a pod -- a training job --
+    that never starts. Refused for minutes only, it may still be placed (a node being added)."""
+    span = _k8s_age_s(m.group("span") or m.group("first") or "")
+    n = int(m.group("n") or m.group("n2") or 0)
+    if span is None or span < K8S_UNSCHEDULABLE_S or n < 2:
+        return None
+    why = (m.group("msg") or m.group("msg2") or "").strip()
+    return (f"the job's pod was never scheduled: FailedScheduling {n} times over "
+            f"{m.group('span') or m.group('first')} ({why[:160]})")
+
+
 def _rx(p: str, flags: int = 0) -> re.Pattern:
     return re.compile(p, flags)
 
@@ -400,6 +432,13 @@ RULES: tuple[TextRule, ...] = (
                                  r"|\d+ milliseconds before timing out"), HANG, CRIT,
       "NCCL collective timed out (the watchdog's timeout)", H.HINT_NCCL_TIMEOUT,
       ("watchdog", "operation timeout", "before timing out")),
+    # sglang's scheduler watchdog (python/sglang/srt/managers/scheduler.py watchdog_thread): a batch is running
+    # and the forward count has not moved for watchdog_timeout s -- it logs this, then SIGQUITs the launcher,
+    # whose handler kills the whole process tree (entrypoints/engine.py; pasted sgl-project/sglang#3752)
+    R("sglang-watchdog", _rx(r"Watchdog timeout \(self\.watchdog_timeout=(?P<s>\d+(?:\.\d+)?)\)"), HANG, CRIT,
+      "sglang's scheduler made no progress for {s} s: a forward batch never finished (its watchdog then ends the "
+      "server)", H.HINT_NCCL_TIMEOUT + "; sglang: --watchdog-timeout, and the py-spy dump it prints of the schedulers",
+      ("watchdog timeout",)),
     R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
                              r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
       "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
@@ -423,6 +462,11 @@ RULES: tuple[TextRule, ...] = (
                              r"(?P<hcpu>[\d.]+) cpu and (?P<hgpu>[\d.]+) gpu"), HANG, CRIT, _tune_infeasible,
       "lower resources_per_trial / num_workers to what the cluster has (`ray status`), or add nodes that have it",
       ("cluster only has",)),
+    R("k8s-unschedulable", _rx(r"\bWarning\s+FailedScheduling\s+\S+\s+\(x(?P<n>\d+) over (?P<span>\w+)\)\s+\S+\s+(?P<msg>\S.*)$"
+                               r"|^\s*(?P<first>\w+)\s+\w+\s+(?P<n2>\d+)\s+\S+\s+(?:\S+\s+)?Warning\s+FailedScheduling\s+"
+                               r"(?P<msg2>\S.*)$"), HANG, CRIT, _k8s_unschedulable,
+      "the cluster cannot place the pod: free or add what it requests (GPUs, CPU, memory) or lower the request; "
+      "`kubectl describe node` shows what is allocatable", ("failedscheduling",)),
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
@@ -443,6 +487,15 @@ RULES: tuple[TextRule, ...] = (
     R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
       "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
       H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),
+    # gloo's TCP pair names the peer it gave up on: `Read timeout <peer>` / `Write timeout <peer>`
+    # (pytorch/gloo gloo/transport/tcp/pair.cc Pair::read and Pair::write at 5b46c34,
+    # `GLOO_ERROR_MSG("Read timeout ", peerDescription())`), `Connect timeout [addr]:port` in the 2017
+    # pair.cc that pasted facebookarchive/caffe2#360 names (pair.cc:611): that peer stopped answering
+    R("gloo-pair-timeout", _rx(r"gloo/transport/tcp/pair\.cc:\d+\]\s*(?P<op>Read|Write|Connect) timeout\b"
+                               r"(?:\s+(?P<peer>\S+))?"), HANG, CRIT,
+      lambda m, line: (f"gloo: a {m.group('op').lower()} to peer {(m.group('peer') or '?').rstrip('.,;')} timed out "
+                       "(that rank stopped answering or never connected)"),
+      H.HINT_NCCL_TIMEOUT, ("timeout",)),
     R("gloo-timeout", _rx(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>recv|send) operation"
                           r"|\[gloo\].{0,80}?[Tt]imed out|gloo.{0,200}?Timed out after \d+"), HANG, CRIT,
       lambda m, line: ("gloo collective timed out" +

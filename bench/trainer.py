@@ -88,6 +88,19 @@ def drafter_flops(cfg, batch) -> float:
                           batch.anchors.float().cpu(), float((batch.labels != -100).sum()))
 
 
+def _eager_batching(cfg, ds, cuda: bool) -> tuple[BucketPlan, dict, BatchPositions]:
+    """(plan, BatchingSpec keywords, positions) of a one-GPU run, seed 0, as train.py makes its
+    eager batches: one construction for `micro` and `window_flops`, so the FLOPs the window
+    counts are those of the batches the micro phase times."""
+    tc, dc = cfg.train, cfg.drafter
+    plan = BucketPlan(ds, block_size=dc.block_size, token_budget=tc.token_budget, max_length=tc.max_length,
+                      num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples)
+    common = dict(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
+                  mask_token_id=dc.mask_token_id, seed=0, len_multiple=128 if cuda else 1,
+                  anchor_multiple=128 // dc.block_size if cuda else 1)
+    return plan, common, BatchPositions(plan, start_pos=0, world=1, rank=0, replicas=1)
+
+
 def window_flops(cfg, data_dir: Path, first_seq: int, end_seq: int) -> tuple[float, int]:
     """(model FLOPs, real target tokens) of the batches an e2e run trained on in its timed
     window: seq first_seq .. end_seq - 1 of epoch 0, rebuilt here in the eager shapes (as
@@ -99,13 +112,9 @@ def window_flops(cfg, data_dir: Path, first_seq: int, end_seq: int) -> tuple[flo
     a short bucket's batch (21 x 2176) does 14.3, and a run's window mixes them all (4.90 on
     steps 11-35). tok/s x the micro constant therefore understates the work a window did;
     this counts it batch by batch (the same FLOP functions, the same formula)."""
-    tc, dc = cfg.train, cfg.drafter
     ds = ArrowDataset(data_dir)
-    plan = BucketPlan(ds, block_size=dc.block_size, token_budget=tc.token_budget, max_length=tc.max_length,
-                      num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples)
-    spec = BatchingSpec(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
-                        mask_token_id=dc.mask_token_id, seed=0, len_multiple=128, anchor_multiple=128 // dc.block_size)
-    pos = BatchPositions(plan, start_pos=0, world=1, rank=0, replicas=1)
+    _, common, pos = _eager_batching(cfg, ds, cuda=True)
+    spec = BatchingSpec(**common)
     flops, tokens = 0.0, 0
     for seq in range(first_seq, end_seq):
         hb = host_batch_for(ds, pos, spec, seq)
@@ -249,14 +258,9 @@ def micro(cfg, data_dir: Path, device: torch.device, n_batches: int, cuda: bool,
     dtype = torch.bfloat16 if cuda else torch.float32
     ds = ArrowDataset(data_dir)
     tc, dc = cfg.train, cfg.drafter
-    plan = BucketPlan(ds, block_size=dc.block_size, token_budget=tc.token_budget, max_length=tc.max_length,
-                      num_buckets=tc.num_buckets, max_batch_samples=tc.max_batch_samples)
-    anchor_multiple = 128 // dc.block_size if cuda else 1
-    common = dict(block_size=dc.block_size, max_anchors=dc.max_anchors, max_length=tc.max_length,
-                  mask_token_id=cfg.drafter.mask_token_id, seed=0, len_multiple=128 if cuda else 1,
-                  anchor_multiple=anchor_multiple)
+    plan, common, pos = _eager_batching(cfg, ds, cuda)
+    anchor_multiple = common["anchor_multiple"]
     spec = BatchingSpec(**common)
-    pos = BatchPositions(plan, start_pos=0, world=1, rank=0, replicas=1)
     hbs = [host_batch_for(ds, pos, spec, i) for i in range(n_batches)]
     n_feat = min(4, n_batches)
     if compiled:                  # as train.py builds them for --compile-drafter

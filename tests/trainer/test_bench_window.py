@@ -28,3 +28,17 @@ def test_window_flops_rebuilds_the_batches_a_run_trained_on(tiny_data, tmp_path)
     f2, t2 = window_flops(cfg, tiny_data, 1, 2)
     f12, t12 = window_flops(cfg, tiny_data, 0, 2)
     assert (f12, t12) == (f1 + f2, t1 + t2)
+
+
+def test_the_micro_phase_times_the_batches_the_window_counts(tiny_data):
+    """micro and window_flops share one construction of the plan and positions
+    (bench/trainer.py `_eager_batching`): the micro phase's first batches are the run's
+    first batches, token for token."""
+    import torch
+
+    from bench.trainer import micro
+
+    cfg = get_preset("tiny")
+    out = micro(cfg, tiny_data, torch.device("cpu"), 3, cuda=False, compiled=False)
+    assert out["real_tokens"] == window_flops(cfg, tiny_data, 0, 3)[1]
+    assert out["real_tokens"] != window_flops(cfg, tiny_data, 1, 4)[1]

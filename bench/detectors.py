@@ -15,7 +15,9 @@ Side by side in one run:
      on the whole corpus and on its held-out part, for the logs as printed and for their
      capture variants -- for the old detectors and the new.
 Figures go to bench/results/detectors.md. Run: `python -m bench detectors` (add
-`--corpus-only` to skip the 100 MB part).
+`--corpus-only` to skip the 100 MB part; `--pasted-only` for the pasted part's table;
+`--pasted-rounds C1,C2,...,HEAD` for held-out recall of each commit's readers on today's
+pasted part; `--loop-only` for the read loop against PREV_COMMIT).
 """
 
 from __future__ import annotations
@@ -329,9 +331,37 @@ def loop_only() -> int:
     return 0
 
 
+def pasted_rounds(commits: list[str]) -> list[str]:
+    """Held-out recall as printed, per label, and false alarms of each commit's controller/ on
+    TODAY's pasted part: one table of the rounds, every column over the same held-out logs
+    (the split is by repository and later rounds added training-split logs only), so a
+    column to the next is what a round's readers changed."""
+    labels = ("crash", "hang", "nan", "oom")
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {c: (ROOT if c == "HEAD" else tree_at(c, Path(tmp) / c)) for c in commits}
+        counts = {c: corpus_counts(t, ("pasted",)) for c, t in trees.items()}
+
+    def cell(pair):
+        hit, tot = pair or (0, 0)
+        return f"{hit}/{tot} ({100 * hit / tot:.0f}%)" if tot else "–"
+    out = ["| held out, as printed | " + " | ".join(("this tree" if c == "HEAD" else c) for c in commits) + " |",
+           "|---|" + "---:|" * len(commits)]
+    for k in labels:
+        out.append(f"| {k} | " + " | ".join(cell(counts[c]["rows"].get(f"held-out/printed|label {k}"))
+                                           for c in commits) + " |")
+    out.append("| false alarms, held-out healthy | " + " | ".join(cell(counts[c]["fa"].get("held-out/printed"))
+                                                              for c in commits) + " |")
+    out.append("| false alarms, every healthy log | " + " | ".join(cell(counts[c]["fa"].get("all/printed"))
+                                                               for c in commits) + " |")
+    return out
+
+
 def main() -> int:
     if "--loop-only" in sys.argv:
         return loop_only()
+    if "--pasted-rounds" in sys.argv:
+        print("\n".join(pasted_rounds(sys.argv[sys.argv.index("--pasted-rounds") + 1].split(","))))
+        return 0
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"old": tree_at(BASE_COMMIT, Path(tmp) / BASE_COMMIT),

@@ -1046,3 +1046,18 @@ def test_sglangs_scheduler_watchdog_is_a_hang_and_the_kill_it_leads_to_is_its_te
     healthy = ["server_args=ServerArgs(watchdog_timeout=300, tp_size=8)",
                "[2025-03-09 00:50:01 TP0] Decode batch. #running-req: 4, #token: 1024, gen throughput (token/s): 88.1"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_an_exception_line_alone_whose_wording_is_a_hang_is_one_crash_not_two():
+    """The last line of a paste is an exception whose message a hang rule reads: the hang,
+    and the crash of that exception once -- not again as 'the last line of the log'."""
+    for last in ("RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:589] Read timeout "
+                 "[10.0.0.2]:4712",
+                 "RuntimeError: Timed out after 30 seconds waiting for clients. 1/2 clients joined"):
+        found = _final(["step=40 loss=2.1032", last])
+        crashes = [f.summary for f in found if f.kind == "crash"]
+        assert len(crashes) == 1 and "ended the program" in crashes[0], crashes
+        assert [f.kind for f in found if f.kind == "hang"] == ["hang"]
+    # an exception line with no rule behind it is still the crash the text ends on
+    found = _final(["step=40 loss=2.1032", "RuntimeError: foo bar"])
+    assert [f.summary for f in found if f.kind == "crash"] == ["RuntimeError: foo bar (the last line of the log)"]

@@ -180,6 +180,7 @@ class _Batch:
         self.secondary: list[Finding] = []
         self.hit_at: dict[int, tuple[str, str]] = {}
         self.secondary_at: set[int] = set()
+        self.ended_at: set[int] = set()  # lines whose NaN/hang wording is an exception's: its crash is made
         # a rule finding made at line index i: its rule summary and detail, and the evidence
         # its readers added before/after the line (kept when a traceback gives it frames)
         self.made: dict[tuple[str, str], _Made] = {}
@@ -455,6 +456,7 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
                 # the wording is an exception's message: that exception ended the program
                 crash = Hit("crash", "critical", _ended(em.group(1), em.group(2)), H.HINT_CRASH)
                 b.found.setdefault((crash.kind, crash.summary), b.make(crash, i, [ln.raw]))
+                b.ended_at.add(i)
         base = (hit.kind, hit.summary)
         made = _rule_detail(b, st, i, line_no, hit, base)  # also when seen: its readers use up their lines
         seen = st.rule_keys.get(base)
@@ -960,7 +962,7 @@ def _note_last_line(b: _Batch, st: ScanState) -> None:
         text = ln.text.strip()
         if text and not _is_fence(text):
             st.last_line, st.last_line_no = text, b.line_no0 + ln.src
-            st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at
+            st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at or j in b.ended_at
             return
 
 

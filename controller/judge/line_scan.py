@@ -450,6 +450,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             continue
         if hit.rule == "nccl-watchdog":
             st.last_collective = _collective(line)
+        elif hit.rule == "nccl-dump-signal" and any(k[0] == "hang" for k in st.rule_keys):
+            continue  # the monitor's echo of a timeout a line above already reported (rules.py nccl-dump-signal)
         if hit.kind in ("nan", "hang") and hit.severity == "critical":
             em = _EXC_IN_LINE.search(line)
             if em is not None:

@@ -451,6 +451,24 @@ RULES: tuple[TextRule, ...] = (
     R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
       "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
       ("dump debug info",), secondary=True),
+    # the heartbeat monitor's report (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    # getNCCLWatchdogTimeoutErrorMsg, called from heartbeatMonitor with "this local rank" when this rank's
+    # watchdog saw the timeout, or " rank N" when another rank flagged it in the TCPStore): printed
+    # alone, without this rank's own `Watchdog caught ...` line, on every rank that only got the signal
+    # (pasted lsdefine/simple_GRPO#46, meta-pytorch/torchtune#2651 hard-wrapped after "this local")
+    R("nccl-dump-signal", _rx(r"Received a dump signal due to a collective timeout from\s*(?:rank\s+(?P<rank>-?\d+)"
+                              r"|(?P<local>this local))?"), HANG, CRIT,
+      lambda m, line: ("a NCCL collective timed out (" + (f"rank {m.group('rank')}'s" if m.group("rank") else
+                                                          "this rank's" if m.group("local") else "a") +
+                       " watchdog saw it and signalled every rank to dump: a rank never joined the collective)"),
+      H.HINT_NCCL_TIMEOUT, ("collective timeout",)),
+    # TORCH_NCCL_BLOCKING_WAIT=1: the waiting thread itself gives up on the work and logs
+    # `[Rank N] Work WorkNCCL(SeqNum=.., OpType=.., ...) timed out in blocking wait (TORCH_NCCL_BLOCKING_WAIT=1).`
+    # (ProcessGroupNCCL.cpp WorkNCCL::synchronizeInternal, `LOG(ERROR) << exceptionMsg`) before it raises
+    R("nccl-blocking-wait", _rx(r"(?:OpType=(?P<op>\w+).{0,300}?)?timed out in blocking wait"), HANG, CRIT,
+      lambda m, line: ("NCCL collective timed out in blocking wait" +
+                       (f": {m.group('op')}" if m.group("op") else "") + " (TORCH_NCCL_BLOCKING_WAIT)"),
+      H.HINT_NCCL_TIMEOUT, ("timed out in",)),
     R("barrier-overfull", _rx(r"Waiting in store based barrier to initialize process group .*?world_size=(?P<world>\d+), "
                               r"worker_count=(?P<workers>\d+)"), HANG, CRIT,
       lambda m, line: (f"the store-based barrier can never complete: {m.group('workers')} workers joined a world of "

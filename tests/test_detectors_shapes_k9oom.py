@@ -121,3 +121,16 @@ def test_autobatch_profiles_and_memory_reports_are_healthy():
             "batch_cost: 0.43920 sec, reader_cost: 0.00056 sec, ips: 36.42998 instance/sec, eta: 0:00:24, "
             "max_mem_reserved: 19813035008 B, max_mem_allocated: 18339896576 B"]
     assert _kinds(_final(text)) == []
+
+
+def test_ollama_model_requires_more_system_memory_is_a_host_oom():
+    """ollama's scheduler refusal, as the CLI (pasted ollama/ollama#10920) and a client's
+    ValueError (pasted yuntianhe2014/Easy-RAG#9) print it; the pull's progress stays quiet."""
+    pull = ["pulling 799587243b19: 100% ▕██████████████████▏ 132 GB                         ",
+            "verifying sha256 digest ", "writing manifest ", "success "]
+    assert _kinds(_final(pull)) == []
+    (f,) = _oom(_final(pull + ["Error: model requires more system memory (164.8 GiB) than is available (13.4 GiB)"]))
+    assert "164.8 GiB" in f.summary and "13.4 GiB" in f.summary and f.summary.startswith("host RAM")
+    found = _final(['ValueError: Ollama call failed with status code 500. Details: {"error":"model requires more system '
+                    'memory (3.7 GiB) than is available (3.6 GiB)"}'])
+    assert "oom" in _kinds(found)

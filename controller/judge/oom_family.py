@@ -197,6 +197,12 @@ OOM_FAMILY: tuple[Source, ...] = (
            "when the weights' backend buffer cannot be made; line not counted (the code index serves the file in "
            "pages); older releases said 'unable to allocate backend buffer'; ollama wraps it as 'llama runner process "
            "has terminated: error loading model: ...' (pasted continuedev/continue#11223, ollama/ollama#8597)"),
+    Source("ollama-sysmem", "ollama", "model requires more system memory (164.8 GiB) than is available (13.4 GiB)",
+           "ollama/ollama", "llm/server.go", None, "5dbb81b72c4b61b737e4970db711f7718e4efcc6",
+           "NewLlamaServer's fmt.Errorf('model requires more system memory (%s) than is available (%s)') when the "
+           "part of the model kept on the CPU exceeds free RAM plus swap; line not counted (the code index serves "
+           "the file in pages); clients print it as the 500 error's text (pasted ollama/ollama#10920, "
+           "continuedev/continue#12795, yuntianhe2014/Easy-RAG#9)"),
     Source("directml-oom", "PyTorch-DirectML (AMD/Intel GPUs on Windows)", "Could not allocate tensor with N bytes. There "
            "is not enough GPU video memory available!",
            note="torch-directml's allocator (closed source; microsoft/DirectML holds no source of it): no public source "

@@ -347,6 +347,11 @@ RULES: tuple[TextRule, ...] = (
                        f" ran out (llama.cpp could not allocate its {m.group('buf')} buffer for the model)"),
       H.HINT_ACCEL_OOM + "; llama.cpp/ollama: fewer GPU layers (-ngl), a smaller context (-c) or a smaller quantization",
       ("to allocate",)),
+    # ollama's scheduler refuses a model whose CPU share does not fit the host's free RAM + swap (llm/server.go)
+    R("ollama-sysmem", _rx(r"model requires more system memory \((?P<need>[\d.]+ ?[KMGT]?i?B)\) than is available "
+                           r"\((?P<have>[\d.]+ ?[KMGT]?i?B)\)"), OOM, CRIT,
+      "host RAM too small for the model (ollama: it needs {need}, {have} is available)", H.HINT_HOST_OOM,
+      ("more system memory",)),
     R("directml-oom", _rx(r"Could not allocate tensor with (?P<n>\d+) bytes\. There is not enough GPU video memory available"),
       OOM, CRIT, lambda m, line: f"GPU out of memory (DirectML: a tensor of {int(m.group('n')) / 2**20:.0f} MiB could not be "
                                  "allocated)", H.HINT_ACCEL_OOM, ("video memory",)),

@@ -32,6 +32,11 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("cuda-runtime-oom", "PyTorch < 1.0", "cuda runtime error (2) : out of memory",
            note="source not read: THC's THCudaCheck of torch < 1.0 is gone from the repository; seen in the "
                 "generated corpus's wording tests"),
+    Source("thc-check-oom", "PyTorch < 0.4 (THC), Lua torch (cutorch)", "THCudaCheck FAIL file=F line=L error=2 : out of memory",
+           "torch/cutorch", "lib/THC/THCGeneral.c", 720, "5e9d86cb982a6048d3077aeb0e0cee19847b4c08",
+           "__THCudaCheck's fprintf(stderr, \"THCudaCheck FAIL file=%s line=%i error=%i : %s\") with cudaGetErrorString, "
+           "before _THError's 'cuda runtime error (%d) : %s' at :723 (cuda-runtime-oom); torch < 0.4 vendored this THC; "
+           "a paste may hold only this line (pasted Cadene/vqa.pytorch#47, then a segfault; marvis/pytorch-yolo2#14)"),
     Source("cuda-error-oom", "PyTorch; ggml (llama.cpp, qwen.cpp)", "CUDA error: out of memory / CUDA error 2 at F:L: "
            "out of memory", "ggml-org/ggml", "src/ggml-cuda.cu", 166, "c0e1eb4414d18242daa0641ea8aa29be28f09d00",
            "ggml's CUDA_CHECK: fprintf 'CUDA error %d at %s:%d: %s' with cudaGetErrorString (the ggml commit that "
@@ -54,6 +59,12 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("other-accel-oom", "PyTorch MPS / XPU / NPU", "MPS backend out of memory (MPS allocated: ...",
            "pytorch/pytorch", "aten/src/ATen/mps/MPSAllocator.mm", None, "57ba412974d87ca62f0c7010e5953581587c40c6",
            "MPSHeapAllocatorImpl::malloc's TORCH_CHECK; line not counted (the code index serves the file in pages)"),
+    Source("ur-oom", "Intel GPUs: PyTorch XPU / IPEX over oneAPI Unified Runtime",
+           "Native API returns: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY) / 38 (UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)",
+           "oneapi-src/unified-runtime", "include/ur_api.h", None, "aa04ce16b3a06e0f11ff2602d7c5f46c1a3fbd6f",
+           "the ur_result_t enumerators ('Insufficient device memory to satisfy call' = 39, host = 38); line not "
+           "counted (the code index serves the 650 kB header in pages); SYCL's exception and torch-xpu print the name "
+           "(pasted open-edge-platform/geti_v2#1075); UR_RESULT_ERROR_DEVICE_LOST (20) is not read as an OOM"),
     Source("paddle-oom", "PaddlePaddle", "Out of memory error on GPU %d. Cannot allocate %s memory on GPU %d",
            "PaddlePaddle/Paddle", "paddle/fluid/memory/allocation/cuda_allocator.cc", 79,
            "8b4344e84ea0ad2b1ac0d3fbfd281a03558c821f",
@@ -179,6 +190,19 @@ OOM_FAMILY: tuple[Source, ...] = (
            "alloc_tensor_range's GGML_LOG_ERROR('%s: failed to allocate %s buffer of size %zu') (the same in "
            "ggml_gallocr_reserve_n at :940); the CPU backend's at src/ggml-backend.cpp:2381 (pasted ollama/ollama#12634, "
            "ikawrakow/ik_llama.cpp#749); a `... model buffer size = N MiB` report and a failed mlock are not read"),
+    Source("ggml-unable-buffer", "llama.cpp (ollama, llama-cpp-python)", "llama_model_load: error loading model: unable to "
+           "allocate CUDA0 buffer / CUDA_Host buffer / backend buffer", "ggml-org/llama.cpp", "src/llama-model.cpp", None,
+           "a5410f046c01d01330c8a42f13b64a211fedf2c3",
+           "load_tensors: throw std::runtime_error(format(\"unable to allocate %s buffer\", ggml_backend_buft_name(buft))) "
+           "when the weights' backend buffer cannot be made; line not counted (the code index serves the file in "
+           "pages); older releases said 'unable to allocate backend buffer'; ollama wraps it as 'llama runner process "
+           "has terminated: error loading model: ...' (pasted continuedev/continue#11223, ollama/ollama#8597)"),
+    Source("ollama-sysmem", "ollama", "model requires more system memory (164.8 GiB) than is available (13.4 GiB)",
+           "ollama/ollama", "llm/server.go", None, "5dbb81b72c4b61b737e4970db711f7718e4efcc6",
+           "NewLlamaServer's fmt.Errorf('model requires more system memory (%s) than is available (%s)') when the "
+           "part of the model kept on the CPU exceeds free RAM plus swap; line not counted (the code index serves "
+           "the file in pages); clients print it as the 500 error's text (pasted ollama/ollama#10920, "
+           "continuedev/continue#12795, yuntianhe2014/Easy-RAG#9)"),
     Source("directml-oom", "PyTorch-DirectML (AMD/Intel GPUs on Windows)", "Could not allocate tensor with N bytes. There "
            "is not enough GPU video memory available!",
            note="torch-directml's allocator (closed source; microsoft/DirectML holds no source of it): no public source "
@@ -209,6 +233,24 @@ OOM_FAMILY: tuple[Source, ...] = (
            "c10/core/impl/alloc_cpu.cpp", 85, "0803da8282cbd1bfea99f8bdd19f1dcf49a7ca0f",
            "alloc_cpu's CAFFE_ENFORCE after posix_memalign (Linux); the Android/Windows branches' 'not enough "
            "memory: you tried to allocate' are at :67 and :78"),
+    Source("th-buy-ram", "Lua torch7; PyTorch < 1.5 (aten/src/TH)", "$ Torch: not enough memory: you tried to allocate NGB. "
+           "Buy new RAM!", "torch/torch7", "lib/TH/THGeneral.c", 270, "814ea4afd6beb110705d2456de03876841fcf1fd",
+           "THAlloc's THError when malloc fails (and THRealloc's 'you tried to reallocate' at :298); PyTorch carried the "
+           "same TH code until 1.5 ('at ..\\aten\\src\\TH\\THGeneral.cpp:201', pasted CETC-TFAI/MaCA#20); the GB figure is "
+           "size/2^30 rounded down, so '0GB' is a request below 1 GiB"),
+    Source("tf-pinned-host-oom", "TensorFlow (GPU builds)", "could not allocate pinned host memory of size: N",
+           "tensorflow/tensorflow", "tensorflow/core/common_runtime/gpu/gpu_host_allocator.h", 44,
+           "ac960b0c6063fd1b847948ed0d0b1aa411cfe8ee",
+           "GpuHostAllocator::Alloc's LOG(WARNING) when the stream executor's HostMemoryAllocate (page-locked host "
+           "memory for DMA) returns null; older releases print it from gpu/pool_allocator.h:195 and later ones from "
+           "device/device_host_allocator.h (pasted rishizek/tensorflow-deeplab-v3-plus#8, talmolab/sleap#2001)"),
+    Source("container-oomkilled", "Kubernetes / containerd / Docker", "Reason:  OOMKilled (kubectl describe), reason: OOMKilled "
+           "(pod yaml), \"OOMKilled\": true (docker inspect)", "containerd/containerd", "pkg/cri/server/helpers.go", 64,
+           "4970bd6ea83ec6bb2746d65ba4f6d3cde2182eb9",
+           "oomExitReason = \"OOMKilled\", the CRI plugin's exit reason for a container whose process the kernel's OOM "
+           "killer ended (line counted by hand from the code index's copy), which kubectl describe prints as 'Reason:' "
+           "of the container's state; docker inspect's State.OOMKilled is moby's flag for the same (pasted "
+           "kubernetes/kubernetes#131530; 'Reason: Completed' of kubernetes/website#8210 stays quiet)"),
     Source("dataloader-killed", "PyTorch DataLoader", "DataLoader worker (pid N) is killed by signal: Killed",
            "pytorch/pytorch", "torch/csrc/DataLoader.cpp", 157, "03d4ef67a3b6390069b2c3cc55db0ae575aedbaa",
            "THPModule_errorIfAnyWorkerFails: 'DataLoader worker (pid ' ... ') is killed by signal: ' << strsignal "

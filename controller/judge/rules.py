@@ -253,6 +253,10 @@ RULES: tuple[TextRule, ...] = (
       _torch_oom, H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
     R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory", re.I), OOM, CRIT,
       "CUDA OOM (cuda runtime error (2): out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
+    # torch < 0.4's THC (and Lua torch's cutorch): __THCudaCheck prints this line to stderr, then raises
+    # 'cuda runtime error (2) : out of memory'; a paste may hold only this line (oom_family.py cites it)
+    R("thc-check-oom", _rx(r"\berror=2 : out of memory"), OOM, CRIT,
+      "CUDA OOM (THCudaCheck FAIL ... error=2: out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
     R("cuda-error-oom", _rx(r"CUDA [Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
@@ -267,6 +271,11 @@ RULES: tuple[TextRule, ...] = (
       "accelerator out of memory (XLA RESOURCE_EXHAUSTED)", H.HINT_ACCEL_OOM, ("resource_exhausted",)),
     R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory"), OOM, CRIT,
       "accelerator out of memory", H.HINT_ACCEL_OOM, ("out of memory",)),
+    # Intel GPUs (torch XPU / IPEX over oneAPI's Unified Runtime): the ur_result_t names of 38 and 39
+    R("ur-oom", _rx(r"UR_RESULT_ERROR_OUT_OF_(?P<where>DEVICE|HOST)_MEMORY"), OOM, CRIT,
+      lambda m, line: (f"{'Intel GPU (XPU) device memory' if m.group('where') == 'DEVICE' else 'host memory'} ran out "
+                       f"(Unified Runtime UR_RESULT_ERROR_OUT_OF_{m.group('where')}_MEMORY)"), H.HINT_ACCEL_OOM,
+      ("out_of_device_memory", "out_of_host_memory")),
     # -- the OOM family of other stacks (OOM_FAMILY below cites where each wording is printed)
     R("paddle-oom", _rx(r"Out of memory error on (?P<dev>GPU|XPU|NPU|MLU|CUSTOM_DEVICE|\w+) (?P<n>\d+)\."
                         r"(?: Cannot allocate (?P<size>[\d.]+ ?[KMGT]?i?B))?"), OOM, CRIT,
@@ -331,6 +340,18 @@ RULES: tuple[TextRule, ...] = (
                        f"{int(m.group('n') or m.group('n2')) / 2**30:.2f} GiB)"),
       H.HINT_ACCEL_OOM + "; llama.cpp/ollama: fewer GPU layers (-ngl), a smaller context (-c) or a smaller quantization",
       ("to allocate",)),
+    # llama.cpp's model loader (llama-model.cpp load_tensors): a backend buffer for the weights could not be made;
+    # its 'cudaMalloc failed' line is often not in the paste (an ollama/continue error wraps only this one)
+    R("ggml-unable-buffer", _rx(r"unable to allocate (?P<buf>[\w.-]+) buffer\b"), OOM, CRIT,
+      lambda m, line: (f"{'host RAM' if m.group('buf').upper().startswith(('CPU', 'CUDA_HOST')) else 'accelerator memory'}"
+                       f" ran out (llama.cpp could not allocate its {m.group('buf')} buffer for the model)"),
+      H.HINT_ACCEL_OOM + "; llama.cpp/ollama: fewer GPU layers (-ngl), a smaller context (-c) or a smaller quantization",
+      ("to allocate",)),
+    # ollama's scheduler refuses a model whose CPU share does not fit the host's free RAM + swap (llm/server.go)
+    R("ollama-sysmem", _rx(r"model requires more system memory \((?P<need>[\d.]+ ?[KMGT]?i?B)\) than is available "
+                           r"\((?P<have>[\d.]+ ?[KMGT]?i?B)\)"), OOM, CRIT,
+      "host RAM too small for the model (ollama: it needs {need}, {have} is available)", H.HINT_HOST_OOM,
+      ("more system memory",)),
     R("directml-oom", _rx(r"Could not allocate tensor with (?P<n>\d+) bytes\. There is not enough GPU video memory available"),
       OOM, CRIT, lambda m, line: f"GPU out of memory (DirectML: a tensor of {int(m.group('n')) / 2**20:.0f} MiB could not be "
                                  "allocated)", H.HINT_ACCEL_OOM, ("video memory",)),
@@ -383,6 +404,22 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: ("host RAM allocation failed (DefaultCPUAllocator" +
                        (f": {int(m.group('bytes')) / 2**30:.1f} GiB requested)" if m.group("bytes") else ")")),
       H.HINT_HOST_OOM, ("defaultcpuallocator",)),
+    # TH's THAlloc/THRealloc (Lua torch7, and torch < 1.5's aten/src/TH): a host malloc failed
+    R("th-buy-ram", _rx(r"\$ Torch: not enough memory: you tried to (?P<re>re)?allocate (?P<gb>\d+)GB"), OOM, CRIT,
+      lambda m, line: (f"host RAM allocation failed (TH: not enough memory, you tried to {m.group('re') or ''}allocate "
+                       f"{m.group('gb')}GB)"), H.HINT_HOST_OOM,
+      ("not enough memory",)),
+    # TensorFlow's pinned (page-locked) host allocator for GPU copies: cudaHostAlloc/cuMemHostAlloc failed
+    R("tf-pinned-host-oom", _rx(r"could not allocate pinned host memory of size: (?P<n>\d+)"), OOM, CRIT,
+      lambda m, line: ("host memory ran out (TensorFlow could not allocate "
+                       + (f"{int(m.group('n')) / 2**20:.1f} MiB" if int(m.group('n')) >= 2**20 else f"{m.group('n')} bytes")
+                       + " of pinned host memory for GPU copies)"),
+      H.HINT_HOST_OOM, ("pinned host memory",)),
+    # a container's end as the runtime recorded it: kubectl describe's 'Reason:  OOMKilled', a pod's yaml/json
+    # 'reason: OOMKilled', docker inspect's '"OOMKilled": true' (oom_family.py cites the runtimes)
+    R("container-oomkilled", _rx(r"\b[Rr]eason\"?:\s*\"?OOMKilled\b|\"OOMKilled\":\s*true\b"), OOM, CRIT,
+      "the container was OOM-killed (its runtime's reason: OOMKilled -- it went past its memory limit)",
+      H.HINT_HOST_OOM + "; in a container: raise the pod's/container's memory limit", ("oomkilled",)),
     R("dataloader-killed", _rx(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>[\d, ]+)\) is killed by signal: Killed"),
       OOM, CRIT, "DataLoader worker (pid {pid}) killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,

@@ -32,7 +32,8 @@ MEGATRON_BF16_HEALTHY = [
 # microsoft/Swin-Transformer#47: apex's dynamic scaler skipped a step; the norm's running average reads nan
 DYNAMIC_SCALER_SKIP = [
     "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 131072.0",
-    "[2021-04-25 05:35:19 swin_base_patch4_window7_224](main_prune.py 310): INFO Train: [0/300][4050/5004]   eta 0:17:06 "
+    "[2021-04-25 05:35:19 swin_base_patch4_window7_224](main_prune.py 310): INFO Train: [0/300][4050/5004]   "
+    "eta 0:17:06 "
     "lr 0.000500 time 1.1737 (1.0765)    loss 3.2572 (3.3279)    grad_norm 1.0323 (nan)  mem 4814MB"]
 
 
@@ -64,7 +65,8 @@ APEX_SKIPS_FULL_STOP = ["Gradient overflow. Skipping step, loss scaler 0 reducin
 def test_a_loss_scale_followed_by_a_full_stop_is_read_not_raised_on():
     """`256.0.` once made float() raise inside the loss-scale reader: check-log died on the log."""
     assert _kinds(_final(APEX_SKIPS_FULL_STOP)) == []  # three skips early on: the scaler's search
-    cascade = [f"Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to {2.0 ** -k}." for k in range(10)]
+    cascade = [f"Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to {2.0 ** -k}."
+               for k in range(10)]
     assert _kinds(_final(APEX_SKIPS_FULL_STOP + cascade)) == ["nan"]
 
 
@@ -79,3 +81,20 @@ def test_a_pandas_series_missing_value_is_not_a_step_whose_loss_went_nan():
     assert _kinds(_final(PANDAS_SERIES)) == []
     (f,) = [f for f in _final(STEP_VALUE_NAN) if f.kind == "nan"]
     assert "step/value series" in f.summary and "76980: nan" in f.summary, f.summary
+
+
+# hiyouga/LlamaFactory#2078: a DPO record whose loss prints 0.0 while the policy's log-probs are NaN
+DPO_NAN = ["{'loss': 0.0, 'learning_rate': 9.999695160809598e-06, 'rewards/chosen': nan, 'rewards/rejected': nan, "
+           "'rewards/accuracies': 0.0, 'rewards/margins': nan, 'logps/rejected': nan, 'logps/chosen': nan, "
+           "'logits/rejected': nan, 'logits/chosen': nan, 'epoch': 0.0}"]
+# huggingface/trl#1236: a healthy DPO record, loss 0.0 too, finite log-probs
+DPO_HEALTHY = ["{'loss': 0.0, 'learning_rate': 6.019108280254777e-05, 'rewards/chosen': 3.876391649246216, 'rew"
+               "ards/rejected': -11.440515518188477, 'rewards/accuracies': 1.0, 'rewards/margins': 15.316907882"
+               "69043, 'logps/rejected': -783.4051513671875, 'logps/chosen': -781.236083984375, 'logits/rejecte"
+               "d': -1.8889861106872559, 'logits/chosen': -2.099642038345337, 'epoch': 0.46}"]
+
+
+def test_a_preference_trainers_nan_log_probs_are_nan_whatever_its_loss_prints():
+    (f,) = [f for f in _final(DPO_NAN) if f.kind == "nan"]
+    assert f.summary.startswith("the policy's outputs are NaN/Inf (logps/rejected = nan)"), f.summary
+    assert _kinds(_final(DPO_HEALTHY)) == []

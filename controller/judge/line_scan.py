@@ -614,7 +614,9 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
         return False
     loss = next((v for v in values if v.is_loss), None)
     if loss is not None:
-        b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({loss.key} = {loss.value})", H.HINT_NAN), i,
+        what = ("the policy's outputs are NaN/Inf" if "/chosen" in loss.key or "/rejected" in loss.key
+                else "loss is NaN/Inf")
+        b.add(b.make(Hit("nan", "critical", f"{what} ({loss.key} = {loss.value})", H.HINT_NAN), i,
                      [b.rep[i].raw]), i)
         return True
     st.nonfinite_norms += 1

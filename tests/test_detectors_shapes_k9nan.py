@@ -98,3 +98,18 @@ def test_a_preference_trainers_nan_log_probs_are_nan_whatever_its_loss_prints():
     (f,) = [f for f in _final(DPO_NAN) if f.kind == "nan"]
     assert f.summary.startswith("the policy's outputs are NaN/Inf (logps/rejected = nan)"), f.summary
     assert _kinds(_final(DPO_HEALTHY)) == []
+
+
+# QwenAudio/SenseVoice#264 (FunASR, ESPnet's trainer wording): the records print no norm, the warning does
+SKIP_WARNING = "[2025-10-29 23:59:01,773][root][WARNING] - The grad norm is nan. Skipping updating the model."
+FUNASR_RECORD = ("[2025-10-29 23:59:01,779][root][INFO] - train, rank: 0, epoch: 0/100, data_slice: 0/1, "
+                 "step_in_slice: 3/44, step_in_epoch: 3, total step: 3, (loss_avg_rank: 24.221), "
+                 "(loss_avg_slice: 27.633), (ppl_avg_slice: 1.002e+12), (acc_avg_slice: 0.000), (lr: 3.000e-07)")
+SKIP_WARNING_2 = "[2025-10-29 23:59:03,465][root][WARNING] - The grad norm is nan. Skipping updating the model."
+
+
+def test_espnets_skipped_update_warning_is_a_nan_norm_record_judged_in_a_row():
+    (f,) = [f for f in _final([SKIP_WARNING, FUNASR_RECORD, SKIP_WARNING_2]) if f.kind == "nan"]
+    assert "gradient norm is NaN/Inf in the last 2 records" in f.summary, f.summary
+    # one skip and the run goes on: an AMP scaler's skipped step, not a finding
+    assert _kinds(_final([SKIP_WARNING, FUNASR_RECORD])) == []

@@ -244,7 +244,11 @@ for e in entries():
     for vname in ("orig", *variants_of(e)):
         fn = VARIANTS.get(vname)
         data = raw if fn is None else fn(raw.decode("utf-8", "replace")).encode()
-        v = judge(e, scan_bytes(data, scanner=TextScanner(now_s=0.0)))
+        try:
+            found = scan_bytes(data, scanner=TextScanner(now_s=0.0))
+        except Exception:  # an older tree's readers that raise on a log find nothing in it (no crash of the table)
+            found = []
+        v = judge(e, found)
         fw = ("family " + family(e.framework)) if e.part == "pasted" else ("fw " + e.framework)
         for sl in (("all",) + (("held-out",) if e.heldout else ())):
             sv = sl + "/" + ("printed" if vname == "orig" else "variants")

@@ -37,7 +37,7 @@ from controller.follow.logparse import LineParser
 from controller.judge import hints as H
 from controller.judge.evidence import EVIDENCE_LINES, bounded, signal_suffix
 from controller.judge.kernel_asserts import KernelAssertions
-from controller.judge.loss_scale import LossScaleTrajectory
+from controller.judge.loss_scale import LossScaleTrajectory, unit_scale
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
@@ -618,7 +618,9 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
         return False
     loss = next((v for v in values if v.is_loss), None)
     if loss is not None:
-        b.add(b.make(Hit("nan", "critical", f"loss is NaN/Inf ({loss.key} = {loss.value})", H.HINT_NAN), i,
+        what = ("the policy's outputs are NaN/Inf" if "/chosen" in loss.key or "/rejected" in loss.key
+                else "loss is NaN/Inf")
+        b.add(b.make(Hit("nan", "critical", f"{what} ({loss.key} = {loss.value})", H.HINT_NAN), i,
                      [b.rep[i].raw]), i)
         return True
     st.nonfinite_norms += 1
@@ -627,6 +629,15 @@ def _metric_record(b: _Batch, st: ScanState, i: int, line: str) -> bool:
                                               and zero_loss(b.rep[i - 1].text[-MATCH_CHARS:]))
     if len(st.norm_evidence) < EVIDENCE_LINES:
         st.norm_evidence.append((b.line_no0 + b.rep[i].src, b.rep[i].raw))
+    if not st.norm_reported and "scal" in line.lower() and unit_scale(line):
+        # a record that shows its loss scale at 1.0 (bf16: no scaler): nothing skipped this step
+        st.norm_reported = True
+        v = values[0]
+        what = "loss pinned at 0.0 while the gradient norm" if zero_loss(line) else "gradient norm"
+        hit = Hit("nan", "critical", f"{what} is NaN/Inf ({v.key} = {v.value}) at a loss scale of 1.0: no dynamic "
+                  "fp16 scaler skipped this step, the NaN gradients were applied", H.HINT_NAN)
+        b.add(b.make(hit, i, [b.rep[i].raw]), i)
+        return True
     need = (NONFINITE_NORM_RECORDS if st.finite_norm_seen or st.zero_loss_norms >= ZERO_LOSS_NAN_NORM_RECORDS
             else STARTUP_NONFINITE_NORM_RECORDS)
     if st.nonfinite_norms >= need and not st.norm_reported:
@@ -680,7 +691,7 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
     row = _LIST_CELL.sub(_list_cell_value, line).replace("|", " ").split()
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
-    if len(row) == 2 and row[0].isdigit() and i > 0:
+    if len(row) == 2 and row[0].isdigit() and i > 0 and row[1] != PANDAS_NA:
         # a bare `step value` series (a script's own print): NaN after finite values of its kind
         prev = b.rep[i - 1].text.split()
         if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]):
@@ -732,6 +743,12 @@ def _two_word_losses(cols: list[str]) -> list[str]:
     return out
 
 
+PANDAS_NA = "NaN"
+"""pandas prints a missing value of a float Series as `NaN` (`Series.to_string(na_rep='NaN')`, its
+default): `10          NaN` above `Name: time, dtype: float64` is an index and an empty cell, not a
+step whose loss went NaN (torchmd/torchmd-net#231). A script's own print of a float reads `nan`
+(Python's, numpy's and torch's repr; C's printf `nan`/`-nan`), as the step/value series do
+(prajdabre/yanmtt#7: `76980 nan`)."""
 _FASTPROGRESS_NAN = re.compile(r"\d+(?:\.\d+)?% \[\d+/\d+ [\d:]+<[\d:]+ [-+]?(?:nan|inf)\]")
 """fastprogress (fastai's bars): `71.39% [6930/9707 3:56:27<1:34:45 nan]`, done/total,
 elapsed<remaining and then the bar's comment, which fastai fills with the smoothed loss."""

@@ -39,12 +39,33 @@ cascade: `reducing loss scale to 6.4e-204`)."""
 _SKIP = re.compile(r"OVERFLOW! Rank \d+ Skipping step|Gradient overflow\.\s+Skipping step|overflow detected, "
                    r"setting loss scale|Grad overflow on iteration|Overflow detected\. Skipping step"
                    r"|found inf/nan grads|skipped the step|loss scale overflow! Skipping step", re.I)
+_SCALE_NUMBER = r"(?P<v>\d*\.?\d+(?:[eE][-+]?\d+)?)"
+"""A scale as printed: `32768.0`, `0.0001220703125`, `1.4582244039112795e-303` -- never the
+sentence's own full stop after it (`reducing loss scale to 256.0.` -- MathLee/LASNet#3)."""
 _NEW_SCALE = re.compile(
     r"(?:reducing (?:loss scale )?to|setting loss scale to:?|loss[ _]scale\s*[:=]?\s*[\d.eE+-]+\s*(?:->|→))"
-    r"\s*(?P<v>[\d.]+(?:[eE][-+]?\d+)?)", re.I)
-_ATTEMPTED = re.compile(r"Attempted loss scale:\s*(?P<v>[\d.]+(?:[eE][-+]?\d+)?)")
+    r"\s*" + _SCALE_NUMBER, re.I)
+_ATTEMPTED = re.compile(r"Attempted loss scale:\s*" + _SCALE_NUMBER)
 _SCALE_VALUE = re.compile(r"\bloss[ _]scal(?:e|er)['\"]?\s*[:=]?\s*['\"]?(?P<v>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\b",
                           re.I)
+
+
+def unit_scale(line: str) -> bool:
+    """The line prints a loss scale of 1 or less beside its other values (`loss scale: 1.0 |`).
+
+    Megatron's record prints `loss scale: {:.1f}` every iteration (megatron/training/training.py
+    training_log); without a grad scaler -- bf16, the only precision Megatron allows one to be
+    missing for ("None grad scaler is only supported for bf16", megatron/core/optimizer/optimizer.py
+    MixedPrecisionOptimizer.__init__) -- get_loss_scale() returns its constant `_scale_one` (1.0), and
+    prepare_grads() checks for inf/nan only `if self.grad_scaler:`. So at a scale of 1 nothing skips
+    a step whose gradients overflowed: a NaN gradient norm printed there was clipped and applied
+    (an fp16 scaler shown at 1.0 is at its floor: as bad). A printed integer 0 is DeepSpeed's config
+    for "dynamic", not a reading."""
+    m = _SCALE_VALUE.search(line)
+    if m is None:
+        return False
+    v = m.group("v")
+    return float(v) <= MIN_HEALTHY_SCALE and (float(v) > 0 or "." in v)
 
 
 @dataclass

@@ -78,9 +78,36 @@ prefix remover (repair.py) may take `1234: ` for one). glibc prints a NaN float 
 -- they name no loss, so they never count."""
 
 
+_POLICY_OUTPUT = re.compile(r"(?<![\w.])(?P<key>(?:[A-Za-z]+[_/])?(?:logps|logits)/(?:ref_)?(?:chosen|rejected))"
+                            r"['\"]?\s*[:=]\s*['\"]?(?P<val>[-+]?(?:nan|inf))(?![\w.])", re.I)
+"""Preference trainers' record of the policy's own outputs: TRL's DPOTrainer (and LLaMA-Factory's
+copy of it) logs `logps/chosen`, `logps/rejected`, `logits/chosen`, `logits/rejected`
+(trl/trainer/dpo_trainer.py get_batch_loss_metrics, `metrics[f"{prefix}logps/chosen"] =
+policy_chosen_logps.detach().mean()...`). A NaN there is the forward pass itself gone NaN -- the
+loss beside it may still print 0.0 (hiyouga/LlamaFactory#2078: `'loss': 0.0, ... 'logps/chosen':
+nan`) -- so it counts as a NaN loss. Rewards and margins are not read: they derive from these."""
+
+
+_SKIPPED_NORM = re.compile(r"The grad norm is (?P<val>[-+]?(?:nan|inf))\. Skipping updating the model", re.I)
+"""ESPnet's trainer, and the toolkits that copied it (FunASR, SenseVoice's fine-tuning, wenet-style
+loops), print no norm in their records; they say so when the norm is not finite and skip the step:
+`logging.warning(f"The grad norm is {grad_norm}. Skipping updating the model.")` under
+`if not torch.isfinite(grad_norm)` (espnet2/train/trainer.py train_one_epoch). Read as a NaN/Inf
+gradient-norm record, so the runs-in-a-row rules decide (an AMP scaler's first skip is normal; one
+skip after another with no finite norm between is a model not being updated --
+QwenAudio/SenseVoice#264)."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
+    if "Skipping updating" in line:
+        m = _SKIPPED_NORM.search(line)
+        if m is not None:
+            return [NonFinite(key="grad norm", value=m.group("val").lower(), is_loss=False)]
+    if "/chosen" in line or "/rejected" in line:
+        for m in _POLICY_OUTPUT.finditer(line):
+            out.append(NonFinite(key=m.group("key"), value=m.group("val").lower(), is_loss=True))
     for m in _DARKNET_PROGRESS.finditer(line):
         for key, group in (("avg loss", "avg"), ("loss", "loss")):
             v = m.group(group).lower()

@@ -1061,3 +1061,50 @@ def test_an_exception_line_alone_whose_wording_is_a_hang_is_one_crash_not_two():
     # an exception line with no rule behind it is still the crash the text ends on
     found = _final(["step=40 loss=2.1032", "RuntimeError: foo bar"])
     assert [f.summary for f in found if f.kind == "crash"] == ["RuntimeError: foo bar (the last line of the log)"]
+
+
+def _nan_summaries(lines: list[str]) -> list[str]:
+    return [f.summary for f in _final(lines) if f.kind == "nan"]
+
+
+def test_a_delimited_tables_loss_column_reads_nan_in_markdown_box_drawing_and_csv():
+    """A table whose cells are delimited -- markdown (a notebook's Trainer table pasted into an
+    issue), prettytable's `+---+` frame, rich's box drawing, CSV -- is read like a fixed-width
+    one: the header's loss column, the row's cell under it; two columns are enough there."""
+    markdown = ["| Step | Training Loss | Validation Loss |", "|------|---------------|-----------------|",
+                "| 500  | 2.3100        | 2.2000          |", "| 1000 | nan           | nan             |"]
+    assert _nan_summaries(markdown) == ["loss is NaN/Inf (Training Loss = nan, a table's column)"]
+    pretty = ["+------+-------+", "| step | loss  |", "+------+-------+", "|   10 | 2.31  |", "|   20 | nan   |"]
+    assert _nan_summaries(pretty) == ["loss is NaN/Inf (loss = nan, a table's column)"]
+    boxed = ["┏━━━━━━┳━━━━━━━┓", "┃ step ┃ loss  ┃", "┡━━━━━━╇━━━━━━━┩", "│ 10   │ 2.31  │", "│ 20   │ inf   │"]
+    assert _nan_summaries(boxed) == ["loss is NaN/Inf (loss = inf, a table's column)"]
+    for csv in (["epoch,loss,val_loss", "1,2.31,2.20", "2,nan,nan"], ["epoch, loss, val_loss", "1, 2.31, 2.20", "2, nan, nan"]):
+        assert _nan_summaries(csv) == ["loss is NaN/Inf (loss = nan, a table's column)"], csv
+    # healthy: NaN in a column that is no loss (an F1 with no positives, a precision), a CSV
+    # row that is not its header's shape, two words apart by spaces (prose, not a header)
+    assert _final(["| Step | Training Loss | Validation Loss | F1 |", "|---|---|---|---|",
+                   "| 500 | 2.3100 | 2.2000 | nan |"]) == []
+    assert _final(["epoch,precision,recall,loss", "1,nan,0.0,2.31", "2,0.5,0.4,2.10"]) == []
+    assert _final(["epoch,loss,val_loss", "2,nan"]) == []
+    assert _final(["training loss", "3 nan"]) == []
+
+
+def test_a_loss_under_its_chinese_name_or_a_full_width_colon_reads_nan():
+    assert _nan_summaries(["2024-01-01 10:00:00 INFO epoch: 1, loss：2.31",
+                           "2024-01-01 10:01:00 INFO epoch: 2, loss：nan"]) == ["loss is NaN/Inf (loss = nan)"]
+    assert _nan_summaries(["epoch 2 训练损失: nan 准确率: 0.5"]) == ["loss is NaN/Inf (训练损失 = nan)"]
+    assert _nan_summaries(["训练 epoch 2, 损失：inf"]) == ["loss is NaN/Inf (损失 = inf)"]
+    # healthy: a finite loss beside a NaN accuracy; best_loss starting at inf
+    assert _final(["epoch 2 损失: 0.53 准确率: nan"]) == []
+    assert _final(["epoch 2 best_loss：inf loss：0.5"]) == []
+
+
+def test_a_sentence_that_says_the_loss_or_gradients_went_nan_is_a_nan():
+    for said in ("NaN detected in loss at step 20", "WARNING: nan values found in gradients", "Loss contains NaN values",
+                 "loss has NaN at iteration 300", "NaN in loss detected", "found nan in loss", "Loss went to NaN",
+                 "the loss diverged to NaN", "gradients are nan", "Got NaN loss at step 7"):
+        assert _kinds(_final(["step 1 loss 2.3", said])) == ["nan"], said
+    # healthy: settings and counters that name NaN, a best-so-far value that starts at inf
+    for quiet in ("loss_scale: 1.0 skip_nan: True", "nan_check=True, detect_anomaly=False",
+                  "val_loss improved from inf to 0.53", "Number of NaN values in loss mask: 0"):
+        assert _final(["step 1 loss 2.3", quiet]) == [], quiet

@@ -688,7 +688,9 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
                   "a step line prints)", H.HINT_NAN)
         b.add(b.make(hit, i, [b.rep[i].raw]), i)
         return True
-    row = _LIST_CELL.sub(_list_cell_value, line).replace("|", " ").split()
+    csv = _CSV_ROW.match(line) is not None
+    row = ([c.strip() for c in line.split(",")] if csv
+           else _LIST_CELL.sub(_list_cell_value, line).translate(_BOX_TO_SPACE).split())
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
     if len(row) == 2 and row[0].isdigit() and i > 0 and row[1] != PANDAS_NA:
@@ -700,13 +702,24 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
             b.add(b.make(hit, i, [b.rep[i - 1].raw, b.rep[i].raw]), i)
             return True
     for j in range(i - 1, max(-1, i - 1 - TABLE_LOOKBACK_LINES), -1):
-        head = b.rep[j].text.strip().strip("|")
-        if not head.lstrip()[:1].isalpha():
+        text = b.rep[j].text.strip()
+        delimited = text[:1] in _TABLE_EDGES and text[-1:] in _TABLE_EDGES
+        head = text.translate(_BOX_TO_PIPE).strip("|").strip()
+        if not head[:1].isalpha():
             continue  # (every header cell starts with a letter: a timestamp, `[`, a digit open no header)
-        cols = [c for c in _TABLE_SPLIT.split(head) if c]
-        if len(cols) < 3 and " " in head.strip():
-            cols = head.split()
-        if len(cols) < 3 or not all(_HEADER_CELL.match(c) for c in cols):
+        if csv:
+            if "," not in head:
+                continue
+            cols = [c.strip() for c in head.split(",")]
+            if len(cols) != len(row):
+                continue  # a CSV row has its header's cells, one for one
+        else:
+            cols = [c for c in _TABLE_SPLIT.split(head) if c]
+            if len(cols) < 3 and " " in head and not delimited:
+                cols = head.split()
+        # a header of two columns only where its cells are delimited (markdown, box drawing, CSV):
+        # two words apart by spaces are too often prose
+        if len(cols) < (2 if delimited or csv else 3) or not all(_HEADER_CELL.match(c) for c in cols):
             continue
         if len(row) < len(cols):
             cols = _two_word_losses(cols)  # fastai v1: `epoch train loss valid loss ...`
@@ -758,6 +771,13 @@ _STEP_VALUE_NAN = re.compile(r"^\s*(?:step|iter(?:ation)?)\s+(?P<step>\d+)(?:/\d
 (WebODM/OpenSplat opensplat.cpp:163 at 0f17ec3f58ef05bb2ed51a69e89d1f2b48b8a109, `"Step " << step
 << ": " << mainLoss.item<float>() << " (" ...`; `[20%]` from 2947938b7a2152b560489a963e47e961825dd32a
 on, :178; before its progress percentage, `Step 10: 0.17`). A NaN/Inf there is the loss's."""
+_CSV_ROW = re.compile(r"^\s*[^\s,\[\]{}()|]+(?:\s*,\s*[^\s,\[\]{}()|]+)+\s*$")
+"""A CSV row: single-token cells between commas, nothing else (`2,nan,nan`, `2, nan, nan`)."""
+_TABLE_EDGES = frozenset("|│┃║")
+"""A table row's first and last character when its cells are delimited: markdown's and
+prettytable's `|`, rich's and tabulate's box drawing (`│ 20 │ nan │`, `┃ step ┃ loss ┃`)."""
+_BOX_TO_PIPE = str.maketrans({"│": "|", "┃": "|", "║": "|"})
+_BOX_TO_SPACE = str.maketrans({"|": " ", "│": " ", "┃": " ", "║": " "})
 _YOLO_ROW = re.compile(r"^\s*\d+/\d+\s+\d+(?:\.\d+)?G\s+(?:[\d.]+\s+){0,3}(?:nan|inf)\s", re.I)
 """`  41/299  65.1G  nan  0.01516 ...`: epoch/epochs, GPU memory, then the loss columns (every
 YOLO from v3 to v11 prints them so)."""

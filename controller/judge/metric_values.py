@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 _RECORD = re.compile(
     r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|cost|xent|cross[-_ ]?entropy|ppl|perplexity"
-    r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>_\w+)?['\"\]]?\s*(?:[:=]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
+    r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>_\w+)?['\"\]]?\s*(?:[:=：]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
     r"(?P<val>[-+]?(?:nan|inf(?:inity)?))(?:\.0*)?(?![\w.])",
     re.I)
 _IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]"
@@ -98,9 +98,19 @@ skip after another with no finite norm between is a model not being updated --
 QwenAudio/SenseVoice#264)."""
 
 
+_CJK_LOSS = re.compile(r"(?P<key>(?:总|训练|验证|平均)?损失(?:值|函数)?)\s*[:=：]?\s*(?P<val>[-+]?(?:nan|inf))(?![\w.])",
+                       re.I)
+"""A loss printed under its Chinese name, `损失` (`训练损失：nan`, `epoch 2, 损失: nan`), often with
+the full-width colon `：` (U+FF1A) that a Chinese input method types; the ASCII keys take it too.
+(CJK characters are word characters to `re`, so the ASCII pattern's look-behind cannot hold here.)"""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
+    if "损失" in line:
+        out += [NonFinite(key=m.group("key"), value=m.group("val").lower(), is_loss=True)
+                for m in _CJK_LOSS.finditer(line)]
     if "Skipping updating" in line:
         m = _SKIPPED_NORM.search(line)
         if m is not None:

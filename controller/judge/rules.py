@@ -591,7 +591,15 @@ RULES: tuple[TextRule, ...] = (
                        r"|detected (?:a )?(?:nan|inf) (?:in|loss)|(?:Error|Exception):.{0,40}\b(?:nan|inf) loss\b"
                        r"|Moving average ignored a value of (?:nan|inf)|\bloss became infinite\b"
                        r"|Tensor had (?:NaN|Inf) values|NaN or Inf found in input tensor|found NaN in local grad norm"
-                       r"|contain Inf/NaN\. Training has diverged|\bfound (?:NaN|Inf) in local\b", re.I), NAN, CRIT,
+                       r"|contain Inf/NaN\. Training has diverged|\bfound (?:NaN|Inf) in local\b"
+                       # a sentence whose subject is the loss or the gradients and whose verb says NaN/Inf
+                       r"|\b(?:nan|inf)s? (?:values? )?(?:detected|found|encountered|appeared|occurred) in (?:the )?"
+                       r"(?:loss|grad\w*|outputs?|logits|weights|parameters)\b"
+                       r"|\b(?:nan|inf) in (?:the )?(?:loss|grad\w*) (?:detected|found|encountered)\b"
+                       r"|\b(?:got|found|encountered|seeing|saw) (?:a |an )?(?:nan|inf) (?:loss|grad\w*)\b"
+                       r"|\bfound (?:nan|inf) in (?:the )?(?:loss|grad\w*)\b"
+                       r"|\b(?:loss|gradients?|grads) (?:has|have|had|contains?|contained|went to|goes to|became|becomes"
+                       r"|diverged to|turned|turned to|exploded to|was|were|are) (?:a |an )?(?:nan|inf)\b", re.I), NAN, CRIT,
       "loss is NaN/Inf", H.HINT_NAN,
       ("nan", "inf loss", "is inf", "became inf", "finite", "inf in", "value of inf", "had inf")),
     # the frameworks' own NaN checks, raised as exceptions: TensorFlow's HistogramSummaryOp (tensorflow/core/kernels/

@@ -179,3 +179,13 @@ def test_an_ignored_exception_as_the_last_line_is_not_the_program_dying():
     assert _kinds(_final(ignored)) == []
     assert "AssertionError" in _crash(bars + tail).summary
     assert "AssertionError" in _crash(bars + tail[-1:]).summary  # the exception line alone, last
+
+
+def test_torchs_windows_terminate_handler_is_a_crash():
+    """p0p4k/vits2_pytorch#103 (quoted by the user)."""
+    f = _crash(["> Loading train data:   0%|▏         | 4/2273 [01:10<11:06:12, 17.62s/it]",
+                "> Unhandled exception caught in c10/util/AbortHandler.h",
+                "> 00007FFDABDCEE1200007FFDABDCEDF0 ucrtbase.dll!terminate [<unknown file> @ <unknown line number>]"])
+    assert "AbortHandler.h" in f.summary
+    healthy = ["epoch 3: unhandled exceptions in the data pipeline: 0, skipped samples: 2", "epoch 3 loss 0.52"]
+    assert _kinds(_final(healthy)) == []

@@ -703,6 +703,11 @@ RULES: tuple[TextRule, ...] = (
     R("glibc-backtrace", _rx(r"^======= Backtrace: =========\s*$"), CRASH, CRIT,
       "glibc aborted the process (its backtrace is printed: a malloc check or a fortify check failed)", H.HINT_ABORT,
       ("backtrace:",), secondary=True),
+    # torch's own std::terminate handler (c10/util/AbortHandler.h terminate_handler, on by default on Windows:
+    # prints this line and the native backtrace, then std::abort(); pasted p0p4k/vits2_pytorch#103)
+    R("c10-terminate", _rx(r"Unhandled exception caught in c10/util/AbortHandler\.h"), CRASH, CRIT,
+      "an unhandled C++ exception aborted the process (torch's terminate handler, c10/util/AbortHandler.h: its "
+      "native stack follows)", H.HINT_ABORT, ("unhandled exception caught",)),
     # Jupyter's notebook when its kernel process dies: the page's dialog (notebook's JS, on the
     # 'status_autorestarting.Kernel' event: "The kernel appears to have died. It will restart automatically.";
     # JupyterLab's "The kernel for <nb> appears to have died"), the server's log (notebook's zmqhandlers.py

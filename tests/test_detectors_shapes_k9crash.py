@@ -189,3 +189,26 @@ def test_torchs_windows_terminate_handler_is_a_crash():
     assert "AbortHandler.h" in f.summary
     healthy = ["epoch 3: unhandled exceptions in the data pipeline: 0, skipped samples: 2", "epoch 3 loss 0.52"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_the_lua_interpreters_uncaught_error_is_a_crash():
+    """art-programmer/FloorplanTransformation#40 (Lua torch)."""
+    f = _crash(["=> Training epoch # 1\t",
+                "/root/torch/install/bin/luajit: /root/torch/install/share/lua/5.1/threads/threads.lua:183: [thread 1 "
+                "callback] /root/torch/install/share/lua/5.1/cv/imgproc/init.lua:1837: 'struct TensorPlusInt' has no "
+                "member named 'val'", "stack traceback:", "\t[C]: in function 'error'"])
+    assert f.summary.startswith("Lua error at threads.lua:183"), f.summary
+    healthy = ["lua: 5.1.5 (found at /usr/bin/lua)", "luajit: LuaJIT 2.1.0-beta3", "=> Training epoch # 2\t",
+               "epoch 2 loss 0.31"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_a_windows_crash_handlers_exception_code_is_a_crash():
+    """Comfy-Org/comfy-kitchen#32: the thread dump, then the handler's code and native frames."""
+    found = _final(['  File "C:\\ComfyUI\\start_comfy_with_asyncio_patch.py", line 8 in <module>',
+                    "Exception Code: 0xC0000005",
+                    "  #0 0x00007fffa4650000 (C:\\ComfyUI\\venv\\Lib\\site-packages\\torch\\lib\\torch_hip.dll+0x0)",
+                    "  #1 0x00007fffa6c8f287 at::cuda::_scaled_mm_v2(class at::Tensor const &)"])
+    assert any(f.kind == "crash" and "0xC0000005: access violation" in f.summary for f in found), found
+    healthy = ["Exception Code: 0x00000000", "Exception code: 0x0 (none)", "epoch 1 loss 0.2"]
+    assert _kinds(_final(healthy)) == []

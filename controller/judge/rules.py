@@ -703,6 +703,18 @@ RULES: tuple[TextRule, ...] = (
     R("glibc-backtrace", _rx(r"^======= Backtrace: =========\s*$"), CRASH, CRIT,
       "glibc aborted the process (its backtrace is printed: a malloc check or a fortify check failed)", H.HINT_ABORT,
       ("backtrace:",), secondary=True),
+    # the Lua interpreter's report of an uncaught error (Lua torch, luajit): `<progname>: <chunk>:<line>: <message>`
+    # and then its `stack traceback:` (lua.c's message handler; pasted art-programmer/FloorplanTransformation#40:
+    # `/root/torch/install/bin/luajit: .../threads.lua:183: [thread 1 callback] ...`); the interpreter exits 1
+    R("lua-uncaught", _rx(r"^(?:\S*/)?(?:luajit|lua(?:5\.\d)?): (?P<where>[^\s:]+\.lua:\d+): (?P<what>\S.{0,200})"),
+      CRASH, CRIT, lambda m, line: f"Lua error at {m.group('where').rsplit('/', 1)[-1]}: {m.group('what')[:160]} (the "
+                                   "interpreter exited on it)", H.HINT_CRASH, ("luajit: ", "lua: ", "lua5")),
+    # a native crash handler's report on Windows: `Exception Code: 0xC0000005` and then its `#0 0x...` frames
+    # (pasted Comfy-Org/comfy-kitchen#32, a ROCm torch); only NTSTATUS error codes (0xC.......) are crashes
+    R("win-exception-code", _rx(r"^Exception [Cc]ode: 0x(?P<code>[Cc][0-9A-Fa-f]{7})\s*$"), CRASH, CRIT,
+      lambda m, line: ("the process crashed (Windows exception 0x" + m.group("code").upper()
+                       + (f": {_NTSTATUS[int(m.group('code'), 16)]}" if int(m.group("code"), 16) in _NTSTATUS else "")
+                       + "; a native crash handler's report)"), H.HINT_SEGV, ("exception code: 0x",)),
     # torch's own std::terminate handler (c10/util/AbortHandler.h terminate_handler, on by default on Windows:
     # prints this line and the native backtrace, then std::abort(); pasted p0p4k/vits2_pytorch#103)
     R("c10-terminate", _rx(r"Unhandled exception caught in c10/util/AbortHandler\.h"), CRASH, CRIT,

@@ -40,6 +40,7 @@ _SIGNALS = {
 SIGNAL_BY_WORD = {
     "segmentation fault": 11, "aborted": 6, "abort trap": 6, "bus error": 7, "illegal instruction": 4,
     "floating point exception": 8, "killed": 9, "terminated": 15, "hangup": 1, "trace/breakpoint trap": 5, "quit": 3,
+    "trace/bpt trap": 5, "trace trap": 5,
     "段错误": 11, "已中止": 6, "已放弃": 6, "总线错误": 7, "非法指令": 4, "浮点异常": 8, "浮点数例外": 8,
 }
 """What a shell prints for a child killed by a signal (bash's strsignal texts; macOS's

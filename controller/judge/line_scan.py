@@ -181,6 +181,7 @@ class _Batch:
         self.hit_at: dict[int, tuple[str, str]] = {}
         self.secondary_at: set[int] = set()
         self.ended_at: set[int] = set()  # lines whose NaN/hang wording is an exception's: its crash is made
+        self.ignored_at: set[int] = set()  # exception lines of tracebacks Python printed and went on from
         # a rule finding made at line index i: its rule summary and detail, and the evidence
         # its readers added before/after the line (kept when a traceback gives it frames)
         self.made: dict[tuple[str, str], _Made] = {}
@@ -326,6 +327,9 @@ LINE_WORDS = (
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储",
     "cancelled at", "exception in device", "stack trace", "已杀死", "dst tensor", "failedscheduling", "c10d",
+    "段错误", "已中止", "已放弃", "总线错误", "非法指令", "浮点异常", "munmap", "malloc", "corrupted", "backtrace",
+    "restart", "crashed", "hydra_full_error", "overrides", "trap", "exited with code", "processes exited",
+    "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -901,6 +905,8 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         _record_cut_off(b, opened)
     for tb in done:
         i = tb.exc
+        if tb.ignored and i is not None:
+            b.ignored_at.add(i)  # ("Exception ignored in ...": not the program's last words even as the last line)
         if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
         if i in b.hit_at and _explains(b, i):
@@ -1001,7 +1007,8 @@ def _note_last_line(b: _Batch, st: ScanState) -> None:
         text = ln.text.strip()
         if text and not _is_fence(text):
             st.last_line, st.last_line_no = text, b.line_no0 + ln.src
-            st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at or j in b.ended_at
+            st.last_line_explained = ((j in b.hit_at and _explains(b, j)) or j in b.secondary_at or j in b.ended_at
+                                      or j in b.ignored_at)
             return
 
 

@@ -256,6 +256,8 @@ OOM_FAMILY: tuple[Source, ...] = (
            "THPModule_errorIfAnyWorkerFails: 'DataLoader worker (pid ' ... ') is killed by signal: ' << strsignal "
            "(SIGKILL's is 'Killed'); torch/utils/data/_utils/signal_handling.py arms it"),
     Source("bare-killed", "bash", "Killed", note="bash's strsignal(SIGKILL) job report; generated corpus runs"),
+    Source("colab-ram", "Google Colab", "Your session crashed after using all available RAM",
+           note="source not read: Colab's front-end dialog (closed source); seen quoted in pasted PV-Lab/FTCP#8"),
     Source("zh-bare-killed", "bash under a zh_CN locale", "已杀死", "bminor/glibc", "po/zh_CN.po", None,
            "019d850902a34eb68cd83e3edd8bb19f4aafb58c",
            "glibc's Chinese translation of strsignal(SIGKILL)'s 'Killed' (msgid for sysdeps/generic/siglist.h:36, "

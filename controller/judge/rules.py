@@ -179,6 +179,25 @@ def _mpirun_signal(m: re.Match, line: str) -> tuple[str, str, str, str]:
             f"{m.group('num')} ({m.group('name')}): {d.what}", H.HINT_LAUNCHER + "; " + d.hint)
 
 
+_NTSTATUS = {
+    0xC0000005: "access violation", 0xC0000409: "stack buffer overrun / fail-fast", 0xC00000FD: "stack overflow",
+    0xC000001D: "illegal instruction", 0xC0000374: "heap corruption", 0xC0000094: "integer divide by zero",
+    0xC000013A: "Ctrl-C", 0xC0000135: "a DLL was not found", 0xC0000139: "a DLL entry point was not found",
+}
+"""Windows NTSTATUS codes a native crash exits with (winnt.h / ntstatus.h: STATUS_ACCESS_VIOLATION,
+STATUS_STACK_BUFFER_OVERRUN, ...); consoles print them signed (-1073741819) or not (3221225477)."""
+
+
+def _ide_exit(m: re.Match) -> str:
+    raw = m.group("code") or m.group("code2")
+    code = int(raw) & 0xFFFFFFFF
+    what = _NTSTATUS.get(code)
+    where = "the IDE's report" if m.group("code") else "VS Code's Code Runner"
+    if what is None:
+        return f"the process exited with code {raw} ({where})"
+    return f"the process exited with code {raw} (0x{code:08X}, Windows: {what}; {where})"
+
+
 def _recompile_limit(m: re.Match, line: str) -> str:
     name = m.group("limit") or "cache_size_limit"
     n = m.group("n") or m.group("n2")
@@ -422,15 +441,19 @@ RULES: tuple[TextRule, ...] = (
       H.HINT_HOST_OOM + "; in a container: raise the pod's/container's memory limit", ("oomkilled",)),
     R("dataloader-killed", _rx(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>[\d, ]+)\) is killed by signal: Killed"),
       OOM, CRIT, "DataLoader worker (pid {pid}) killed by SIGKILL: host OOM likely", H.HINT_HOST_OOM, ("killed",)),
-    R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed[`*_.]{0,3}\s*$"), OOM, CRIT,
+    # (macOS's bash prints the signal's number after it: `Killed: 9`)
+    R("bare-killed", _rx(r"^\s*[`*_]{0,3}Killed(?:: 9)?[`*_.]{0,3}\s*$"), OOM, CRIT,
       "process killed by SIGKILL (shell printed 'Killed'): host OOM likely", H.HINT_HOST_OOM, ("killed",)),
     R("zh-bare-killed", _rx(r"^\s*[`*_]{0,3}已杀死[`*_.]{0,3}\s*$"), OOM, CRIT,
       "process killed by SIGKILL (the shell printed '已杀死', 'Killed' in a Chinese locale): host OOM likely",
       H.HINT_HOST_OOM, ("已杀死",)),
-    R("shell-death", _rx(r"line \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
-                         r"|Floating point exception|Killed|Terminated|Hangup)(?::\s*\d+)?(?:\s+\(core dumped\))?\s*(?P<cmd>.*)$"),
+    # (bash under a zh_CN locale: `train_lenet.sh: 行 3: 25020 已放弃 (核心已转储) ./build/tools/caffe train`,
+    # pasted rbgirshick/py-faster-rcnn#830; the words are glibc's translations, exit_codes.SIGNAL_BY_WORD)
+    R("shell-death", _rx(r"(?:line|行) \d+:\s+(?P<pid>\d+) (?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
+                         r"|Floating point exception|Killed|Terminated|Hangup|段错误|已中止|已放弃|总线错误|非法指令|浮点异常)(?::\s*\d+)?(?:\s+[(（](?:core dumped|核心已转储)[)）])?\s*(?P<cmd>.*)$"),
       CRASH, CRIT, _shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
-                                                  "killed", "terminated", "hangup")),
+                                                  "killed", "terminated", "hangup", "段错误", "已中止", "已放弃", "总线错误",
+                                                  "非法指令", "浮点异常")),
     R("torchrun-death", _rx(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)"),
       CRASH, CRIT, _torchrun_death, H.HINT_LAUNCHER, ("exitcode",)),
     R("elastic-sigkill", _rx(r"Signal 9 \(SIGKILL\) received by PID (\d+)"), OOM, CRIT,
@@ -443,7 +466,7 @@ RULES: tuple[TextRule, ...] = (
       _subprocess_signal, H.HINT_LAUNCHER, ("died with",)),
     R("mp-spawn-signal", _rx(r"process (?P<proc>\d+) terminated with signal (?P<sig>SIG\w+)"), CRASH, CRIT,
       _mp_spawn_signal, H.HINT_LAUNCHER, ("terminated with signal",)),
-    R("mpirun-signal", _rx(r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node \S+ exited on signal "
+    R("mpirun-signal", _rx(r"process rank (?P<rank>\d+) with PID (?P<pid>\S+) on node \S+ exited on signal "
                            r"(?P<num>\d+) \((?P<name>[^)]+)\)"), CRASH, CRIT, _mpirun_signal, H.HINT_LAUNCHER,
       ("exited on signal",)),
     R("dmesg-oom", _rx(r"(?:Memory cgroup )?[Oo]ut of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]*)\)"
@@ -653,7 +676,8 @@ RULES: tuple[TextRule, ...] = (
       "a C extension crashed the interpreter: the lines after it show each thread's stack", ("fatal",)),
     R("signal-handler", _rx(r"\*\*\* (?P<sig>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TERM|KILL)) \(@0x[0-9a-fA-F]+\) received by PID"
                             r"|terminated by signal (?P<sig2>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP))\b"
-                            r"|Windows fatal exception: (?P<win>access violation|stack overflow)"), CRASH, CRIT,
+                            r"|Windows fatal exception: (?P<win>access violation|stack overflow|in page error|illegal instruction"
+                            r"|float divide by zero|float overflow|int divide by zero|code 0x[0-9a-fA-F]{8})"), CRASH, CRIT,
       lambda m, line: (f"process killed by {m.group('sig') or m.group('sig2')} (its signal handler's report)"
                        if m.group("sig") or m.group("sig2") else f"Windows fatal exception: {m.group('win')}"),
       H.HINT_SEGV, ("received by pid", "terminated by signal", "windows fatal exception")),
@@ -661,10 +685,10 @@ RULES: tuple[TextRule, ...] = (
                         r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
       ("sigsegv", "exitcode")),
     R("bare-shell-death", _rx(r"^\s*(?P<what>Segmentation fault|Aborted|Abort trap|Bus error|Illegal instruction"
-                              r"|Floating point exception|Terminated|Hangup)"
+                              r"|Floating point exception|Terminated|Hangup|Trace/BPT trap|Trace/breakpoint trap)"
                               r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?\s*$"),
       CRASH, CRIT, _bare_shell_death, H.HINT_CRASH, ("segmentation", "aborted", "abort trap", "bus error", "illegal", "floating",
-                                                     "terminated", "hangup")),
+                                                     "terminated", "hangup", "trap")),
     R("glued-shell-death", _rx(r"(?:[\]|%)}>.,;:!?0-9]\s?|\s{2})[`*_]{0,3}(?P<what>Segmentation fault|Aborted|Abort trap|Bus error"
                                r"|Illegal instruction|Floating point exception|Killed)"
                                r"(?::\s*\d+)?(?P<core>\s*\(core dumped\))?"
@@ -712,9 +736,15 @@ RULES: tuple[TextRule, ...] = (
                        + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,
       ("fatalerror",)),
     R("zsh-death", _rx(r"(?:^|(?<=[\]|%}]))(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?(?P<pid>\d+) )(?P<what>segmentation fault|killed|abort|bus error"
-                       r"|illegal hardware instruction|floating point exception)(?: \(core dumped\))?\s+(?P<cmd>\S.*)$"),
-      CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating")),
-    R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
+                       r"|illegal hardware instruction|floating point exception|trace trap)(?: \(core dumped\))?\s+(?P<cmd>\S.*)$"),
+      CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating",
+                                               "trace trap")),
+    # glog's CHECK macros write 'Check failed: ' as a FATAL message (google/glog src/glog/logging.h:554 at
+    # 53d58e4531c7c90f71ddab503d915e027432447a, the row oom_family.py's glog-cuda-oom cites) and abort; the repaired line has lost the `F1126 12:19:18.211333 23387 file.cu:28] ` prefix
+    # (pasted rbgirshick/py-faster-rcnn#830: `Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)`)
+    R("glog-check-failed", _rx(r"^Check failed: (?P<what>\S.{0,200})"), CRASH, CRIT,
+      "a C++ CHECK failed (glog aborts the process): {what}", H.HINT_ABORT, ("check failed",)),
+    R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|cu|cuh|hpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
       "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, ("check fail",)),
     R("tf-op-error", _rx(r"Graph execution error:"), CRASH, CRIT,
       "TensorFlow/JAX raised an error in a compiled function (its node and call stack are printed)", H.HINT_CRASH,
@@ -724,11 +754,71 @@ RULES: tuple[TextRule, ...] = (
       ("killing subprocess",), secondary=True),
     R("loguru-caught", _rx(r"An error has been caught in function '(?P<fn>[^']+)'"), CRASH, CRIT,
       "loguru caught an error in function '{fn}' (its traceback follows)", H.HINT_CRASH, ("error has been caught",)),
-    R("glibc-abort", _rx(r"double free or corruption|free\(\): invalid (?:pointer|size)"), CRASH, CRIT,
-      "glibc aborted the process (heap corruption: double free / invalid pointer)", H.HINT_ABORT,
-      ("double free", "free():")),
-    R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
-      "the process exited with code {code} (the IDE's report)", H.HINT_CRASH, ("exit code",)),
+    # glibc's malloc checks (malloc/malloc.c malloc_printerr, which then aborts): glibc < 2.26 printed
+    # `*** Error in `<prog>': <what>: 0x<ptr> ***` and `======= Backtrace: =========` with the frames
+    # (pasted facebookresearch/Detectron#380), later releases print the check's message alone
+    R("glibc-abort", _rx(r"double free or corruption|free\(\): invalid (?:pointer|size|next size)"
+                         r"|munmap_chunk\(\): invalid pointer|malloc\(\): (?:memory corruption|corrupted top size)"
+                         r"|corrupted size vs\. prev_size|corrupted double-linked list|malloc_consolidate\(\): invalid chunk size"
+                         r"|^\*\*\* Error in `[^`']{1,200}': (?P<what>[^:*]{3,80}?)(?:: 0x[0-9a-fA-F]+)? \*\*\*"),
+      CRASH, CRIT, lambda m, line: f"glibc aborted the process (heap corruption: {m.group('what') or m.group(0)})",
+      H.HINT_ABORT, ("double free", "free():", "munmap_chunk", "malloc", "corrupted", "*** error in")),
+    R("glibc-backtrace", _rx(r"^======= Backtrace: =========\s*$"), CRASH, CRIT,
+      "glibc aborted the process (its backtrace is printed: a malloc check or a fortify check failed)", H.HINT_ABORT,
+      ("backtrace:",), secondary=True),
+    # the Lua interpreter's report of an uncaught error (Lua torch, luajit): `<progname>: <chunk>:<line>: <message>`
+    # and then its `stack traceback:` (lua.c's message handler; pasted art-programmer/FloorplanTransformation#40:
+    # `/root/torch/install/bin/luajit: .../threads.lua:183: [thread 1 callback] ...`); the interpreter exits 1
+    R("lua-uncaught", _rx(r"^(?:\S*/)?(?:luajit|lua(?:5\.\d)?): (?P<where>[^\s:]+\.lua:\d+): (?P<what>\S.{0,200})"),
+      CRASH, CRIT, lambda m, line: f"Lua error at {m.group('where').rsplit('/', 1)[-1]}: {m.group('what')[:160]} (the "
+                                   "interpreter exited on it)", H.HINT_CRASH, ("luajit: ", "lua: ", "lua5")),
+    # a native crash handler's report on Windows: `Exception Code: 0xC0000005` and then its `#0 0x...` frames
+    # (pasted Comfy-Org/comfy-kitchen#32, a ROCm torch); only NTSTATUS error codes (0xC.......) are crashes
+    R("win-exception-code", _rx(r"^Exception [Cc]ode: 0x(?P<code>[Cc][0-9A-Fa-f]{7})\s*$"), CRASH, CRIT,
+      lambda m, line: ("the process crashed (Windows exception 0x" + m.group("code").upper()
+                       + (f": {_NTSTATUS[int(m.group('code'), 16)]}" if int(m.group("code"), 16) in _NTSTATUS else "")
+                       + "; a native crash handler's report)"), H.HINT_SEGV, ("exception code: 0x",)),
+    # torch's own std::terminate handler (c10/util/AbortHandler.h terminate_handler, on by default on Windows:
+    # prints this line and the native backtrace, then std::abort(); pasted p0p4k/vits2_pytorch#103)
+    R("c10-terminate", _rx(r"Unhandled exception caught in c10/util/AbortHandler\.h"), CRASH, CRIT,
+      "an unhandled C++ exception aborted the process (torch's terminate handler, c10/util/AbortHandler.h: its "
+      "native stack follows)", H.HINT_ABORT, ("unhandled exception caught",)),
+    # Jupyter's notebook when its kernel process dies: the page's dialog (notebook's JS, on the
+    # 'status_autorestarting.Kernel' event: "The kernel appears to have died. It will restart automatically.";
+    # JupyterLab's "The kernel for <nb> appears to have died"), the server's log (notebook's zmqhandlers.py
+    # on_kernel_died / on_kernel_restarted: "kernel %s died, noticed by auto restarter", "kernel %s restarted",
+    # pasted googlecolab/colabtools#513; jupyter_client's restarter.py "KernelRestarter: restarting kernel")
+    R("kernel-died", _rx(r"[Tt]he kernel (?:for \S.{0,200}?)?appears to have died\. It will restart automatically"
+                         r"|\bkernel [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} (?:restarted\b|died, noticed by auto)"
+                         r"|\bKernelRestarter: restarting kernel\b"), CRASH, CRIT,
+      "the Jupyter kernel died and is being restarted: the training in it is gone",
+      "a kernel dies without a Python error when native code crashes or host RAM runs out (dmesg shows the OOM "
+      "killer): run the notebook's code as a script to see how it ends", ("appears to have died", "restart")),
+    # Colab's dialog (pasted PV-Lab/FTCP#8)
+    R("colab-ram", _rx(r"Your session crashed after using all available RAM"), OOM, CRIT,
+      "host RAM ran out (Colab: the session crashed after using all available RAM)", H.HINT_HOST_OOM,
+      ("session crashed",)),
+    R("colab-crash", _rx(r"Your session crashed for an unknown reason"), CRASH, CRIT,
+      "the Colab session crashed (its runtime died)", H.HINT_CRASH, ("session crashed",)),
+    # Hydra's tail of a job that raised: JobReturn.return_value writes "Error executing job with overrides: [...]"
+    # before re-raising, and run_and_report "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack
+    # trace." after the shortened traceback, then sys.exit(1) (pasted apple/ml-inrflow#1); the exception itself,
+    # above, says more (secondary)
+    R("hydra-job-error", _rx(r"Error executing job with overrides: \[|Set the environment variable HYDRA_FULL_ERROR=1 for a "
+                             r"complete stack trace"), CRASH, CRIT,
+      "Hydra: the job raised an exception and exited (its error is printed above)", H.HINT_CRASH,
+      ("overrides", "hydra_full_error"), secondary=True),
+    # Open MPI's mpirun when a rank exits non-zero (pasted Kay1794/Aware-of-the-history#2) and horovodrun's
+    # RuntimeError of the same (pasted determined-ai/determined#3275): a launcher's "a child failed"
+    R("mpirun-nonzero", _rx(r"Primary job\s+terminated normally, but (?P<n>\d+) process(?:es)? returned"
+                            r"|(?P<who>mpirun|Horovod) detected that one or more processes exited with non-zero status"),
+      CRASH, CRIT, lambda m, line: f"{m.group('who') or 'mpirun'}: a rank exited with a non-zero code (the job was aborted)",
+      H.HINT_LAUNCHER, ("primary job", "processes exited"), secondary=True),
+    # PyCharm's run console (`Process finished with exit code -1073741819 (0xC0000005)`, pasted
+    # milesial/Pytorch-UNet#205) and VS Code's Code Runner (`[Done] exited with code=3221225477 in 4.2 seconds`):
+    # a Windows NTSTATUS, signed or not, names the native crash
+    R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)|\[Done\] exited with code=(?P<code2>-?[1-9]\d*)"),
+      CRASH, CRIT, lambda m, line: _ide_exit(m), H.HINT_CRASH, ("exit code", "exited with code")),
     # slurmstepd's kill report (SchedMD/slurm src/slurmd/slurmstepd/req.c:1122-1149 at 284c3b9: time limit,
     # preemption, node failure, requeue, a signal, a task failure); WARN like a launcher's death signal
     R("slurm-cancelled", _rx(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+-]+) (?:ON (?P<node>\S+) )?CANCELLED AT \S+"

@@ -9,7 +9,8 @@ Shapes it reads (lines already repaired, see repair.py):
   exception of a chain is the one reported).
 - Headerless: an excerpt that starts mid-traceback (a paste, a log that rotated): the
   first `File "...", line N, in f` frame opens it. The exception must follow within a
-  few lines of the last frame, or it is not a traceback at all.
+  few lines of the last frame, or it is not a traceback at all; an exception name with no
+  message must follow the last frame or its code directly.
 - IPython/Colab: `RuntimeError      Traceback (most recent call last)` on one line,
   `File /p.py:6` / `Cell In[3], line 5` frames, `----> 6 code` markers, `12 frames`.
 - Old IPython (< 8): `/p/x.py in fit(self, x)` / `<ipython-input-3-...> in <module>()` frames
@@ -184,7 +185,10 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
                     tb.seen_exception = text.strip()
             continue
         em = None if rich else _EXC_LINE.match(text.strip())  # (inside rich's box: a wrapped frame's piece)
-        if em and (tb.frames or tb.ipython_name):
+        if em and (tb.frames or tb.ipython_name) and (em.group("msg") or tb.headed or tb.gap == 0):
+            # (an excerpt's frames without a header: a name with no message -- `KeyboardInterrupt` -- ends
+            # them only right after their last frame or code line; after other text, a word alone on its line
+            # (`EVALUATE`, `Config:`) is the program's output going on, pasted DeepLabCut/DeepLabCut#1047)
             tb.exc, tb.name, tb.message = i, em.group("name"), (em.group("msg") or "").strip()
             tb.inner = em.group("inner") or ""
             del open_tb[key]

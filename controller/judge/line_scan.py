@@ -181,6 +181,7 @@ class _Batch:
         self.hit_at: dict[int, tuple[str, str]] = {}
         self.secondary_at: set[int] = set()
         self.ended_at: set[int] = set()  # lines whose NaN/hang wording is an exception's: its crash is made
+        self.printed_at: set[int] = set()  # exception lines of tracebacks Python printed and went on from
         # a rule finding made at line index i: its rule summary and detail, and the evidence
         # its readers added before/after the line (kept when a traceback gives it frames)
         self.made: dict[tuple[str, str], _Made] = {}
@@ -862,6 +863,12 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         _record_cut_off(b, opened)
     for tb in done:
         i = tb.exc
+        if i is not None and tb.ignored:
+            # `Exception ignored in: ...` (CPython's unraisable hook: a __del__ at interpreter exit,
+            # a finaliser) or a logging error: printed, and the program went on or was already
+            # ending -- its exception line is explained, even as the log's last line
+            # (ultralytics/yolov5#8406: the DataLoader's __del__ at the end of training)
+            b.printed_at.add(i)
         if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
         if i in b.hit_at and _explains(b, i):
@@ -962,7 +969,8 @@ def _note_last_line(b: _Batch, st: ScanState) -> None:
         text = ln.text.strip()
         if text and not _is_fence(text):
             st.last_line, st.last_line_no = text, b.line_no0 + ln.src
-            st.last_line_explained = (j in b.hit_at and _explains(b, j)) or j in b.secondary_at or j in b.ended_at
+            st.last_line_explained = ((j in b.hit_at and _explains(b, j)) or j in b.secondary_at or j in b.ended_at
+                                      or j in b.printed_at)
             return
 
 

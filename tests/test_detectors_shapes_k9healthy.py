@@ -54,3 +54,26 @@ def test_an_ignored_exception_before_a_raised_one_does_not_hide_the_crash():
     found = _final([*IGNORED_AT_EXIT, *raised])
     assert any(f.kind == "crash" and "illegal memory access" in f.summary
                for f in found), [f.summary for f in found]
+
+
+# facebookresearch/fairseq#103 (torch < 1.0): THC's own check line, glued to fairseq's bar
+THC_OOM = [
+    "| epoch 001:   0%|▏          | 315/72115 [01:24<5:21:16,  3.72it/s, loss=11.45 (12.65), oom=0]THCudaCheck FAIL "
+    "file=/pytorch/torch/lib/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
+    "| WARNING: ran out of memory on GPU #2, skipping batch",
+    "| epoch 001:   0%|▏          | 318/72115 [01:25<5:21:15,  3.72it/s, loss=12.26 (12.65), oom=0.00943396]",
+]
+
+
+def test_thcudacheck_error_2_is_an_oom_and_a_skipped_batch_marks_it_recovered():
+    (f,) = [f for f in _final(THC_OOM) if f.kind == "oom"]
+    assert "out of memory" in f.summary and "recovered" in f.summary, f.summary
+    assert f.severity == "warning"
+    (g,) = [f for f in _final(THC_OOM[:1]) if f.kind == "oom"]  # not followed by a recovery: critical
+    assert g.severity == "critical", g
+
+
+def test_thcudacheck_of_another_error_is_not_an_oom():
+    other = ["THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 error=59 : "
+             "device-side assert triggered", "step 12 loss 0.53"]
+    assert not [f for f in _final(other) if f.kind == "oom"]

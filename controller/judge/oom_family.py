@@ -31,7 +31,8 @@ OOM_FAMILY: tuple[Source, ...] = (
            "(tests/corpus/cited/index.json, rocm-hip-oom, names the hipify mapping)"),
     Source("cuda-runtime-oom", "PyTorch < 1.0", "cuda runtime error (2) : out of memory",
            note="source not read: THC's THCudaCheck of torch < 1.0 is gone from the repository; seen in the "
-                "generated corpus's wording tests"),
+                "generated corpus's wording tests, and as THCudaCheck's own 'THCudaCheck FAIL file=... line=58 "
+                "error=2 : out of memory' in pasted facebookresearch/fairseq#103"),
     Source("cuda-error-oom", "PyTorch; ggml (llama.cpp, qwen.cpp)", "CUDA error: out of memory / CUDA error 2 at F:L: "
            "out of memory", "ggml-org/ggml", "src/ggml-cuda.cu", 166, "c0e1eb4414d18242daa0641ea8aa29be28f09d00",
            "ggml's CUDA_CHECK: fprintf 'CUDA error %d at %s:%d: %s' with cudaGetErrorString (the ggml commit that "

@@ -251,7 +251,10 @@ RULES: tuple[TextRule, ...] = (
     # -- accelerator memory ---------------------------------------------------------------
     R("torch-oom", _rx(r"(?:CUDA|HIP) out of memory|OutOfMemoryError: (?!.*\bCPU\b).*out of memory"), OOM, CRIT,
       _torch_oom, H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
-    R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory", re.I), OOM, CRIT,
+    # (THC's THCudaCheck printed the same error 2 as `THCudaCheck FAIL file=... line=58 error=2 : out of
+    # memory`, torch < 1.0: pasted facebookresearch/fairseq#103, where fairseq then skipped the batch)
+    R("cuda-runtime-oom", _rx(r"cuda runtime error \(2\) : out of memory|THCudaCheck FAIL file=\S+ line=\d+ error=2 : "
+                              r"out of memory", re.I), OOM, CRIT,
       "CUDA OOM (cuda runtime error (2): out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
     R("cuda-error-oom", _rx(r"CUDA [Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),

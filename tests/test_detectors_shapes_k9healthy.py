@@ -4,6 +4,8 @@ log, and beside it the failing shape the reader must still find."""
 
 from __future__ import annotations
 
+import pytest
+
 from controller.judge import TextScanner
 
 
@@ -77,3 +79,68 @@ def test_thcudacheck_of_another_error_is_not_an_oom():
     other = ["THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 error=59 : "
              "device-side assert triggered", "step 12 loss 0.53"]
     assert not [f for f in _final(other) if f.kind == "oom"]
+
+
+# Healthy excerpts full of tempting words, each from a training-split pasted log of index-o
+# (name in the comment): every reader must stay quiet on them, alone and as the last lines
+# of a log (check-log's path, where a text's last line is judged too).
+TEMPTING_HEALTHY = {
+    "vllm cudagraph OOM advice (vllm-project_vllm-14447)": [
+        "(VllmWorkerProcess pid=507) INFO 04-12 08:22:02 [model_runner.py:1456] Capturing cudagraphs for decoding. "
+        "This may lead to unexpected consequences if the model is not static. To run the model in eager mode, set "
+        "'enforce_eager=True' or use '--enforce-eager' in the CLI. If out-of-memory error occurs during cudagraph "
+        "capture, consider decreasing `gpu_memory_utilization` or switching to eager mode. You can also reduce the "
+        "`max_num_seqs` as needed to decrease memory usage."],
+    "a wrapper's ERROR on an INFO line (modelscope_easydistill-4)": [
+        "2025-11-12 20:41:49,503 - ERROR - Detected error in output: INFO 11-12 20:41:49 [model_runner.py:1450] "
+        "Capturing cudagraphs for decoding. If out-of-memory error occurs during cudagraph capture, consider "
+        "decreasing `gpu_memory_utilization` or switching to eager mode."],
+    "TF BFC 'not a failure' (kbardool_keras-frcnn-36)": [
+        "2019-08-18 03:55:10.593121: W tensorflow/core/common_runtime/bfc_allocator.cc:237] Allocator (GPU_0_bfc) ran "
+        "out of memory trying to allocate 2.14GiB with freed_by_count=0. The caller indicates that this is not a "
+        "failure, but may mean that there could be performance gains if more memory were available."],
+    "val_loss improved from inf (foamliu_facenet-3)": [
+        "Epoch 00001: val_loss improved from inf to 0.20000, saving model to models/model.01-0.2000.hdf5"],
+    "per-category AP nan for absent classes (roytseng-tw_detectron.pytorch-210)": [
+        "INFO json_dataset_evaluator.py: 223: 12.0",
+        "/usr/local/onnx/numpy/core/fromnumeric.py:2957: RuntimeWarning: Mean of empty slice.",
+        "  out=out, **kwargs)", "INFO json_dataset_evaluator.py: 231: nan", "INFO json_dataset_evaluator.py: 231: 64.1",
+        "INFO json_dataset_evaluator.py: 231: nan"],
+    "loss null at the last record (hiyouga_llamafactory-774)": [
+        '{"current_steps": 3235, "total_steps": 3235, "loss": null, "eval_loss": null, "predict_loss": null, '
+        '"reward": null, "learning_rate": null, "epoch": 1.0, "percentage": 100.0, "elapsed_time": "5:16:48", '
+        '"remaining_time": "0:00:00"}'],
+    "'killed here, healthy' (marin-community_marin-7344)": [
+        "21:04:19  step 1.71k   1.3 s/it   loss 2.63   elapsed 55:46   (killed here, healthy)"],
+    "data loader's '[Tensor contains nans.] - 167' (broadinstitute_ml4h-64)": [
+        "2019-10-16 15:16:26,801 - tensor_generators:129 - INFO - In epoch 1 the following errors occurred:",
+        "    [Tensor contains nans.] - 167",
+        "2019-10-16 15:16:26,803 - tensor_generators:131 - INFO - True epoch number:1 in which 5084 tensors were "
+        "presented."],
+    "two overflow skips of a working scaler (carperai_trlx-342)": [
+        "[2023-02-28 20:08:24,113] [INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+        "Attempted loss scale: 128.0, reducing to 64.0",
+        "[2023-02-28 20:08:24,338] [INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+        "Attempted loss scale: 64.0, reducing to 32.0"],
+    "XLA compilations expected at start (facebookresearch_fairseq-2338)": [
+        "2020-07-17 06:57:45 | INFO | root | NOTE: XLA compilation detected; too many of these can lead to slow "
+        "training, but we expect a few in the beginning"] * 3,
+    "NCCL Abort COMPLETE at teardown (aws_aws-k8s-tester-454)": [
+        "[1,24]<stdout>:bert-mpi-training-worker-3:21:581 [0] NCCL INFO [Service thread] Connection closed by localRank 1",
+        "[1,26]<stdout>:bert-mpi-training-worker-3:23:670 [0] NCCL INFO comm 0x55adee232c40 rank 26 nranks 32 cudaDev 2 "
+        "busId 190 - Abort COMPLETE"],
+    "TF end-of-epoch 'Out of range: End of sequence' (zzh8829_yolov3-tf2-144)": [
+        "2020-01-05 18:27:37.863969: W tensorflow/core/common_runtime/base_collective_executor.cc:216] "
+        "BaseCollectiveExecutor::StartAbort Out of range: End of sequence", "         [[{{node IteratorGetNext}}]]"],
+    "huggingface_hub retries (avarok-cybersecurity_dgx-vllm-16)": [
+        "(APIServer pid=1) Retrying in 8s [Retry 4/5].",
+        "(APIServer pid=1) [2026-05-21 23:55:54] WARNING _http.py:329: Retrying in 8s [Retry 4/5]."],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEMPTING_HEALTHY))
+def test_tempting_healthy_excerpts_stay_quiet(name):
+    lines = TEMPTING_HEALTHY[name]
+    assert _kinds(_final(lines)) == [], [(f.kind, f.summary) for f in _final(lines)]
+    progress = ["step 10 loss 2.31", "step 20 loss 2.12"]
+    assert _kinds(_final([*progress, *lines, "step 30 loss 2.05"])) == []

@@ -144,3 +144,22 @@ def test_tempting_healthy_excerpts_stay_quiet(name):
     assert _kinds(_final(lines)) == [], [(f.kind, f.summary) for f in _final(lines)]
     progress = ["step 10 loss 2.31", "step 20 loss 2.12"]
     assert _kinds(_final([*progress, *lines, "step 30 loss 2.05"])) == []
+
+
+# torchmd/torchmd-net#231: pandas' print of the `time` column of Lightning's metrics.csv
+PANDAS_TIME = ["0      4.779309", "1      6.532793", "2      8.925880", "9     23.063034", "10          NaN",
+               "Name: time, dtype: float64"]
+
+
+def test_a_pandas_series_of_a_non_loss_column_with_a_missing_cell_is_no_nan():
+    """pandas prints a missing cell as `NaN` and names the Series below its rows: NaN in the
+    `time` column of a metrics.csv is a row that logged no time."""
+    assert _kinds(_final(PANDAS_TIME)) == []
+
+
+def test_a_step_value_series_that_turns_nan_is_still_a_nan_finding():
+    """The bare `step value` series (prajdabre/yanmtt#7's `76980 nan`), a pandas Series named for
+    a loss, and one whose footer is not in view stay NaN findings."""
+    assert _kinds(_final(["76960 2.1834", "76970 2.1807", "76980 nan", "76990 nan"])) == ["nan"]
+    assert _kinds(_final([*PANDAS_TIME[:-1], "Name: train_loss, dtype: float64"])) == ["nan"]
+    assert _kinds(_final(PANDAS_TIME[:-1])) == ["nan"]

@@ -682,7 +682,8 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
     if len(row) == 2 and row[0].isdigit() and i > 0:
         # a bare `step value` series (a script's own print): NaN after finite values of its kind
         prev = b.rep[i - 1].text.split()
-        if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]):
+        if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]) \
+                and not _pandas_missing(b, i, row[1]):
             hit = Hit("nan", "critical", f"a printed step/value series turned NaN/Inf (step {row[0]}: {row[1]})",
                       H.HINT_NAN)
             b.add(b.make(hit, i, [b.rep[i - 1].raw, b.rep[i].raw]), i)
@@ -716,6 +717,30 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         hit = Hit("nan", "critical", "loss is NaN/Inf (a YOLO epoch row's loss column)", H.HINT_NAN)
         b.add(b.make(hit, i, [b.rep[i].raw]), i)
         return True
+    return False
+
+
+_PANDAS_FOOTER = re.compile(r"^(?:Name: (?P<name>.+?), )?(?:Length: \d+, )?dtype: \w+$")
+"""The footer pandas prints under a Series (`Name: time, dtype: float64`)."""
+PANDAS_FOOTER_LOOKAHEAD = 40
+
+
+def _pandas_missing(b: _Batch, i: int, value: str) -> bool:
+    """Row i of a bare `index value` series is a pandas Series' row whose `NaN` (spelled so:
+    pandas' marker of a missing cell) belongs to a column that is no loss: the footer below
+    the rows names it (`Name: time, dtype: float64` -- pasted torchmd/torchmd-net#231: the
+    `time` column of Lightning's metrics.csv, NaN in a row that logged no time). A Series
+    named for a loss, or without its footer in view, is judged as any series."""
+    if value != "NaN":
+        return False
+    for j in range(i + 1, min(len(b.rep), i + 1 + PANDAS_FOOTER_LOOKAHEAD)):
+        text = b.rep[j].text.strip()
+        m = _PANDAS_FOOTER.match(text)
+        if m is not None:
+            return "loss" not in (m.group("name") or "").lower()
+        cells = text.split()
+        if len(cells) != 2 or not cells[0].isdigit():
+            return False  # (the series ended without a footer)
     return False
 
 

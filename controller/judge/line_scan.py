@@ -697,10 +697,11 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
            else _LIST_CELL.sub(_list_cell_value, line).translate(_BOX_TO_SPACE).split())
     if not any(v.lower().strip(":,") in ("nan", "inf", "-inf", "+inf") for v in row):
         return False
-    if len(row) == 2 and row[0].isdigit() and i > 0 and row[1] != PANDAS_NA:
+    if len(row) == 2 and row[0].isdigit() and i > 0:
         # a bare `step value` series (a script's own print): NaN after finite values of its kind
         prev = b.rep[i - 1].text.split()
-        if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]):
+        if len(prev) == 2 and prev[0].isdigit() and _FINITE.match(prev[1]) and int(prev[0]) < int(row[0]) \
+                and not _pandas_missing(b, i, row[1]):
             hit = Hit("nan", "critical", f"a printed step/value series turned NaN/Inf (step {row[0]}: {row[1]})",
                       H.HINT_NAN)
             b.add(b.make(hit, i, [b.rep[i - 1].raw, b.rep[i].raw]), i)
@@ -745,6 +746,30 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
         hit = Hit("nan", "critical", "loss is NaN/Inf (a YOLO epoch row's loss column)", H.HINT_NAN)
         b.add(b.make(hit, i, [b.rep[i].raw]), i)
         return True
+    return False
+
+
+_PANDAS_FOOTER = re.compile(r"^(?:Name: (?P<name>.+?), )?(?:Length: \d+, )?dtype: \w+$")
+"""The footer pandas prints under a Series (`Name: time, dtype: float64`)."""
+PANDAS_FOOTER_LOOKAHEAD = 40
+
+
+def _pandas_missing(b: _Batch, i: int, value: str) -> bool:
+    """Row i of a bare `index value` series is a pandas Series' row whose `NaN` (spelled so:
+    pandas' marker of a missing cell) belongs to a column that is no loss: the footer below
+    the rows names it (`Name: time, dtype: float64` -- pasted torchmd/torchmd-net#231: the
+    `time` column of Lightning's metrics.csv, NaN in a row that logged no time). A Series
+    named for a loss, or without its footer in view, is judged as any series."""
+    if value != "NaN":
+        return False
+    for j in range(i + 1, min(len(b.rep), i + 1 + PANDAS_FOOTER_LOOKAHEAD)):
+        text = b.rep[j].text.strip()
+        m = _PANDAS_FOOTER.match(text)
+        if m is not None:
+            return "loss" not in (m.group("name") or "").lower()
+        cells = text.split()
+        if len(cells) != 2 or not cells[0].isdigit():
+            return False  # (the series ended without a footer)
     return False
 
 
@@ -905,8 +930,12 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         _record_cut_off(b, opened)
     for tb in done:
         i = tb.exc
-        if tb.ignored and i is not None:
-            b.ignored_at.add(i)  # ("Exception ignored in ...": not the program's last words even as the last line)
+        if i is not None and tb.ignored:
+            # `Exception ignored in: ...` (CPython's unraisable hook: a __del__ at interpreter exit,
+            # a finaliser) or a logging error: printed, and the program went on or was already
+            # ending -- its exception line is explained, even as the log's last line
+            # (ultralytics/yolov5#8406: the DataLoader's __del__ at the end of training)
+            b.ignored_at.add(i)
         if i is None or not b.reported(i) or tb.superseded or tb.ignored or _in_restarted_attempt(i, restarted):
             continue
         if i in b.hit_at and _explains(b, i):

@@ -520,6 +520,23 @@ RULES: tuple[TextRule, ...] = (
       "the named task's own log says why it stopped (an earlier error, an OOM kill, a preemption); a long compile or "
       "a stalled host can also miss heartbeats (jax.distributed.initialize(heartbeat_timeout_seconds=...))",
       ("heartbeat timeout",)),
+    # Ray's autoscaler (v1 monitor; its test python/ray/tests/test_autoscaler_e2e.py-era output `(autoscaler +32s)
+    # Error: No available node types can fulfill resource request {...}. Add suitable node types to this cluster
+    # to resolve this issue.`): no node type of the cluster can ever hold that request, so the task/actor is
+    # infeasible and pends forever (Ray neither fails nor times it out; pasted real-stanford/scalingup#6, a GPU
+    # requested on a cluster without one). v2's plural "...resource requests {...}*N" also names queued
+    # requests that wait their turn, so only v1's singular `Error:` wording is read.
+    R("ray-infeasible", _rx(r"Error: No available node types can fulfill resource request (?P<req>\{[^{}]{0,300}\})"),
+      HANG, CRIT, "Ray cannot place a task/actor: no node type can ever fulfil {req} (it stays pending forever)",
+      "ask for what the cluster has (`ray status` lists its resources; ray.init(num_gpus=...) when GPUs are not "
+      "detected), or add a node type that has it", ("fulfill resource",)),
+    # Ray compiled graphs (python/ray/exceptions.py `class RayChannelTimeoutError(RayChannelError, TimeoutError)`,
+    # raised when a channel read/write outlasts RAY_CGRAPH_get_timeout): the driver waited for a worker's output
+    # that never came -- vLLM's Ray executor step (pasted ray-project/ray#53845, ray-project/ray#59249)
+    R("ray-channel-timeout", _rx(r"\bRayChannelTimeoutError\b"), HANG, CRIT,
+      "a Ray compiled-graph channel timed out (RayChannelTimeoutError): a worker never produced its output",
+      H.HINT_NCCL_TIMEOUT + "; Ray compiled graphs: RAY_CGRAPH_get_timeout, and py-spy dump of the workers",
+      ("raychanneltimeouterror",)),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,

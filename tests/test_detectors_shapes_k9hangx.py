@@ -1,0 +1,68 @@
+"""Hang shapes of Ray and of the inference stacks on Ray (issue 22, index-k): each test names
+the shape, reads a short text from a training-split pasted log, asserts the kind and the
+summary's words, and asserts that a healthy counter-example stays quiet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.judge import TextScanner
+
+LOGS = Path(__file__).parent / "corpus" / "pasted" / "logs"
+
+
+def _final(lines: list[str]) -> list:
+    sc = TextScanner(now_s=0.0)
+    sc.feed(lines)
+    sc.finish()
+    return sc.all_findings()
+
+
+def _kinds(findings) -> list[str]:
+    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
+
+
+# real-stanford/scalingup#6 (a markdown quote of the autoscaler's line)
+INFEASIBLE = ["> (autoscaler +32s) Error: No available node types can fulfill resource request {'CPU': 1.0, "
+              "'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue."]
+
+
+def test_ray_autoscaler_infeasible_request_is_a_hang_naming_the_request():
+    (f,) = [f for f in _final(INFEASIBLE) if f.kind == "hang"]
+    assert "no node type can ever fulfil {'CPU': 1.0, 'GPU': 1.0}" in f.summary, f.summary
+    assert _kinds(_final(INFEASIBLE)) == ["hang"]
+
+
+def test_ray_pending_trials_and_v2_queued_requests_are_not_the_infeasible_hang():
+    """A Tune experiment placing its trials in turn (ray-project/ray#4467), and autoscaler v2's
+    plural wording, which also lists requests that wait for a busy node's resources."""
+    healthy = (LOGS / "ray-project_ray-4467.log").read_text().splitlines()
+    assert _kinds(_final(healthy)) == []
+    v2 = ["(autoscaler +1m5s) No available node types can fulfill resource requests {'CPU': 1.0, 'GPU': 1.0}*3. "
+          "Add suitable node types to this cluster to resolve this issue."]
+    assert _kinds(_final(v2)) == []
+
+
+# ray-project/ray#59249 (vLLM's EngineCore on a Ray compiled graph)
+CHANNEL = [
+    '(EngineCore_DP0 pid=579) ERROR 12-05 22:43:45 [core.py:845] File "python/ray/includes/common.pxi", line 123, '
+    'in ray._raylet.check_status',
+    "(EngineCore_DP0 pid=579) ERROR 12-05 22:43:45 [core.py:845] ray.exceptions.RayChannelTimeoutError: System error: "
+    "Timed out waiting for object available to read. ObjectID: 007e768e7da845eb498bddc26311bb55310405340100000002e1f505",
+]
+
+
+def test_ray_compiled_graph_channel_timeout_is_a_hang_beside_its_crash():
+    found = _final(CHANNEL)
+    assert _kinds(found) == ["crash", "hang"]
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "RayChannelTimeoutError" in h.summary and "never produced its output" in h.summary, h.summary
+
+
+def test_a_configured_compiled_graph_timeout_is_not_a_hang():
+    """vLLM logs the timeout it set (vllm-project/vllm#19703's first line); a healthy engine
+    that says so, then serves, is quiet."""
+    healthy = ["INFO 06-12 10:46:22 [ray_distributed_executor.py:579] RAY_CGRAPH_get_timeout is set to 300",
+               "INFO 06-12 10:46:40 [loggers.py:116] Engine 000: Avg prompt throughput: 12.1 tokens/s, Avg generation "
+               "throughput: 35.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.4%"]
+    assert _kinds(_final(healthy)) == []

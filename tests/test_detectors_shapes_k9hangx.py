@@ -66,3 +66,25 @@ def test_a_configured_compiled_graph_timeout_is_not_a_hang():
                "INFO 06-12 10:46:40 [loggers.py:116] Engine 000: Avg prompt throughput: 12.1 tokens/s, Avg generation "
                "throughput: 35.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.4%"]
     assert _kinds(_final(healthy)) == []
+
+
+# yahoo/TensorFlowOnSpark#422: a non-chief TF1 worker polling SessionManager.wait_for_session every 30 s
+_NOT_READY = ("I0807 {t} 140518901212992 session_manager.py:436] Waiting for model to be ready.  "
+              "Ready_for_local_init_op:  Variables not initialized: hid_w, hid_b, sm_w, sm_b, global_step, "
+              "hid_w/Adagrad, hid_b/Adagrad, sm_w/Adagrad, sm_b/Adagrad, ready: None")
+
+
+def test_tf_worker_polling_for_the_chiefs_variables_for_minutes_is_a_hang():
+    lines = (LOGS / "yahoo_tensorflowonspark-422.log").read_text().splitlines()
+    (f,) = [f for f in _final(lines) if f.kind == "hang"]
+    assert "waited 120 s for the chief to initialise" in f.summary, f.summary
+
+
+def test_tf_worker_that_waits_one_poll_then_trains_is_healthy():
+    """A worker that starts before the chief waits a poll or two, then trains; the same report
+    printed twice without a clock (absl's INFO:tensorflow: copy) is not counted as more waiting."""
+    healthy = [_NOT_READY.format(t="10:08:47.435833"), _NOT_READY.format(t="10:09:17.488526")]
+    healthy += ["INFO:tensorflow:Waiting for model to be ready.  Ready_for_local_init_op:  None, ready: Variables "
+                "not initialized: hid_w"] * 6
+    healthy += (LOGS / "tensorflow_models-2980.log").read_text().splitlines()
+    assert _kinds(_final(healthy)) == []

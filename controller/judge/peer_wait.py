@@ -49,6 +49,10 @@ ROW_GAP_LINES = 4
 """Wait lines at most this far apart are one wait (the `not ready endpoints` line, a device
 warning between retries); a longer gap is something else happening -- a new wait starts."""
 
+TF_MODEL_READY_HANG_S = 120.0
+"""A TF1 worker still polling for the chief's variable initialisation after this long (five of its
+30-s polls, nothing else printed between): a chief initialises in seconds once it runs; the waits
+that pasted logs show end after one or two polls or go on for minutes."""
 SHM_HANG_S = 180.0
 """vLLM's broadcast unread this long: three of its 60-s reports in a row. One report is a
 worker busy compiling or loading weights (pasted gpustack/gpustack#3888: a long model
@@ -84,6 +88,15 @@ WAITS: tuple[WaitWording, ...] = (
     WaitWording("tf-create-session", re.compile(r"CreateSession still waiting for response from worker: (?P<who>\S+)"),
                 10.0, WAIT_HANG_S, "start-up stuck: the session waited {s} s for {who}, which never answered",
                 "that task never started or cannot be reached: check its log, the cluster spec's host:port and firewalls"),
+    # TF1's SessionManager.wait_for_session (tensorflow/python/training/session_manager.py): a non-chief worker
+    # polls every recovery_wait_secs (30 s) until the chief has initialised the variables, logging this each time
+    # (pasted yahoo/TensorFlowOnSpark#422: 2 minutes of it). Timed by the lines' clock only: the same report is
+    # often printed twice (absl's `INFO:tensorflow:` and a second handler), so counting lines would double it.
+    WaitWording("tf-model-not-ready", re.compile(r"Waiting for model to be ready\.\s+Ready_for_local_init_op:"), 0.0,
+                TF_MODEL_READY_HANG_S, "start-up stuck: the worker waited {s} s for the chief to initialise the "
+                "model's variables (the chief never did, or this worker cannot reach it)",
+                "check that the chief (task 0) runs and initialises, that every task has the same graph and cluster "
+                "spec (TF_CONFIG), and that the parameter servers are reachable"),
     WaitWording("vllm-shm-broadcast", re.compile(r"No available shared memory broadcast block found in (?P<s>\d+) "
                                                  r"seconds?"), 0.0, SHM_HANG_S,
                 "a worker stopped reading its work: no shared-memory broadcast block was taken for {s} s (a worker "

@@ -88,3 +88,21 @@ def test_tf_worker_that_waits_one_poll_then_trains_is_healthy():
                 "not initialized: hid_w"] * 6
     healthy += (LOGS / "tensorflow_models-2980.log").read_text().splitlines()
     assert _kinds(_final(healthy)) == []
+
+
+def test_torch_xla_mesh_client_giving_up_on_its_master_is_a_hang_and_the_crash_it_raises():
+    """pytorch/xla#2651: XLA_CHECK(WaitForConnected(...)) failed, then `Failed to connect to client
+    mesh master: ADDR` -- one hang (both lines say the same wait ran out) beside the crash."""
+    found = _final((LOGS / "pytorch_xla-2651.log").read_text().splitlines())
+    assert _kinds(found) == ["crash", "hang"]
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "mesh master" in h.summary and "XRT_MESH_CONNECT_WAIT" in h.summary, h.summary
+    cut = _final((LOGS / "pytorch_xla-2604.log").read_text().splitlines())
+    assert _kinds(cut) == ["crash", "hang"]
+
+
+def test_torch_xla_waiting_for_its_mesh_master_at_start_up_then_training_is_healthy():
+    healthy = ["2020-05-28 11:50:27.058553: I    7449 tensorflow/compiler/xla/xla_client/mesh_service.cc:208] Waiting "
+               "to connect to client mesh master (300 seconds) 10.164.15.199:8477"]
+    healthy += (LOGS / "pytorch_xla-6053.log").read_text().splitlines()
+    assert _kinds(_final(healthy)) == []

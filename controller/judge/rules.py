@@ -537,6 +537,18 @@ RULES: tuple[TextRule, ...] = (
       "a Ray compiled-graph channel timed out (RayChannelTimeoutError): a worker never produced its output",
       H.HINT_NCCL_TIMEOUT + "; Ray compiled graphs: RAY_CGRAPH_get_timeout, and py-spy dump of the workers",
       ("raychanneltimeouterror",)),
+    # torch_xla's XRT mesh client (third_party/xla_client/mesh_service.cc MeshClient::MeshClient): it logs
+    # `Waiting to connect to client mesh master (300 seconds) ADDR` (a normal start-up line), then
+    # XLA_CHECK(channel->WaitForConnected(now + XRT_MESH_CONNECT_WAIT s)) << "Failed to connect to client mesh
+    # master: " << ADDR -- the check failing is that wait running out: the master process never answered
+    # (pasted pytorch/xla#1586, #2604, #2651)
+    R("xla-mesh-connect", _rx(r"Failed to connect to client mesh master: (?P<addr>\S+)"
+                              r"|Check failed: impl_->channel->WaitForConnected\("), HANG, CRIT,
+      "torch_xla: the mesh client waited for the mesh master and gave up (XRT_MESH_CONNECT_WAIT ran out: the "
+      "master process never answered)",
+      "the master (ordinal 0) process must be alive and reachable: an xm.rendezvous outside the spawned processes, "
+      "a master that already exited, or a wrong XRT_TPU_CONFIG / mesh address all leave the clients waiting",
+      ("mesh master", "check failed")),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,

@@ -106,3 +106,31 @@ def test_torch_xla_waiting_for_its_mesh_master_at_start_up_then_training_is_heal
                "to connect to client mesh master (300 seconds) 10.164.15.199:8477"]
     healthy += (LOGS / "pytorch_xla-6053.log").read_text().splitlines()
     assert _kinds(_final(healthy)) == []
+
+
+def test_gdb_py_bt_parked_in_a_collective_is_a_hang_not_a_cut_off_traceback():
+    """deepspeedai/DeepSpeed#1969: gdb's `py-bt` (most recent call FIRST) of a live rank whose
+    innermost frame is torch.distributed's all_reduce. It is a debugger's stack dump, not an
+    exception being raised: no crash, whatever its last frame."""
+    found = _final((LOGS / "deepspeedai_deepspeed-1969.log").read_text().splitlines())
+    assert _kinds(found) == ["hang"]
+    (h,) = found
+    assert "gdb's py-bt" in h.summary and "all_reduce (distributed_c10d.py:1209)" in h.summary, h.summary
+
+
+def test_a_raised_traceback_through_all_reduce_and_a_py_bt_elsewhere_are_not_that_hang():
+    raised = ["Traceback (most recent call last):",
+              '  File "/opt/conda/lib/python3.8/site-packages/deepspeed/runtime/zero/stage2.py", line 1326, in '
+              'allreduce_bucket',
+              "    dist.all_reduce(tensor_to_allreduce, group=self.dp_process_group)",
+              '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 1209, in '
+              'all_reduce',
+              "    work = group.allreduce([tensor], opts)",
+              "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error"]
+    assert "hang" not in _kinds(_final(raised))
+    elsewhere = ["(gdb) py-bt", "Traceback (most recent call first):",
+                 '  File "/opt/conda/lib/python3.8/site-packages/torch/utils/data/dataloader.py", line 1133, in '
+                 '_try_get_data',
+                 '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 1209, '
+                 'in all_reduce']
+    assert _kinds(_final(elsewhere)) == []

@@ -44,6 +44,7 @@ from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.tracebacks import (
+    GDB_PY_BT,
     TB_START,
     Traceback,
     failing_expression,
@@ -432,7 +433,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.norm_evidence.clear()
         hit = classify(line, low) if triggered(low) else None
         if hit is None:
-            hit = _c10d_timeout(b, i, line, low) or (_pyspy_collective(b, i, line) if "c10d" in low else None)
+            hit = _c10d_timeout(b, i, line, low) or ((_pyspy_collective(b, i, line) or _gdb_collective(b, i, line))
+                                                     if "c10d" in low else None)
             if hit is None:
                 continue
         evidence = [ln.raw]
@@ -550,6 +552,36 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
     return Hit("hang", "critical", f"a rank waits in a collective: py-spy shows thread {head.group('id')}{name} "
                f"({head.group('st')}) inside {m.group('fn')} ({where}){caller}", H.HINT_NCCL_TIMEOUT,
                rule="pyspy-collective")
+
+
+_GDB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<fn>\w+)\s*$')
+_GDB_BUILTIN = re.compile(r"^\s*<built-in method (?P<fn>\w+) of \w+ object at remote 0x[0-9a-f]+>\s*$")
+
+
+def _gdb_collective(b: _Batch, i: int, line: str) -> Hit | None:
+    """gdb's py-bt of a live process (tracebacks.GDB_PY_BT: `Traceback (most recent call first):`, then
+    the innermost frame first; a C function shows as `<built-in method allreduce of PyCapsule object at
+    remote 0x...>`) whose innermost Python frame is one of torch.distributed's collectives: the
+    process is parked in it, a rank waiting for the others (pasted deepspeedai/DeepSpeed#1969: every
+    rank of a 512-GPU job in all_reduce). Only the frame right under the header (or under the
+    built-in it called) is read: a collective further out is a frame the stack passes through."""
+    m = _GDB_FRAME.match(line)
+    if m is None or m.group("fn") not in _COLLECTIVES or "torch/distributed/" not in m.group("file"):
+        return None
+    rep, key = b.rep, b.rep[i].key
+    above = [j for j in range(i - 1, max(-1, i - 4), -1) if rep[j].key == key and rep[j].text.strip()][:2]
+    texts = [rep[j].text.strip() for j in above]
+    if not texts:
+        return None
+    if texts[0] == GDB_PY_BT:
+        via = ""
+    elif len(texts) == 2 and texts[1] == GDB_PY_BT and _GDB_BUILTIN.match(texts[0]):
+        via = f", in {_GDB_BUILTIN.match(texts[0]).group('fn')}"  # type: ignore[union-attr]
+    else:
+        return None
+    return Hit("hang", "critical", f"a rank waits in a collective: gdb's py-bt shows the process inside "
+               f"{m.group('fn')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')}){via}", H.HINT_NCCL_TIMEOUT,
+               rule="gdb-collective")
 
 
 _TEARDOWN = re.compile(r"Received sigquit from a child proces")

@@ -134,3 +134,37 @@ def test_a_raised_traceback_through_all_reduce_and_a_py_bt_elsewhere_are_not_tha
                  '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 1209, '
                  'in all_reduce']
     assert _kinds(_final(elsewhere)) == []
+
+
+# ROCm/xla#968 (an H100 run of the same HLO hangs)
+XLA_STUCK = ["rendezvous.cc:116] This thread has been waiting for `Acquire clique: devices=4:[1,2,3,5]; "
+             "local_participants=4 ...` for 10 seconds and may be stuck. Expected 4 threads to join the rendezvous, "
+             "but not all of them arrived on time."]
+
+
+def test_xla_rendezvous_may_be_stuck_with_no_unstuck_where_final_text_ends_is_a_hang():
+    (f,) = [f for f in _final(XLA_STUCK) if f.kind == "hang"]
+    assert "XLA collective stuck" in f.summary and "Acquire clique" in f.summary, f.summary
+    old = (LOGS / "pytorch_xla-3898.log").read_text().splitlines()  # collective_ops_utils.h's 5000ms wording
+    assert _kinds(_final(old)) == ["hang"]
+
+
+def test_xla_rendezvous_warning_followed_by_unstuck_and_a_live_read_are_not_a_hang():
+    """XLA's own false-positive notice (rendezvous.cc: `Thread is unstuck! Warning above was a
+    false-positive. Perhaps the timeout is too short.`) ends the wait; a live read (scan_lines
+    alone) never judges the warning -- the notice may be the next line."""
+    from controller.judge import ScanState, scan_lines
+    healthy = XLA_STUCK + ["rendezvous.cc:128] Thread is unstuck! Warning above was a false-positive. Perhaps the "
+                           "timeout is too short."]
+    healthy += (LOGS / "pytorch_xla-6053.log").read_text().splitlines()
+    assert _kinds(_final(healthy)) == []
+    assert _kinds(scan_lines(XLA_STUCK, now_s=0.0, state=ScanState())) == []
+
+
+def test_xla_termination_timeout_is_a_hang_at_once():
+    line = ("F0213 13:11:17.931882   59040 rendezvous.cc:140] Termination timeout for `rendezvous of collective-permute; "
+            "run_id=15; op id:1` of 40 seconds exceeded. Exiting to ensure a consistent program state. Expected 8 "
+            "threads to join the rendezvous, but not all of them arrived on time.")
+    from controller.judge import ScanState, scan_lines
+    (f,) = [f for f in scan_lines([line], now_s=0.0, state=ScanState()) if f.kind == "hang"]
+    assert "termination timeout (40 s)" in f.summary, f.summary

@@ -41,6 +41,8 @@ from controller.judge.loss_scale import LossScaleTrajectory
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
+from controller.judge.xla_rendezvous import WORDS as XLA_WAIT_WORDS
+from controller.judge.xla_rendezvous import RendezvousWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.tracebacks import (
@@ -125,6 +127,7 @@ class ScanState:
 
     loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
     peer_wait: PeerWait = field(default_factory=PeerWait)
+    xla_wait: RendezvousWait = field(default_factory=RendezvousWait)
     nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
     finite_norm_seen: bool = False
     zero_loss_norms: int = 0          # ... of which the loss read exactly 0
@@ -326,7 +329,7 @@ LINE_WORDS = (
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储",
     "cancelled at", "exception in device", "stack trace", "已杀死", "dst tensor", "failedscheduling", "c10d",
-    "fulfill", "waiting for model", "mesh master",
+    "fulfill", "waiting for model", "mesh master", "unstuck", "may be stuck",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -424,6 +427,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.peer_wait.feed(line, line_no, ln.raw, ln.key)
         elif "running for" in low or "pending" in low:
             st.peer_wait.feed_status(line, line_no)
+        if any(w in low for w in XLA_WAIT_WORDS):
+            st.xla_wait.feed(line, line_no, ln.raw)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
         non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
@@ -842,6 +847,13 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                                    "stopped inside the traceback: the process was dying)",
                            evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,
                            run_id=run_id))
+    xw = st.xla_wait
+    if xw.waiting and not xw.reported and not any(f.kind == "hang" for f in found):
+        xw.reported = True
+        out.append(Finding(kind="hang", severity="critical", summary=xw.summary(), evidence=bounded(list(xw.evidence)),
+                           hint=H.HINT_NCCL_TIMEOUT + "; XLA: the devices/processes that never reached the collective "
+                           "(a rank that diverged, died or is still compiling); xla_gpu_executable_warn_stuck_timeout",
+                           first_seen_s=t, line=xw.first_line, run_id=run_id))
     if (not st.norm_reported and st.norm_evidence and (st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
                                                        or (st.zero_loss_norms and st.nonfinite_norms))):
         st.norm_reported = True

@@ -549,6 +549,12 @@ RULES: tuple[TextRule, ...] = (
       "the master (ordinal 0) process must be alive and reachable: an xm.rendezvous outside the spawned processes, "
       "a master that already exited, or a wrong XRT_TPU_CONFIG / mesh address all leave the clients waiting",
       ("mesh master", "check failed")),
+    # XLA's rendezvous gave up (xla/service/rendezvous.cc AwaitAndLogIfStuck, LOG(FATAL) after the warning that
+    # xla_rendezvous.py reads): the participants never all arrived within the termination timeout
+    R("xla-termination", _rx(r"Termination timeout (?:for `(?P<name>[^`]{1,200})` )?of (?P<s>\d+) seconds exceeded\. "
+                             r"Exiting to ensure a consistent program state"), HANG, CRIT,
+      "XLA collective stuck: the rendezvous waited its termination timeout ({s} s) for participants that never "
+      "arrived, and XLA exits", H.HINT_NCCL_TIMEOUT, ("termination timeout",)),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,

@@ -168,3 +168,29 @@ def test_xla_termination_timeout_is_a_hang_at_once():
     from controller.judge import ScanState, scan_lines
     (f,) = [f for f in scan_lines([line], now_s=0.0, state=ScanState()) if f.kind == "hang"]
     assert "termination timeout (40 s)" in f.summary, f.summary
+
+
+def test_a_timeout_raised_inside_a_torch_distributed_collective_is_a_hang_beside_the_crash():
+    """dmlc/dgl#3629: `dist.all_reduce` -> distributed_c10d.py all_reduce -> `RuntimeError: Socket
+    Timeout` (no NCCL/gloo word in the message for a rule to read)."""
+    found = _final((LOGS / "dmlc_dgl-3629.log").read_text().splitlines())
+    assert _kinds(found) == ["crash", "hang"]
+    (h,) = [f for f in found if f.kind == "hang"]
+    assert "all_reduce (distributed_c10d.py:1285)" in h.summary and "Socket Timeout" in h.summary, h.summary
+
+
+def test_a_timeout_elsewhere_or_another_error_in_a_collective_is_only_a_crash():
+    hub = ["Traceback (most recent call last):",
+           '  File "/opt/conda/lib/python3.8/site-packages/huggingface_hub/file_download.py", line 1261, in hf_hub_download',
+           "    r = _request_wrapper(",
+           "requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. "
+           "(read timeout=10)"]
+    assert _kinds(_final(hub)) == ["crash"]
+    nccl = ["Traceback (most recent call last):",
+            '  File "train_dist.py", line 171, in pad_data',
+            "    dist.all_reduce(num_nodes, dist.ReduceOp.MAX)",
+            '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 1285, in '
+            'all_reduce',
+            "    work = default_pg.allreduce([tensor], opts)",
+            "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:825, invalid usage"]
+    assert _kinds(_final(nccl)) == ["crash"]

@@ -953,6 +953,11 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
                 nan = Hit("nan", "critical", f"a finiteness check failed (`{checked}`): a value was NaN/Inf",
                           H.HINT_NAN)
                 b.found.setdefault((nan.kind, nan.summary), b.make(nan, i, _tb_evidence(rep, tb)))
+        timed_out = _timed_out_collective(rep, tb)
+        if timed_out:
+            hang = Hit("hang", "critical", f"a collective timed out: {tb.short_name}: {tb.message[:80]} raised inside "
+                       f"torch.distributed's {timed_out}", H.HINT_NCCL_TIMEOUT, rule="collective-timeout-raised")
+            b.found.setdefault((hang.kind, hang.summary), b.make(hang, i, _tb_evidence(rep, tb)))
         text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
         if len(text) > 160:
             text = text[:157] + "..."
@@ -972,6 +977,26 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         else:
             hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+_TIMEOUT_WORDS = re.compile(r"\b(?:timed? ?out|timeout)\b", re.I)
+COLLECTIVE_FRAMES = 2
+"""How far from the innermost frame a collective of torch.distributed may sit (its own
+wrapper, e.g. c10d_logger's, is the one frame allowed under it)."""
+
+
+def _timed_out_collective(rep: Sequence[Line], tb: Traceback) -> str:
+    """The torch.distributed collective a traceback was raised in when its exception says a
+    timeout (pasted dmlc/dgl#3629: `dist.all_reduce` -> distributed_c10d.py `all_reduce` ->
+    `RuntimeError: Socket Timeout`, gloo's peer never answered): a rank waited for the others
+    past the timeout -- a hang, besides the crash the exception is. "" when it is not that."""
+    if not tb.message or not _TIMEOUT_WORDS.search(tb.message):
+        return ""
+    for idx in tb.frames[-COLLECTIVE_FRAMES:]:
+        m = _GDB_FRAME.search(rep[idx].text)
+        if m is not None and "torch/distributed/" in m.group("file") and m.group("fn") in _COLLECTIVES:
+            return f"{m.group('fn')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})"
+    return ""
 
 
 _FINITE_ASSERT = re.compile(r"^\s*assert\b.*\b(?:isfinite|isnan|isinf|is_finite|all_finite)\b")

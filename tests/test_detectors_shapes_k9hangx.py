@@ -194,3 +194,25 @@ def test_a_timeout_elsewhere_or_another_error_in_a_collective_is_only_a_crash():
             "    work = default_pg.allreduce([tensor], opts)",
             "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:825, invalid usage"]
     assert _kinds(_final(nccl)) == ["crash"]
+
+
+_VLLM = ("INFO 02-06 {t} metrics.py:467] Avg prompt throughput: {p} tokens/s, Avg generation throughput: {g} tokens/s, "
+         "Running: {r} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.1%, CPU KV cache usage: 0.0%.")
+
+
+def test_vllm_stats_with_requests_running_and_no_tokens_for_minutes_is_a_hang():
+    """vllm-project/vllm#12795: 0.0/0.0 tokens/s with 1 running request every 31 s, 00:40:43-00:43:18."""
+    (f,) = [f for f in _final((LOGS / "vllm-project_vllm-12795.log").read_text().splitlines()) if f.kind == "hang"]
+    assert "stopped generating: 155 s" in f.summary, f.summary
+
+
+def test_vllm_zero_reports_between_working_ones_or_while_idle_are_healthy():
+    """A 0.0 report then tokens (vllm-project/vllm#2595's first records, here one a line), pauses
+    between working reports, and an idle server (Running: 0) stay quiet."""
+    paused = [_VLLM.format(t="00:40:43", p="0.0", g="0.0", r=1), _VLLM.format(t="00:41:43", p="0.0", g="77.3", r=1),
+              _VLLM.format(t="00:42:43", p="0.0", g="0.0", r=1), _VLLM.format(t="00:43:43", p="0.0", g="76.8", r=1),
+              _VLLM.format(t="00:44:43", p="0.0", g="0.0", r=1)]
+    assert _kinds(_final(paused)) == []
+    idle = [_VLLM.format(t=f"00:{m:02d}:00", p="0.0", g="0.0", r=0) for m in range(10, 30)]
+    assert _kinds(_final(idle)) == []
+    assert _kinds(_final((LOGS / "vllm-project_vllm-2595.log").read_text().splitlines())) == []

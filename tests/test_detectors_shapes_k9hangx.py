@@ -216,3 +216,31 @@ def test_vllm_zero_reports_between_working_ones_or_while_idle_are_healthy():
     idle = [_VLLM.format(t=f"00:{m:02d}:00", p="0.0", g="0.0", r=0) for m in range(10, 30)]
     assert _kinds(_final(idle)) == []
     assert _kinds(_final((LOGS / "vllm-project_vllm-2595.log").read_text().splitlines())) == []
+
+
+_PG = ("(EngineCore pid=84) INFO 06-07 18:{m} [ray_utils.py:464] Waiting for creating a placement group of specs for "
+       "{s} seconds. specs=[{{'GPU': 1.0}}, {{'GPU': 1.0}}]. Check `ray status` and `ray list nodes` to see if you have "
+       "enough resources.")
+
+
+def test_vllm_still_waiting_for_its_placement_group_at_150_s_is_a_hang():
+    """gpustack/gpustack#5509 (150 s); vLLM's own give-up, `Cannot provide a placement group ... within 1800 seconds`."""
+    (f,) = [f for f in _final((LOGS / "gpustack_gpustack-5509.log").read_text().splitlines()) if f.kind == "hang"]
+    assert "placement group: still waiting after 150 s" in f.summary, f.summary
+    given_up = ["ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}] "
+                "within 1800 seconds. See `ray status` to make sure the cluster has enough resources."]
+    assert "hang" in _kinds(_final(given_up))
+
+
+def test_vllm_placement_group_waits_of_the_first_intervals_then_serving_are_healthy():
+    healthy = [_PG.format(m="13:55", s=10), _PG.format(m="14:15", s=30)]
+    healthy += (LOGS / "vllm-project_vllm-30599.log").read_text().splitlines()
+    assert _kinds(_final(healthy)) == []
+
+
+def test_nemo_rl_asking_for_more_gpus_than_the_cluster_has_is_a_hang_and_fewer_is_not():
+    (f,) = [f for f in _final((LOGS / "nvidia-nemo_rl-271.log").read_text().splitlines()) if f.kind == "hang"]
+    assert "16 GPUs in a cluster of 8" in f.summary, f.summary
+    fits = ["Not enough GPUs available. Requested 8 GPUs, but only 8 are available in the cluster.",
+            "Retrying placement group creation... 1/6. Next retry in 1 seconds."]
+    assert _kinds(_final(fits)) == []

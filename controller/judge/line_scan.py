@@ -329,7 +329,7 @@ LINE_WORDS = (
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储",
     "cancelled at", "exception in device", "stack trace", "已杀死", "dst tensor", "failedscheduling", "c10d",
-    "fulfill", "waiting for model", "mesh master", "unstuck", "may be stuck",
+    "fulfill", "waiting for model", "mesh master", "unstuck", "may be stuck", "placement group", "not enough gpus",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped

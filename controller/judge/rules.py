@@ -245,6 +245,8 @@ def _rx(p: str, flags: int = 0) -> re.Pattern:
 
 R = TextRule
 OOM, CRASH, HANG, NAN, RECOMPILE = "oom", "crash", "hang", "nan", "recompile"
+VLLM_PG_HANG_S = 150
+"""vLLM still waiting for its placement group at its fourth report (10, 30, 70, 150 s): not coming."""
 CRIT, WARN, INFO = "critical", "warning", "info"
 
 RULES: tuple[TextRule, ...] = (
@@ -555,6 +557,25 @@ RULES: tuple[TextRule, ...] = (
                              r"Exiting to ensure a consistent program state"), HANG, CRIT,
       "XLA collective stuck: the rendezvous waited its termination timeout ({s} s) for participants that never "
       "arrived, and XLA exits", H.HINT_NCCL_TIMEOUT, ("termination timeout",)),
+    # vLLM on Ray waiting for its placement group (vLLM's ray_utils.py _wait_until_pg_ready: it logs the
+    # seconds waited at 10, 30, 70, 150, 310 ... s, then raises `Cannot provide a placement group of ... within
+    # PG_WAIT_TIMEOUT (1800) seconds`): a group whose GPUs exist is placed within the first interval; still
+    # waiting at 150 s (the fourth report) is a request the cluster cannot hold -- a GPU missing or a node IP
+    # that never matches (pasted gpustack/gpustack#5509)
+    R("vllm-pg-wait", _rx(r"Waiting for creating a placement group of specs for (?P<s>\d+) seconds"
+                          r"|Cannot provide a placement group of .{0,600}?within (?P<t>\d+) seconds"), HANG, CRIT,
+      lambda m, line: (f"vLLM cannot get its Ray placement group: still waiting after {m.group('s') or m.group('t')} s "
+                       "(the GPUs it asks for are not in the cluster, or the node IP never matches)"
+                       if int(m.group("s") or m.group("t")) >= VLLM_PG_HANG_S else None),
+      "compare the specs with `ray status` (GPUs per node) and make VLLM_HOST_IP match the IP each Ray node "
+      "registered under; lower tensor/pipeline parallel to what the nodes hold", ("placement group",)),
+    # NeMo RL's cluster setup (its wording as pasted in NVIDIA-NeMo/RL#271, the PR that added it): it retries
+    # placement-group creation while fewer GPUs exist than requested -- more than the cluster has never fits
+    R("not-enough-gpus", _rx(r"Not enough GPUs available\. Requested (?P<req>\d+) GPUs, but only (?P<have>\d+) are "
+                             r"available in the cluster"), HANG, CRIT,
+      lambda m, line: (f"the job waits for {m.group('req')} GPUs in a cluster of {m.group('have')}: its placement "
+                       "group can never be created" if int(m.group("req")) > int(m.group("have")) else None),
+      "request what the cluster has (cluster.gpus_per_node x num_nodes), or add nodes", ("not enough gpus",)),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,

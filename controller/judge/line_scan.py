@@ -41,9 +41,12 @@ from controller.judge.loss_scale import LossScaleTrajectory, unit_scale
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
+from controller.judge.xla_rendezvous import WORDS as XLA_WAIT_WORDS
+from controller.judge.xla_rendezvous import RendezvousWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.tracebacks import (
+    GDB_PY_BT,
     TB_START,
     Traceback,
     failing_expression,
@@ -124,6 +127,7 @@ class ScanState:
 
     loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
     peer_wait: PeerWait = field(default_factory=PeerWait)
+    xla_wait: RendezvousWait = field(default_factory=RendezvousWait)
     nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
     finite_norm_seen: bool = False
     zero_loss_norms: int = 0          # ... of which the loss read exactly 0
@@ -330,6 +334,7 @@ LINE_WORDS = (
     "段错误", "已中止", "已放弃", "总线错误", "非法指令", "浮点异常", "munmap", "malloc", "corrupted", "backtrace",
     "restart", "crashed", "hydra_full_error", "overrides", "trap", "exited with code", "processes exited",
     "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
+    "fulfill", "waiting for model", "mesh master", "unstuck", "may be stuck", "placement group", "not enough gpus",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -427,6 +432,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.peer_wait.feed(line, line_no, ln.raw, ln.key)
         elif "running for" in low or "pending" in low:
             st.peer_wait.feed_status(line, line_no)
+        if any(w in low for w in XLA_WAIT_WORDS):
+            st.xla_wait.feed(line, line_no, ln.raw)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
         non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
@@ -436,7 +443,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.norm_evidence.clear()
         hit = classify(line, low) if triggered(low) else None
         if hit is None:
-            hit = _c10d_timeout(b, i, line, low) or (_pyspy_collective(b, i, line) if "c10d" in low else None)
+            hit = _c10d_timeout(b, i, line, low) or ((_pyspy_collective(b, i, line) or _gdb_collective(b, i, line))
+                                                     if "c10d" in low else None)
             if hit is None:
                 continue
         evidence = [ln.raw]
@@ -557,6 +565,36 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
     return Hit("hang", "critical", f"a rank waits in a collective: py-spy shows thread {head.group('id')}{name} "
                f"({head.group('st')}) inside {m.group('fn')} ({where}){caller}", H.HINT_NCCL_TIMEOUT,
                rule="pyspy-collective")
+
+
+_GDB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<fn>\w+)\s*$')
+_GDB_BUILTIN = re.compile(r"^\s*<built-in method (?P<fn>\w+) of \w+ object at remote 0x[0-9a-f]+>\s*$")
+
+
+def _gdb_collective(b: _Batch, i: int, line: str) -> Hit | None:
+    """gdb's py-bt of a live process (tracebacks.GDB_PY_BT: `Traceback (most recent call first):`, then
+    the innermost frame first; a C function shows as `<built-in method allreduce of PyCapsule object at
+    remote 0x...>`) whose innermost Python frame is one of torch.distributed's collectives: the
+    process is parked in it, a rank waiting for the others (pasted deepspeedai/DeepSpeed#1969: every
+    rank of a 512-GPU job in all_reduce). Only the frame right under the header (or under the
+    built-in it called) is read: a collective further out is a frame the stack passes through."""
+    m = _GDB_FRAME.match(line)
+    if m is None or m.group("fn") not in _COLLECTIVES or "torch/distributed/" not in m.group("file"):
+        return None
+    rep, key = b.rep, b.rep[i].key
+    above = [j for j in range(i - 1, max(-1, i - 4), -1) if rep[j].key == key and rep[j].text.strip()][:2]
+    texts = [rep[j].text.strip() for j in above]
+    if not texts:
+        return None
+    if texts[0] == GDB_PY_BT:
+        via = ""
+    elif len(texts) == 2 and texts[1] == GDB_PY_BT and _GDB_BUILTIN.match(texts[0]):
+        via = f", in {_GDB_BUILTIN.match(texts[0]).group('fn')}"  # type: ignore[union-attr]
+    else:
+        return None
+    return Hit("hang", "critical", f"a rank waits in a collective: gdb's py-bt shows the process inside "
+               f"{m.group('fn')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')}){via}", H.HINT_NCCL_TIMEOUT,
+               rule="gdb-collective")
 
 
 _TEARDOWN = re.compile(r"Received sigquit from a child proces")
@@ -879,6 +917,13 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                                    "stopped inside the traceback: the process was dying)",
                            evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,
                            run_id=run_id))
+    xw = st.xla_wait
+    if xw.waiting and not xw.reported and not any(f.kind == "hang" for f in found):
+        xw.reported = True
+        out.append(Finding(kind="hang", severity="critical", summary=xw.summary(), evidence=bounded(list(xw.evidence)),
+                           hint=H.HINT_NCCL_TIMEOUT + "; XLA: the devices/processes that never reached the collective "
+                           "(a rank that diverged, died or is still compiling); xla_gpu_executable_warn_stuck_timeout",
+                           first_seen_s=t, line=xw.first_line, run_id=run_id))
     if (not st.norm_reported and st.norm_evidence and (st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
                                                        or (st.zero_loss_norms and st.nonfinite_norms))):
         st.norm_reported = True
@@ -984,6 +1029,11 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
                 nan = Hit("nan", "critical", f"a finiteness check failed (`{checked}`): a value was NaN/Inf",
                           H.HINT_NAN)
                 b.found.setdefault((nan.kind, nan.summary), b.make(nan, i, _tb_evidence(rep, tb)))
+        timed_out = _timed_out_collective(rep, tb)
+        if timed_out:
+            hang = Hit("hang", "critical", f"a collective timed out: {tb.short_name}: {tb.message[:80]} raised inside "
+                       f"torch.distributed's {timed_out}", H.HINT_NCCL_TIMEOUT, rule="collective-timeout-raised")
+            b.found.setdefault((hang.kind, hang.summary), b.make(hang, i, _tb_evidence(rep, tb)))
         text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
         if len(text) > 160:
             text = text[:157] + "..."
@@ -1003,6 +1053,26 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         else:
             hit = Hit("crash", "critical", f"{text}{loc}", H.HINT_CRASH)
         b.add(b.make(hit, i, _tb_evidence(rep, tb)), i, hit.secondary)
+
+
+_TIMEOUT_WORDS = re.compile(r"\b(?:timed? ?out|timeout)\b", re.I)
+COLLECTIVE_FRAMES = 2
+"""How far from the innermost frame a collective of torch.distributed may sit (its own
+wrapper, e.g. c10d_logger's, is the one frame allowed under it)."""
+
+
+def _timed_out_collective(rep: Sequence[Line], tb: Traceback) -> str:
+    """The torch.distributed collective a traceback was raised in when its exception says a
+    timeout (pasted dmlc/dgl#3629: `dist.all_reduce` -> distributed_c10d.py `all_reduce` ->
+    `RuntimeError: Socket Timeout`, gloo's peer never answered): a rank waited for the others
+    past the timeout -- a hang, besides the crash the exception is. "" when it is not that."""
+    if not tb.message or not _TIMEOUT_WORDS.search(tb.message):
+        return ""
+    for idx in tb.frames[-COLLECTIVE_FRAMES:]:
+        m = _GDB_FRAME.search(rep[idx].text)
+        if m is not None and "torch/distributed/" in m.group("file") and m.group("fn") in _COLLECTIVES:
+            return f"{m.group('fn')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})"
+    return ""
 
 
 _FINITE_ASSERT = re.compile(r"^\s*assert\b.*\b(?:isfinite|isnan|isinf|is_finite|all_finite)\b")

@@ -49,6 +49,13 @@ ROW_GAP_LINES = 4
 """Wait lines at most this far apart are one wait (the `not ready endpoints` line, a device
 warning between retries); a longer gap is something else happening -- a new wait starts."""
 
+VLLM_STALL_S = 120.0
+"""vLLM reporting running requests and no token in or out for this long: a step takes well under
+a second, a long prefill shows as prompt throughput, so two minutes of zeros is no step at all."""
+TF_MODEL_READY_HANG_S = 120.0
+"""A TF1 worker still polling for the chief's variable initialisation after this long (five of its
+30-s polls, nothing else printed between): a chief initialises in seconds once it runs; the waits
+that pasted logs show end after one or two polls or go on for minutes."""
 SHM_HANG_S = 180.0
 """vLLM's broadcast unread this long: three of its 60-s reports in a row. One report is a
 worker busy compiling or loading weights (pasted gpustack/gpustack#3888: a long model
@@ -65,6 +72,7 @@ class WaitWording:
     hang_s: float           # waited this long, doing nothing else: stuck
     summary: str            # {s}: seconds waited, {who}, {joined}, {world}
     hint: str
+    resume: re.Pattern | None = None  # a line of this (not matching `pattern`) ends the wait: progress resumed
 
 
 _PEER_HINT = "a rank never started or cannot be reached: check every node's launcher log, the endpoints' ports and firewalls"
@@ -84,13 +92,35 @@ WAITS: tuple[WaitWording, ...] = (
     WaitWording("tf-create-session", re.compile(r"CreateSession still waiting for response from worker: (?P<who>\S+)"),
                 10.0, WAIT_HANG_S, "start-up stuck: the session waited {s} s for {who}, which never answered",
                 "that task never started or cannot be reached: check its log, the cluster spec's host:port and firewalls"),
+    # TF1's SessionManager.wait_for_session (tensorflow/python/training/session_manager.py): a non-chief worker
+    # polls every recovery_wait_secs (30 s) until the chief has initialised the variables, logging this each time
+    # (pasted yahoo/TensorFlowOnSpark#422: 2 minutes of it). Timed by the lines' clock only: the same report is
+    # often printed twice (absl's `INFO:tensorflow:` and a second handler), so counting lines would double it.
+    WaitWording("tf-model-not-ready", re.compile(r"Waiting for model to be ready\.\s+Ready_for_local_init_op:"), 0.0,
+                TF_MODEL_READY_HANG_S, "start-up stuck: the worker waited {s} s for the chief to initialise the "
+                "model's variables (the chief never did, or this worker cannot reach it)",
+                "check that the chief (task 0) runs and initialises, that every task has the same graph and cluster "
+                "spec (TF_CONFIG), and that the parameter servers are reachable"),
+    # vLLM's periodic engine stats (vllm/engine/metrics.py LoggingStatLogger, v1/metrics/loggers.py: `Avg prompt
+    # throughput: X tokens/s, Avg generation throughput: Y tokens/s, Running: N reqs, ...` every 5-10 s): requests
+    # running while neither prompt nor generation tokens move, report after report by the lines' clock, is an
+    # engine that stopped stepping (pasted vllm-project/vllm#12795: 0.0/0.0 with 1 running for minutes). A 0.0
+    # report between working ones is a pause (vllm-project/vllm#2595: 0.0, then 77 tokens/s), and any report
+    # with tokens moving ends the wait.
+    WaitWording("vllm-zero-throughput", re.compile(r"Avg prompt throughput: 0\.0 tokens/s, Avg generation throughput: "
+                                                   r"0\.0 tokens/s, Running: (?P<running>[1-9]\d*) reqs?"), 0.0,
+                VLLM_STALL_S, "the inference engine stopped generating: {s} s of stats with requests running and "
+                "0.0 tokens/s (prompt and generation)",
+                "dump the engine's and workers' stacks (py-spy dump --pid) to see where the step waits (a collective, a "
+                "dead worker, a stuck compile); NCCL_DEBUG=INFO for a tensor-parallel hang",
+                resume=re.compile(r"Avg generation throughput: [\d.]+ tokens/s")),
     WaitWording("vllm-shm-broadcast", re.compile(r"No available shared memory broadcast block found in (?P<s>\d+) "
                                                  r"seconds?"), 0.0, SHM_HANG_S,
                 "a worker stopped reading its work: no shared-memory broadcast block was taken for {s} s (a worker "
                 "process hangs)", "dump the workers' stacks (py-spy dump --pid) to see where they wait; check that "
                 "every GPU worker is alive (a NCCL/collective call, a stuck compile)"),
 )
-WAIT_WORDS = ("retry", "waiting", "broadcast block")
+WAIT_WORDS = ("retry", "waiting", "broadcast block", "generation throughput")
 """The caller's cheap test: every WAITS wording holds one of these (lower-case)."""
 _CLOCK = re.compile(r"(?:^|[\sT\[])(?P<h>[0-2]\d):(?P<m>[0-5]\d):(?P<s>[0-5]\d)(?:[.,]\d+)?\b")
 _DAY_S = 86400.0
@@ -149,6 +179,8 @@ class PeerWait:
             if m is not None:
                 break
         else:
+            if self.wording is not None and self.wording.resume is not None and self.wording.resume.search(line):
+                self.last_line = None  # progress resumed: the wait is over (a new one starts from scratch)
             return
         groups = {k: v for k, v in m.groupdict().items() if v is not None}
         if "joined" in groups and int(groups["joined"]) >= int(groups["world"]):

@@ -264,6 +264,8 @@ def _rx(p: str, flags: int = 0) -> re.Pattern:
 
 R = TextRule
 OOM, CRASH, HANG, NAN, RECOMPILE = "oom", "crash", "hang", "nan", "recompile"
+VLLM_PG_HANG_S = 150
+"""vLLM still waiting for its placement group at its fourth report (10, 30, 70, 150 s): not coming."""
 CRIT, WARN, INFO = "critical", "warning", "info"
 
 RULES: tuple[TextRule, ...] = (
@@ -598,6 +600,60 @@ RULES: tuple[TextRule, ...] = (
       "the named task's own log says why it stopped (an earlier error, an OOM kill, a preemption); a long compile or "
       "a stalled host can also miss heartbeats (jax.distributed.initialize(heartbeat_timeout_seconds=...))",
       ("heartbeat timeout",)),
+    # Ray's autoscaler (v1 monitor; its test python/ray/tests/test_autoscaler_e2e.py-era output `(autoscaler +32s)
+    # Error: No available node types can fulfill resource request {...}. Add suitable node types to this cluster
+    # to resolve this issue.`): no node type of the cluster can ever hold that request, so the task/actor is
+    # infeasible and pends forever (Ray neither fails nor times it out; pasted real-stanford/scalingup#6, a GPU
+    # requested on a cluster without one). v2's plural "...resource requests {...}*N" also names queued
+    # requests that wait their turn, so only v1's singular `Error:` wording is read.
+    R("ray-infeasible", _rx(r"Error: No available node types can fulfill resource request (?P<req>\{[^{}]{0,300}\})"),
+      HANG, CRIT, "Ray cannot place a task/actor: no node type can ever fulfil {req} (it stays pending forever)",
+      "ask for what the cluster has (`ray status` lists its resources; ray.init(num_gpus=...) when GPUs are not "
+      "detected), or add a node type that has it", ("fulfill resource",)),
+    # Ray compiled graphs (python/ray/exceptions.py `class RayChannelTimeoutError(RayChannelError, TimeoutError)`,
+    # raised when a channel read/write outlasts RAY_CGRAPH_get_timeout): the driver waited for a worker's output
+    # that never came -- vLLM's Ray executor step (pasted ray-project/ray#53845, ray-project/ray#59249)
+    R("ray-channel-timeout", _rx(r"\bRayChannelTimeoutError\b"), HANG, CRIT,
+      "a Ray compiled-graph channel timed out (RayChannelTimeoutError): a worker never produced its output",
+      H.HINT_NCCL_TIMEOUT + "; Ray compiled graphs: RAY_CGRAPH_get_timeout, and py-spy dump of the workers",
+      ("raychanneltimeouterror",)),
+    # torch_xla's XRT mesh client (third_party/xla_client/mesh_service.cc MeshClient::MeshClient): it logs
+    # `Waiting to connect to client mesh master (300 seconds) ADDR` (a normal start-up line), then
+    # XLA_CHECK(channel->WaitForConnected(now + XRT_MESH_CONNECT_WAIT s)) << "Failed to connect to client mesh
+    # master: " << ADDR -- the check failing is that wait running out: the master process never answered
+    # (pasted pytorch/xla#1586, #2604, #2651)
+    R("xla-mesh-connect", _rx(r"Failed to connect to client mesh master: (?P<addr>\S+)"
+                              r"|Check failed: impl_->channel->WaitForConnected\("), HANG, CRIT,
+      "torch_xla: the mesh client waited for the mesh master and gave up (XRT_MESH_CONNECT_WAIT ran out: the "
+      "master process never answered)",
+      "the master (ordinal 0) process must be alive and reachable: an xm.rendezvous outside the spawned processes, "
+      "a master that already exited, or a wrong XRT_TPU_CONFIG / mesh address all leave the clients waiting",
+      ("mesh master", "check failed")),
+    # XLA's rendezvous gave up (xla/service/rendezvous.cc AwaitAndLogIfStuck, LOG(FATAL) after the warning that
+    # xla_rendezvous.py reads): the participants never all arrived within the termination timeout
+    R("xla-termination", _rx(r"Termination timeout (?:for `(?P<name>[^`]{1,200})` )?of (?P<s>\d+) seconds exceeded\. "
+                             r"Exiting to ensure a consistent program state"), HANG, CRIT,
+      "XLA collective stuck: the rendezvous waited its termination timeout ({s} s) for participants that never "
+      "arrived, and XLA exits", H.HINT_NCCL_TIMEOUT, ("termination timeout",)),
+    # vLLM on Ray waiting for its placement group (vLLM's ray_utils.py _wait_until_pg_ready: it logs the
+    # seconds waited at 10, 30, 70, 150, 310 ... s, then raises `Cannot provide a placement group of ... within
+    # PG_WAIT_TIMEOUT (1800) seconds`): a group whose GPUs exist is placed within the first interval; still
+    # waiting at 150 s (the fourth report) is a request the cluster cannot hold -- a GPU missing or a node IP
+    # that never matches (pasted gpustack/gpustack#5509)
+    R("vllm-pg-wait", _rx(r"Waiting for creating a placement group of specs for (?P<s>\d+) seconds"
+                          r"|Cannot provide a placement group of .{0,600}?within (?P<t>\d+) seconds"), HANG, CRIT,
+      lambda m, line: (f"vLLM cannot get its Ray placement group: still waiting after {m.group('s') or m.group('t')} s "
+                       "(the GPUs it asks for are not in the cluster, or the node IP never matches)"
+                       if int(m.group("s") or m.group("t")) >= VLLM_PG_HANG_S else None),
+      "compare the specs with `ray status` (GPUs per node) and make VLLM_HOST_IP match the IP each Ray node "
+      "registered under; lower tensor/pipeline parallel to what the nodes hold", ("placement group",)),
+    # NeMo RL's cluster setup (its wording as pasted in NVIDIA-NeMo/RL#271, the PR that added it): it retries
+    # placement-group creation while fewer GPUs exist than requested -- more than the cluster has never fits
+    R("not-enough-gpus", _rx(r"Not enough GPUs available\. Requested (?P<req>\d+) GPUs, but only (?P<have>\d+) are "
+                             r"available in the cluster"), HANG, CRIT,
+      lambda m, line: (f"the job waits for {m.group('req')} GPUs in a cluster of {m.group('have')}: its placement "
+                       "group can never be created" if int(m.group("req")) > int(m.group("have")) else None),
+      "request what the cluster has (cluster.gpus_per_node x num_nodes), or add nodes", ("not enough gpus",)),
     R("heartbeat", _rx(r"Heartbeat monitor timed out"), HANG, CRIT, "NCCL heartbeat monitor timed out",
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,

@@ -41,6 +41,11 @@ logging call and `Message: ...` / `Arguments: ...`. Logging goes on after it, so
 traceback nor the call stack is a crash (torchrun's agent prints one when the SIGTERM of a
 `dfctl stop` lands inside a log call)."""
 CALL_STACK = "Call stack:"
+GDB_PY_BT = "Traceback (most recent call first):"
+"""gdb's `py-bt` (CPython's Tools/gdb/libpython.py, class PyBacktrace: `print ('Traceback (most recent
+call first):')`): the Python stack of a live process someone attached to, innermost frame first --
+printed by a debugger, not raised; its frames are not a traceback being written (pasted
+deepspeedai/DeepSpeed#1969)."""
 TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
 _IPY_HEADER = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
@@ -134,6 +139,9 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
         m = _THREAD.match(text)
         if m:
             pending_thread[key] = m.group("name")
+            continue
+        if text.strip() == GDB_PY_BT:
+            open_tb[key] = Traceback(start=i, headed=True, ignored=True)
             continue
         if text.startswith("Exception ignored in"):
             pending_ignored[key] = True

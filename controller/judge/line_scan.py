@@ -41,8 +41,6 @@ from controller.judge.loss_scale import LossScaleTrajectory, unit_scale
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
 from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
-from controller.judge.xla_rendezvous import WORDS as XLA_WAIT_WORDS
-from controller.judge.xla_rendezvous import RendezvousWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.tracebacks import (
@@ -56,6 +54,8 @@ from controller.judge.tracebacks import (
 )
 from controller.judge.usage_errors import usage_errors
 from controller.judge.word_sieve import WordSieve, lines_with_words
+from controller.judge.xla_rendezvous import WORDS as XLA_WAIT_WORDS
+from controller.judge.xla_rendezvous import RendezvousWait
 from controller.records import Finding
 
 MATCH_CHARS = 8192

@@ -100,3 +100,36 @@ def test_a_launcher_sleeping_in_its_monitor_loop_is_not_a_hang():
             "    time.sleep(monitor_interval)",
             "KeyboardInterrupt"]
     assert "hang" not in _kinds(_final(text))
+
+
+def test_a_launcher_waiting_on_its_workers_subprocess_is_not_a_hang():
+    # IntelLabs/academic-budget-bert#8: the deepspeed launcher's ^C lands in result.wait()
+    text = ["Traceback (most recent call last):",
+            '  File "/home/u/miniconda3/envs/b/lib/python3.9/site-packages/deepspeed/launcher/runner.py", line 362, in main',
+            "    result.wait()",
+            '  File "/home/u/miniconda3/envs/b/lib/python3.9/subprocess.py", line 1189, in wait',
+            "    return self._wait(timeout=timeout)",
+            '  File "/home/u/miniconda3/envs/b/lib/python3.9/subprocess.py", line 1875, in _try_wait',
+            "    (pid, sts) = os.waitpid(self.pid, wait_flags)",
+            "KeyboardInterrupt"]
+    assert _kinds(_final(text)) == ["crash"]
+
+
+def test_the_dataloader_main_process_on_its_data_queue_is_a_hang():
+    # the shape of pytorch/examples#148's main process (`idx, batch = self.data_queue.get()` ->
+    # queue.py get), in the frame names of torch/utils/data/dataloader.py (_get_data ->
+    # _try_get_data -> self._data_queue.get); paths and line numbers made up for the test
+    text = ["Traceback (most recent call last):",
+            '  File "/work/fit.py", line 57, in run_epoch',
+            "    for x, y in loader:",
+            '  File "/opt/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1400, in _get_data',
+            "    success, data = self._try_get_data()",
+            '  File "/opt/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1250, in _try_get_data',
+            "    data = self._data_queue.get(timeout=timeout)",
+            '  File "/usr/lib/python3.10/queue.py", line 180, in get',
+            "    self.not_empty.wait(remaining)",
+            '  File "/usr/lib/python3.10/threading.py", line 324, in wait',
+            "    gotit = waiter.acquire(True, timeout)",
+            "KeyboardInterrupt"]
+    (h,) = [f for f in _final(text) if f.kind == "hang"]
+    assert "the DataLoader's data queue (_try_get_data, dataloader.py:1250), called from fit.py:57 in run_epoch" in h.summary

@@ -26,11 +26,17 @@ Waits read, each from a pasted training-split log or the framework's source:
   Windows DDP run that "stopped after 2 epochs", Ctrl-C lands there).
 - The DataLoader's main process on its data queue (torch/utils/data/dataloader.py
   `_try_get_data` / `_get_data`, then queue.py `get` -> threading.py `wait`: pasted
-  pytorch/examples#148's `idx, batch = self.data_queue.get()` in a frozen AlexNet run).
+  pytorch/examples#148's `idx, batch = self.data_queue.get()` in a frozen AlexNet run; the
+  current frame names as training-split threads show them: chanzuckerberg/cellxgene-census#521's
+  hung test at `idx, data = self._get_data()`, RolnickLab/ami-data-companion#140's py-spy dump
+  `_get_data` -> `_try_get_data` -> `get (queue.py)` -> `wait (threading.py)`).
 
 Deliberately not waits: a launcher or parent that waits for its children (torchelastic's
-agent sleeping in its monitor loop, `mp.spawn`'s `join` polling the children's sentinels,
-`subprocess.wait`) -- every Ctrl-C of a healthy torchrun job shows those; a DataLoader
+agent sleeping in its monitor loop, `mp.spawn`'s `join` polling the children's sentinels --
+pasted wuhuikai/FastFCN#98 --, the deepspeed launcher's `result.wait()` in subprocess.py --
+pasted IntelLabs/academic-budget-bert#8 --, a Ray driver's `ray.get` on its trainer or Ray
+Tune's event loop `# blocking` in `ray.wait` -- pasted ray-project/ray#23148, #11048) -- every
+Ctrl-C of a healthy job shows those, so they do not say the job hung; a DataLoader
 worker's `index_queue.get` in `_worker_loop` (an idle worker waits there for its next
 index whenever the main process is busy); `.item()` or `torch.cuda.synchronize()` alone (a
 device sync ends when the kernels in flight end: pasted nagadomi/nunif#26, a Ctrl-C in

@@ -133,3 +133,24 @@ def test_the_dataloader_main_process_on_its_data_queue_is_a_hang():
             "KeyboardInterrupt"]
     (h,) = [f for f in _final(text) if f.kind == "hang"]
     assert "the DataLoader's data queue (_try_get_data, dataloader.py:1250), called from fit.py:57 in run_epoch" in h.summary
+
+
+# pytorch/examples#148 (another comment): the main process's frame line lost among the workers'
+ORPHAN = [
+    "    return self._semlock.__enter__()",
+    "KeyboardInterrupt",
+    "KeyboardInterrupt",
+    "    idx, batch = self.data_queue.get()",
+    '  File "/home/yimengzh_everyday/miniconda2/envs/pytorch_openblas/lib/python3.5/queue.py", line 164, in get',
+    "KeyboardInterrupt",
+]
+
+
+def test_the_dataloaders_code_line_left_above_a_queue_get_excerpt_is_a_hang():
+    (h,) = [f for f in _final(ORPHAN) if f.kind == "hang"]
+    assert "the DataLoader's data queue (`idx, batch = self.data_queue.get()` -> queue.py:164 get)" in h.summary
+
+
+def test_a_queue_get_excerpt_without_the_dataloaders_line_is_not_a_hang():
+    text = [ln for ln in ORPHAN if "data_queue" not in ln]
+    assert "hang" not in _kinds(_final(text))

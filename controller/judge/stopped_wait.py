@@ -14,8 +14,10 @@ Shape read (CPython's traceback, frames outermost first): the exception is
 `KeyboardInterrupt`; walking from the innermost frame outwards over at most WAIT_FRAMES
 frames, every frame passed is blocking plumbing (PLUMBING: threading.py, queue.py,
 selectors.py, multiprocessing's connection/queues/synchronize, c10d's logger wrapper) until
-a frame names a wait (WAITS). A computation frame met first (a `module.py`, the user's own
-code, a kernel) means the stop was not inside a wait.
+a frame names a wait. A computation frame met first (a `module.py`, the user's own
+code, a kernel) means the stop was not inside a wait. When processes' tracebacks printed into
+each other, an excerpt of plumbing frames alone whose line above is the DataLoader's own code
+line (`idx, batch = self.data_queue.get()`) is read as that wait too (_orphan_loader_wait).
 
 Waits read, each from a pasted training-split log or the framework's source:
 - torch.distributed collectives and waits (`all_reduce`, `barrier`, `broadcast`, `wait`,
@@ -74,6 +76,10 @@ _LOADER_WAIT = frozenset(("_try_get_data", "_get_data"))
 """The DataLoader's main process reading its data queue (torch/utils/data/dataloader.py;
 pasted pytorch/examples#148)."""
 
+_ORPHAN_LOADER = re.compile(r"^\s+\S.*\bdata_queue\.get\(")
+"""The DataLoader's own code line `idx, batch = self.data_queue.get()` left above a traceback whose
+frame line was lost when processes' tracebacks interleaved (pasted pytorch/examples#148)."""
+
 PLUMBING = ("/threading.py", "/queue.py", "/selectors.py", "/multiprocessing/connection.py",
             "/multiprocessing/queues.py", "/multiprocessing/synchronize.py", "/torch/distributed/c10d_logger.py")
 """Files whose frames sit between a wait and the system call it blocks in."""
@@ -122,7 +128,7 @@ def stopped_wait(rep: Sequence[Line], frames: Sequence[int], name: str) -> tuple
         if not p[0].endswith(PLUMBING) and "/torch/distributed/" not in p[0]:
             return None  # computation (or the user's code) is the innermost thing running
     if found < 0:
-        return None
+        return _orphan_loader_wait(rep, frames, parsed)
     path, line, fn = parsed[found]
     wait = f"{kind}'s {fn} ({path.rsplit('/', 1)[-1]}:{line})" if kind == "torch.distributed" \
         else f"{kind} ({fn}, {path.rsplit('/', 1)[-1]}:{line})"
@@ -133,3 +139,20 @@ def stopped_wait(rep: Sequence[Line], frames: Sequence[int], name: str) -> tuple
             where = f"{p[0].rsplit('/', 1)[-1]}:{p[1]} in {p[2]}"
             break
     return wait, where
+
+
+def _orphan_loader_wait(rep: Sequence[Line], frames: Sequence[int],
+                        parsed: Sequence[tuple[str, str, str] | None]) -> tuple[str, str] | None:
+    """A headerless excerpt of only plumbing frames (queue.py `get`) whose line above is the
+    DataLoader's `self.data_queue.get()` code line: the main process's traceback, its frame line
+    lost among the workers' tracebacks printed into it (pasted pytorch/examples#148)."""
+    first = frames[0]
+    if first == 0 or any(p is None for p in parsed):
+        return None
+    if not all(p[0].endswith(PLUMBING) for p in parsed):
+        return None
+    above = rep[first - 1]
+    if above.key != rep[first].key or not _ORPHAN_LOADER.match(above.text):
+        return None
+    path, line, fn = parsed[0]
+    return f"the DataLoader's data queue (`{above.text.strip()}` -> {path.rsplit('/', 1)[-1]}:{line} {fn})", ""

@@ -16,6 +16,8 @@ HINT_HOST_OOM = ("host/container RAM ran out: check the container's memory limit
 HINT_NCCL_TIMEOUT = ("a rank stopped joining collectives (dead/slow rank, deadlock, or uneven "
                      "work per rank): find the first rank that failed; NCCL_DEBUG=INFO and "
                      "TORCH_NCCL_TRACE_BUFFER_SIZE help; py-spy dump --pid on each rank")
+HINT_STOPPED_WAIT = ("the program was blocked in that wait when it was stopped: the rank, DataLoader worker or "
+                     "task it waited for never answered; py-spy dump --pid on every rank/worker shows who is missing")
 HINT_CRASH = "read the exception and the last frame; fix, then relaunch (dfctl deploy)"
 HINT_LAUNCHER = ("the launcher only reports the death: the dead rank's own last lines (above) say why; "
                  "a signal means native code or the kernel ended it")

@@ -43,6 +43,7 @@ from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
+from controller.judge.stopped_wait import stopped_wait
 from controller.judge.tracebacks import (
     GDB_PY_BT,
     TB_START,
@@ -1033,6 +1034,13 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
         if timed_out:
             hang = Hit("hang", "critical", f"a collective timed out: {tb.short_name}: {tb.message[:80]} raised inside "
                        f"torch.distributed's {timed_out}", H.HINT_NCCL_TIMEOUT, rule="collective-timeout-raised")
+            b.found.setdefault((hang.kind, hang.summary), b.make(hang, i, _tb_evidence(rep, tb)))
+        stuck = stopped_wait(rep, tb.frames, tb.name)
+        if stuck:
+            wait, where = stuck
+            hang = Hit("hang", "critical", f"stopped by {tb.short_name} while blocked in {wait}"
+                       + (f", called from {where}" if where else "") + ": the run was stuck in that wait",
+                       H.HINT_STOPPED_WAIT, rule="stopped-in-wait")
             b.found.setdefault((hang.kind, hang.summary), b.make(hang, i, _tb_evidence(rep, tb)))
         text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
         if len(text) > 160:

@@ -129,7 +129,9 @@ def stopped_wait(rep: Sequence[Line], frames: Sequence[int], name: str) -> tuple
             return None  # computation (or the user's code) is the innermost thing running
     if found < 0:
         return _orphan_loader_wait(rep, frames, parsed)
-    path, line, fn = parsed[found]
+    hit = parsed[found]
+    assert hit is not None  # (the loop returned on a None frame before reaching a wait)
+    path, line, fn = hit
     wait = f"{kind}'s {fn} ({path.rsplit('/', 1)[-1]}:{line})" if kind == "torch.distributed" \
         else f"{kind} ({fn}, {path.rsplit('/', 1)[-1]}:{line})"
     where = ""
@@ -147,12 +149,11 @@ def _orphan_loader_wait(rep: Sequence[Line], frames: Sequence[int],
     DataLoader's `self.data_queue.get()` code line: the main process's traceback, its frame line
     lost among the workers' tracebacks printed into it (pasted pytorch/examples#148)."""
     first = frames[0]
-    if first == 0 or any(p is None for p in parsed):
-        return None
-    if not all(p[0].endswith(PLUMBING) for p in parsed):
+    known = [p for p in parsed if p is not None]
+    if first == 0 or len(known) < len(parsed) or not all(p[0].endswith(PLUMBING) for p in known):
         return None
     above = rep[first - 1]
     if above.key != rep[first].key or not _ORPHAN_LOADER.match(above.text):
         return None
-    path, line, fn = parsed[0]
+    path, line, fn = known[0]
     return f"the DataLoader's data queue (`{above.text.strip()}` -> {path.rsplit('/', 1)[-1]}:{line} {fn})", ""

@@ -870,6 +870,28 @@ RULES: tuple[TextRule, ...] = (
                             r"|(?P<who>mpirun|Horovod) detected that one or more processes exited with non-zero status"),
       CRASH, CRIT, lambda m, line: f"{m.group('who') or 'mpirun'}: a rank exited with a non-zero code (the job was aborted)",
       H.HINT_LAUNCHER, ("primary job", "processes exited"), secondary=True),
+    # Kaldi's error envelope (kaldi-asr/kaldi src/base/kaldi-error.cc MessageLogger::LogMessage at f400766:
+    # `ERROR (` / `ASSERTION_FAILED (` + program[version]:func():file:line + ") " + message, then "[ Stack-Trace: ]"):
+    # KALDI_ERR throws and the program's main() returns -1 (pasted kaldi-asr/kaldi#4357). `LOG (` and
+    # `WARNING (` share the envelope and stay quiet; nnet2's ReorthogonalizeXt1 throws "Cholesky out of expected
+    # range" inside its own try and carries on with Gram-Schmidt (src/nnet2/nnet-precondition-online.cc:221), so
+    # that one is not a death
+    R("kaldi-error", _rx(r"(?P<sev>ERROR|ASSERTION_FAILED) \((?P<prog>[\w.+-]{1,80})\[[^\]\s]{1,40}\]:(?P<func>[\w:~<>]{1,120})"
+                         r"\(\):(?P<file>[\w.+-]{1,80}):\d{1,6}\) (?!Cholesky out of expected range)(?P<msg>.{0,120})"),
+      CRASH, CRIT, lambda m, line: (f"Kaldi {m.group('prog')} {'assertion failed' if m.group('sev') == 'ASSERTION_FAILED' else 'error'}"
+                                    f" in {m.group('func')}() ({m.group('file')}): {m.group('msg').strip()}"),
+      H.HINT_CRASH, ("error (", "assertion_failed (")),
+    # Kaldi's job runners when a job exits non-zero (egs/wsj/s5/utils/parallel/run.pl:344/351 and queue.pl:614/621
+    # at f400766: "run.pl: job failed, log is in $logfile", "queue.pl: job failed with status $status, log is in
+    # $logfile", "<n> / <N> failed, log is in ..."; pasted kaldi-asr/kaldi#4718): the job's own ERROR is in that
+    # log file, so this is a launcher's "a child failed" (secondary)
+    R("kaldi-job-failed", _rx(r"(?P<who>run|queue|slurm|ssh)\.pl: (?:job (?:writing to \S+ )?failed(?: with status (?P<st>\d+))?"
+                              r"|(?P<n>\d+) / (?P<of>\d+) failed), log is in (?P<log>\S+)"),
+      CRASH, CRIT, lambda m, line: (f"Kaldi {m.group('who')}.pl: "
+                                    + (f"{m.group('n')} of {m.group('of')} jobs failed" if m.group("n") else "a job failed")
+                                    + (f" with status {m.group('st')}" if m.group("st") else "")
+                                    + f" (its log: {m.group('log')})"),
+      H.HINT_LAUNCHER, ("log is in",), secondary=True),
     # PyCharm's run console (`Process finished with exit code -1073741819 (0xC0000005)`, pasted
     # milesial/Pytorch-UNet#205) and VS Code's Code Runner (`[Done] exited with code=3221225477 in 4.2 seconds`):
     # a Windows NTSTATUS, signed or not, names the native crash

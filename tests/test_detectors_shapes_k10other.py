@@ -71,3 +71,46 @@ def test_kaldi_job_failed_is_secondary_to_the_jobs_own_error():
     found = _final(KALDI_ERR + ["run.pl: job failed, log is in exp/chain2/tdnn1a_sp/log/add_first_layer.log"])
     crashes = [f.summary for f in found if f.kind == "crash"]
     assert crashes and crashes[0].startswith("Kaldi nnet3-init error"), crashes
+
+
+def test_paddle_launch_abort_is_a_crash_naming_the_ranks():
+    """PaddlePaddle/Paddle#33074: fleet launch_utils.watch_local_trainers' report of a trainer that exited non-zero."""
+    found = _final(["INFO 2021-05-24 17:17:14,611 launch_utils.py:307] terminate all the procs",
+                    "ERROR 2021-05-24 17:17:14,611 launch_utils.py:545] ABORT!!! Out of all 4 trainers, the trainer process "
+                    "with rank=[3] was aborted. Please check its log."])
+    assert [f.summary for f in found if f.kind == "crash"] == [
+        "Paddle launch: trainer rank [3] of 4 was aborted (its workerlog holds the error)"]
+
+
+def test_paddle_launch_start_up_stays_quiet():
+    healthy = ["WARNING 2021-01-22 09:14:35,019 launch.py:314] Not found distinct arguments and compiled with cuda. "
+               "Default use collective mode",
+               "launch train in GPU mode",
+               "INFO 2021-01-22 09:14:35,020 launch_utils.py:472] Local start 1 processes. First process distributed "
+               "environment info (Only For Debug):",
+               "INFO 2021-05-24 17:17:14,611 launch_utils.py:307] terminate all the procs"]
+    assert _kinds(_final(healthy)) == []
+
+
+def test_dl4j_score_iteration_nan_is_nan_and_finite_scores_are_quiet():
+    """deeplearning4j/deeplearning4j#4441: ScoreIterationListener's `Score at iteration {} is {}`, finite then NaN."""
+    finite = ["Epoch 400, number of batches completed 57",
+              "Score at iteration 22700 is 0.05135663793453861",
+              "Score at iteration 0 is 0.05206126573727092",
+              "17/09/04 14:36:58 INFO DeepClassifier: Training score: 0.40788027085363865"]
+    assert _kinds(_final(finite)) == []
+    found = _final(finite + ["Score at iteration 100 is NaN"])
+    assert [f.summary for f in found if f.kind == "nan"] == ["loss is NaN/Inf (DL4J: the iteration score is NaN)"]
+    inf = _final(["o.d.o.l.ScoreIterationListener - Score at iteration 7 is Infinity"])
+    assert _kinds(inf) == ["nan"]
+
+
+def test_nolearn_epoch_table_with_a_train_slash_val_column_reads_its_nan_loss():
+    """dnouri/nolearn#35: the header's `Train / Val` cell (a ratio, no loss) no longer hides the table."""
+    head = [" Epoch  |  Train loss  |  Valid loss  |  Train / Val  |  Valid acc  |  Dur",
+            "--------|--------------|--------------|---------------|-------------|-------"]
+    found = _final(head + ["     1  |         nan  |         nan  |          nan  |     45.05%  |  0.7s"])
+    assert any(f.kind == "nan" and "Train loss" in f.summary for f in found), [f.summary for f in found]
+    healthy = _final(head + ["     1  |     0.69312  |     0.68123  |      1.01747  |     55.05%  |  0.7s",
+                             "     2  |     0.61002  |     0.60211  |      1.01313  |     61.47%  |  0.6s"])
+    assert _kinds(healthy) == []

@@ -98,7 +98,7 @@ OOM_EXCEPTIONS = ("OutOfMemoryError", "ResourceExhaustedError", "MemoryError")
 """Exception names that mean memory ran out (torch.cuda / torch / ray, TF and Paddle, Python)."""
 TABLE_LOOKBACK_LINES = 40
 _TABLE_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
-_HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: [A-Za-z][\w@./()%-]*)*$")
+_HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: (?:[A-Za-z][\w@./()%-]*|/))*$")  # nolearn's `Train / Val`
 _YOLO_LOSS_COLUMNS = frozenset(("box", "obj", "cls", "total", "dfl", "seg", "kobj", "pose", "mask", "rpn"))
 """Loss columns of YOLO's epoch tables (header `Epoch gpu_mem box obj cls total ...`),
 whose names do not say loss: read as losses only under a header that starts with Epoch."""

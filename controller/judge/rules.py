@@ -892,6 +892,15 @@ RULES: tuple[TextRule, ...] = (
                                     + (f" with status {m.group('st')}" if m.group("st") else "")
                                     + f" (its log: {m.group('log')})"),
       H.HINT_LAUNCHER, ("log is in",), secondary=True),
+    # Paddle's collective launcher when a trainer exits non-zero (python/paddle/distributed/fleet/launch_utils.py
+    # watch_local_trainers: logger.error("ABORT!!! Out of all {} trainers, the trainer process with rank={} was
+    # aborted. Please check its log."), quoted in PaddlePaddle/Paddle#44583; pasted PaddlePaddle/Paddle#33074):
+    # the trainer's own error is in its workerlog (secondary)
+    R("paddle-launch-abort", _rx(r"ABORT!!! Out of all (?P<n>\d+) trainers, the trainer process with rank=(?P<ranks>\[[\d, ]{0,200}\])"
+                                 r" was aborted"),
+      CRASH, CRIT, lambda m, line: (f"Paddle launch: trainer rank {m.group('ranks')} of {m.group('n')} was aborted "
+                                    "(its workerlog holds the error)"),
+      H.HINT_LAUNCHER, ("abort!!!",), secondary=True),
     # PyCharm's run console (`Process finished with exit code -1073741819 (0xC0000005)`, pasted
     # milesial/Pytorch-UNet#205) and VS Code's Code Runner (`[Done] exited with code=3221225477 in 4.2 seconds`):
     # a Windows NTSTATUS, signed or not, names the native crash
@@ -938,6 +947,11 @@ RULES: tuple[TextRule, ...] = (
     R("flex-eager", _rx(r"flex_attention called without torch\.compile|materializes the full scores? matrix"),
       RECOMPILE, WARN, "flex_attention runs unfused (eager): it materializes the full score matrix", H.HINT_FLEX,
       ("flex_attention", "score matrix", "scores matrix")),
+    # Deeplearning4j's ScoreIterationListener.iterationDone: log.info("Score at iteration {} is {}", iteration, score),
+    # the score being the network's loss, printed by Java's Double.toString (`NaN`, `Infinity`); pasted
+    # deeplearning4j/deeplearning4j#1411, #4441 (finite scores, then NaN)
+    R("dl4j-score-nan", _rx(r"Score at iteration (?P<it>\d+) is (?P<v>NaN|-?Infinity)\b"), NAN, CRIT,
+      "loss is NaN/Inf (DL4J: the iteration score is {v})", H.HINT_NAN, ("is nan", "is infinity", "is -infinity")),
     R("dynamo-cache-limited", _rx(r"Set torch\._dynamo\.config\.cache_size_limit to (?P<n>\d+) to avoid being cache limited"),
       RECOMPILE, WARN, "torch.compile recompiled a function up to its cache size limit ({n}): that code may run eager",
       H.HINT_RECOMPILE, ("cache limited",)),

@@ -99,7 +99,7 @@ OOM_EXCEPTIONS = ("OutOfMemoryError", "ResourceExhaustedError", "MemoryError")
 """Exception names that mean memory ran out (torch.cuda / torch / ray, TF and Paddle, Python)."""
 TABLE_LOOKBACK_LINES = 40
 _TABLE_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
-_HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: [A-Za-z][\w@./()%-]*)*$")
+_HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: (?:[A-Za-z][\w@./()%-]*|/))*$")  # nolearn's `Train / Val`
 _YOLO_LOSS_COLUMNS = frozenset(("box", "obj", "cls", "total", "dfl", "seg", "kobj", "pose", "mask", "rpn"))
 """Loss columns of YOLO's epoch tables (header `Epoch gpu_mem box obj cls total ...`),
 whose names do not say loss: read as losses only under a header that starts with Epoch."""
@@ -335,7 +335,7 @@ LINE_WORDS = (
     "段错误", "已中止", "已放弃", "总线错误", "非法指令", "浮点异常", "munmap", "malloc", "corrupted", "backtrace",
     "restart", "crashed", "hydra_full_error", "overrides", "trap", "exited with code", "processes exited",
     "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
-    "fulfill", "waiting for model", "mesh master", "unstuck", "may be stuck", "placement group", "not enough gpus",
+    "fulfill", "waiting for model", "log is in", "mesh master", "unstuck", "may be stuck", "placement group", "not enough gpus",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped

@@ -44,7 +44,8 @@ _NOISE_PREFIX = re.compile(
     r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ,:|-]*"
     r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[^\]\s]+\]\s?"         # glog (torch's C++/py warnings)
     r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"                           # a bare time of day
-    r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )\s*"  # log level
+    r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )"  # log level, but
+    r"(?!\([\w.+-]{0,80}(?:\[[^\]\s]{1,40}\])?:[\w:~<>]{1,120}\(\):)\s*"  # not Kaldi's `ERROR (prog[v]:f():` envelope
     r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
     r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
     r"|(?:\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*)?\|\s*[\w.<>-]+:[\w.<>-]+:\d+ - "  # loguru

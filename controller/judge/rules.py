@@ -870,6 +870,37 @@ RULES: tuple[TextRule, ...] = (
                             r"|(?P<who>mpirun|Horovod) detected that one or more processes exited with non-zero status"),
       CRASH, CRIT, lambda m, line: f"{m.group('who') or 'mpirun'}: a rank exited with a non-zero code (the job was aborted)",
       H.HINT_LAUNCHER, ("primary job", "processes exited"), secondary=True),
+    # Kaldi's error envelope (kaldi-asr/kaldi src/base/kaldi-error.cc MessageLogger::LogMessage at f400766:
+    # `ERROR (` / `ASSERTION_FAILED (` + program[version]:func():file:line + ") " + message, then "[ Stack-Trace: ]"):
+    # KALDI_ERR throws and the program's main() returns -1 (pasted kaldi-asr/kaldi#4357). `LOG (` and
+    # `WARNING (` share the envelope and stay quiet; nnet2's ReorthogonalizeXt1 throws "Cholesky out of expected
+    # range" inside its own try and carries on with Gram-Schmidt (src/nnet2/nnet-precondition-online.cc:221), so
+    # that one is not a death
+    R("kaldi-error", _rx(r"(?P<sev>ERROR|ASSERTION_FAILED) \((?P<prog>[\w.+-]{1,80})\[[^\]\s]{1,40}\]:(?P<func>[\w:~<>]{1,120})"
+                         r"\(\):(?P<file>[\w.+-]{1,80}):\d{1,6}\) (?!Cholesky out of expected range)(?P<msg>.{0,120})"),
+      CRASH, CRIT, lambda m, line: (f"Kaldi {m.group('prog')} {'assertion failed' if m.group('sev') == 'ASSERTION_FAILED' else 'error'}"
+                                    f" in {m.group('func')}() ({m.group('file')}): {m.group('msg').strip()}"),
+      H.HINT_CRASH, ("error (", "assertion_failed (")),
+    # Kaldi's job runners when a job exits non-zero (egs/wsj/s5/utils/parallel/run.pl:344/351 and queue.pl:614/621
+    # at f400766: "run.pl: job failed, log is in $logfile", "queue.pl: job failed with status $status, log is in
+    # $logfile", "<n> / <N> failed, log is in ..."; pasted kaldi-asr/kaldi#4718): the job's own ERROR is in that
+    # log file, so this is a launcher's "a child failed" (secondary)
+    R("kaldi-job-failed", _rx(r"(?P<who>run|queue|slurm|ssh)\.pl: (?:job (?:writing to \S+ )?failed(?: with status (?P<st>\d+))?"
+                              r"|(?P<n>\d+) / (?P<of>\d+) failed), log is in (?P<log>\S+)"),
+      CRASH, CRIT, lambda m, line: (f"Kaldi {m.group('who')}.pl: "
+                                    + (f"{m.group('n')} of {m.group('of')} jobs failed" if m.group("n") else "a job failed")
+                                    + (f" with status {m.group('st')}" if m.group("st") else "")
+                                    + f" (its log: {m.group('log')})"),
+      H.HINT_LAUNCHER, ("log is in",), secondary=True),
+    # Paddle's collective launcher when a trainer exits non-zero (python/paddle/distributed/fleet/launch_utils.py
+    # watch_local_trainers: logger.error("ABORT!!! Out of all {} trainers, the trainer process with rank={} was
+    # aborted. Please check its log."), quoted in PaddlePaddle/Paddle#44583; pasted PaddlePaddle/Paddle#33074):
+    # the trainer's own error is in its workerlog (secondary)
+    R("paddle-launch-abort", _rx(r"ABORT!!! Out of all (?P<n>\d+) trainers, the trainer process with rank=(?P<ranks>\[[\d, ]{0,200}\])"
+                                 r" was aborted"),
+      CRASH, CRIT, lambda m, line: (f"Paddle launch: trainer rank {m.group('ranks')} of {m.group('n')} was aborted "
+                                    "(its workerlog holds the error)"),
+      H.HINT_LAUNCHER, ("abort!!!",), secondary=True),
     # PyCharm's run console (`Process finished with exit code -1073741819 (0xC0000005)`, pasted
     # milesial/Pytorch-UNet#205) and VS Code's Code Runner (`[Done] exited with code=3221225477 in 4.2 seconds`):
     # a Windows NTSTATUS, signed or not, names the native crash
@@ -916,6 +947,11 @@ RULES: tuple[TextRule, ...] = (
     R("flex-eager", _rx(r"flex_attention called without torch\.compile|materializes the full scores? matrix"),
       RECOMPILE, WARN, "flex_attention runs unfused (eager): it materializes the full score matrix", H.HINT_FLEX,
       ("flex_attention", "score matrix", "scores matrix")),
+    # Deeplearning4j's ScoreIterationListener.iterationDone: log.info("Score at iteration {} is {}", iteration, score),
+    # the score being the network's loss, printed by Java's Double.toString (`NaN`, `Infinity`); pasted
+    # deeplearning4j/deeplearning4j#1411, #4441 (finite scores, then NaN)
+    R("dl4j-score-nan", _rx(r"Score at iteration (?P<it>\d+) is (?P<v>NaN|-?Infinity)\b"), NAN, CRIT,
+      "loss is NaN/Inf (DL4J: the iteration score is {v})", H.HINT_NAN, ("is nan", "is infinity", "is -infinity")),
     R("dynamo-cache-limited", _rx(r"Set torch\._dynamo\.config\.cache_size_limit to (?P<n>\d+) to avoid being cache limited"),
       RECOMPILE, WARN, "torch.compile recompiled a function up to its cache size limit ({n}): that code may run eager",
       H.HINT_RECOMPILE, ("cache limited",)),

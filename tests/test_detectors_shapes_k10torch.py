@@ -111,3 +111,28 @@ def test_yolact_style_double_bars_are_not_a_prefix_and_stay_quiet():
     line = "[  0]     530 || B: 3.233 | C: 2.508 | M: 4.462 | S: 0.910 | T: 11.113 || ETA: 1 day, 17:55:18 || timer: 1.783"
     assert peel(line)[0] == ""
     assert _kinds(_final([line, "trainable params: 4194304 || all params: 6742609920 || trainable%: 0.0622"])) == []
+
+
+# -- THC's __THCudaCheck, other than out of memory (torch/cutorch#781) --------------------------------
+
+CUTORCH = ["THCudaCheck FAIL file=/home/user/torch/extra/cutorch/lib/THC/generated/../generic/THCTensorSort.cu line=153 "
+           "error=7 : too many resources requested for launch",
+           "/home/user/torch/install/bin/luajit: cuda runtime error (7) : too many resources requested for launch at "
+           "/home/user/torch/extra/cutorch/lib/THC/generated/../generic/THCTensorSort.cu:153",
+           "stack traceback:",
+           "        [C]: in function 'sort'"]
+
+
+def test_thcs_check_failure_is_a_crash_naming_the_error():
+    fs = [f for f in _final(CUTORCH) if f.kind == "crash"]
+    assert fs and fs[0].summary == "CUDA runtime error 7: too many resources requested for launch (THC)", fs
+    assert any("too many resources" in f.summary for f in _final(CUTORCH[1:2]))
+
+
+def test_thcs_out_of_memory_stays_an_oom():
+    assert _kinds(_final(["THCudaCheck FAIL file=/pytorch/torch/lib/THC/generic/THCStorage.cu line=58 error=2 : out of memory"])) == ["oom"]
+
+
+def test_thcs_driver_shutting_down_at_exit_is_quiet():
+    assert _kinds(_final(["Epoch 30 done, best acc 0.912", "THCudaCheck FAIL file=/pytorch/aten/src/THC/"
+                          "THCCachingHostAllocator.cpp line=265 error=29 : driver shutting down"])) == []

@@ -733,6 +733,14 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-async-note", _rx(r"CUDA kernel errors might be asynchronously reported at some other API call"), CRASH, CRIT,
       "a CUDA error was raised (only torch's 'CUDA kernel errors might be asynchronously reported' note is in the "
       "log, not the error line)", H.HINT_CUDA_FATAL, ("errors might be asynchronously",), secondary=True),
+    # THC's (torch < 0.4, Lua torch's cutorch) __THCudaCheck: `THCudaCheck FAIL file=F line=N error=E : <msg>` and
+    # the error it raises, `cuda runtime error (E) : <msg> at F:N` (torch/cutorch#781: error 7, too many resources
+    # requested for launch); error 2 (out of memory) is read by the OOM rules above, and `driver shutting down`
+    # (CUDA torn down at interpreter exit, after the work) is left alone
+    R("thc-cuda-error", _rx(r"(?:THCudaCheck FAIL file=\S+ line=\d+ error=(?P<n>\d+)|cuda runtime error \((?P<n2>\d+)\)) : "
+                            r"(?!driver shutting down)(?P<msg>[a-z][^\n]{2,100}?)(?: at \S+:\d+)?\s*$"), CRASH, CRIT,
+      lambda m, line: f"CUDA runtime error {m.group('n') or m.group('n2')}: {m.group('msg').strip()} (THC)",
+      H.HINT_CUDA_FATAL, ("thcudacheck fail", "cuda runtime error")),
     # compute-sanitizer's (and CUDA-MEMCHECK's) memcheck report of a bad access by a kernel:
     # `========= Invalid __global__ read of size 16 bytes` (sgl-project/sglang#2599, zama-ai/concrete-core#332;
     # NVIDIA Compute Sanitizer user guide, "Understanding Memcheck Errors"); a clean run prints only its banner

@@ -335,7 +335,8 @@ LINE_WORDS = (
     "段错误", "已中止", "已放弃", "总线错误", "非法指令", "浮点异常", "munmap", "malloc", "corrupted", "backtrace",
     "restart", "crashed", "hydra_full_error", "overrides", "trap", "exited with code", "processes exited",
     "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
-    "fulfill", "waiting for model", "log is in", "mesh master", "unstuck", "may be stuck", "placement group", "not enough gpus",
+    "fulfill", "waiting for model", "log is in", "invalid __", "mesh master", "unstuck", "may be stuck",
+    "placement group", "not enough gpus",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped

@@ -37,6 +37,7 @@ _KEY_PREFIX = re.compile(
     r"|\[pod/[\w.-]+/[\w.-]+\] "                             # kubectl logs --prefix: `[pod/NAME/CONTAINER] `
     r"|\d{1,3}(?:\.\d{1,3}){3} \[\d+\] "                     # torch_xla's xla_dist: `<time> <ip> [<ordinal>] `
     r"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+\[\d+\]: "  # journal
+    r"|[0-9a-f]{8} \|\| "                                      # Determined task logs: `[<time>] fa88a9df || ` (determined-ai/determined#8915)
 )
 _NOISE_PREFIX = re.compile(
     r">+ ?"                                                             # markdown quote
@@ -83,7 +84,8 @@ _HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
 
 def peel(line: str) -> tuple[str, str]:
     """(key, body): launcher prefixes kept as the key, other decoration dropped."""
-    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64] and " | " not in line[:48]):
+    if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64] and " | " not in line[:48]
+                    and line[8:12] != " || "):
         return "", line
     key = ""
     body = line
@@ -94,7 +96,7 @@ def peel(line: str) -> tuple[str, str]:
                 key += h.group(0).strip()
                 body = body[h.end():]
                 continue
-        if not body or (body[0] not in _PREFIX_START and " | " not in body[:48]):
+        if not body or (body[0] not in _PREFIX_START and " | " not in body[:48] and body[8:12] != " || "):
             break
         m = _KEY_PREFIX.match(body)
         if m:

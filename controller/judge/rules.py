@@ -727,6 +727,28 @@ RULES: tuple[TextRule, ...] = (
       H.HINT_NCCL_TIMEOUT, ("nccl",), secondary=True),
     R("cuda-error", _rx(r"CUDA error: (?P<what>[^\n.]{3,80}?)(?:\s*$|\.|\n| \(|CUDA kernel)"), CRASH, CRIT,
       lambda m, line: f"CUDA error: {m.group('what').strip()}", H.HINT_CUDA_FATAL, ("cuda error",)),
+    # torch appends this sentence to every CUDA error it raises; a paste that kept it but not the
+    # `CUDA error: ...` line above it (pytest's `E   ` lines cut by the excerpt: pytorch/helion#665) still
+    # shows a CUDA error was raised. Secondary: the error's own line, when present, names it.
+    R("cuda-async-note", _rx(r"CUDA kernel errors might be asynchronously reported at some other API call"), CRASH, CRIT,
+      "a CUDA error was raised (only torch's 'CUDA kernel errors might be asynchronously reported' note is in the "
+      "log, not the error line)", H.HINT_CUDA_FATAL, ("errors might be asynchronously",), secondary=True),
+    # THC's (torch < 0.4, Lua torch's cutorch) __THCudaCheck: `THCudaCheck FAIL file=F line=N error=E : <msg>` and
+    # the error it raises, `cuda runtime error (E) : <msg> at F:N` (torch/cutorch#781: error 7, too many resources
+    # requested for launch); error 2 (out of memory) is read by the OOM rules above, and `driver shutting down`
+    # (CUDA torn down at interpreter exit, after the work) is left alone
+    R("thc-cuda-error", _rx(r"(?:THCudaCheck FAIL file=\S+ line=\d+ error=(?P<n>\d+)|cuda runtime error \((?P<n2>\d+)\)) : "
+                            r"(?!driver shutting down)(?P<msg>[a-z][^\n]{2,100}?)(?: at \S+:\d+)?\s*$"), CRASH, CRIT,
+      lambda m, line: f"CUDA runtime error {m.group('n') or m.group('n2')}: {m.group('msg').strip()} (THC)",
+      H.HINT_CUDA_FATAL, ("thcudacheck fail", "cuda runtime error")),
+    # compute-sanitizer's (and CUDA-MEMCHECK's) memcheck report of a bad access by a kernel:
+    # `========= Invalid __global__ read of size 16 bytes` (sgl-project/sglang#2599, zama-ai/concrete-core#332;
+    # NVIDIA Compute Sanitizer user guide, "Understanding Memcheck Errors"); a clean run prints only its banner
+    # and `ERROR SUMMARY: 0 errors`.
+    R("sanitizer-invalid-access", _rx(r"={5,} +Invalid __(?P<space>global|shared|local)__ (?P<op>read|write) of size "
+                                      r"(?P<n>\d+)"), CRASH, CRIT,
+      "compute-sanitizer: invalid __{space}__ {op} of size {n} (a kernel accessed memory out of bounds)",
+      H.HINT_CUDA_FATAL, ("invalid __",)),
     R("fatal-python", _rx(r"Fatal Python error: (?P<what>\w[^:]*)"), CRASH, CRIT,
       lambda m, line: f"Fatal Python error: {m.group('what').strip()}",
       "a C extension crashed the interpreter: the lines after it show each thread's stack", ("fatal",)),
@@ -758,9 +780,11 @@ RULES: tuple[TextRule, ...] = (
                           r"failed\.\s*$"), CRASH, CRIT,
       "a C/C++ assert failed in {prog} at {file}:{line}: `{expr}` (glibc aborts the process)", H.HINT_ABORT,
       ("assertion `",)),
-    R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?P<sig>SIG(?:TERM|INT|HUP)) death signal, shutting down"
+    # elastic's agent names the signal (`Received Signals.SIGTERM death signal`) or, in older torch, prints its
+    # number (`Received 15 death signal, shutting down workers`: determined-ai/determined#8915, JingyunLiang/VRT#47)
+    R("launcher-sigterm", _rx(r"Received (?:Signals\.)?(?:(?P<sig>SIG(?:TERM|INT|HUP))|(?P<num0>15|2|1)) death signal, shutting down"
                               r"|got signal: (?P<num>15|2|1)\b"), CRASH, WARN,
-      lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num')]} (death signal): its workers were shut down",
+      lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num0') or m.group('num')]} (death signal): its workers were shut down",
       "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
       ("death signal", "got signal")),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"

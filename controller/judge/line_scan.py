@@ -335,6 +335,7 @@ LINE_WORDS = (
     "restart", "crashed", "hydra_full_error", "overrides", "trap", "exited with code", "processes exited",
     "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
     "fulfill", "waiting for model", "mesh master", "unstuck", "may be stuck", "placement group", "not enough gpus",
+    "f tensorflow/", "f external/org_tensorflow/",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped

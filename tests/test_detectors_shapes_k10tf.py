@@ -1,0 +1,83 @@
+"""Shapes of TensorFlow's own failure wordings (issue 22, helper k10tf): the Python-side error
+status of errors_impl.py (`UnknownError: 2 root error(s) found.`, the cuDNN 'Failed to get
+convolution algorithm' one) and TensorFlow's LOG(FATAL) lines; each beside healthy TF chatter
+that must stay quiet (library dlerror warnings, the BFC allocator's 'not a failure', the normal
+end of an input pipeline)."""
+
+from __future__ import annotations
+
+from controller.judge import TextScanner
+
+
+def _final(lines: list[str]) -> list:
+    sc = TextScanner(now_s=0.0)
+    sc.feed(lines)
+    sc.finish()
+    return sc.all_findings()
+
+
+def _kinds(findings) -> list[str]:
+    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
+
+
+# pasted irdanish11/AnomalyEventDetection#1 (the session's aggregate error, no traceback)
+ROOT_ERRORS = [
+    "UnknownError: 2 root error(s) found.",
+    "  (0) Unknown: Failed to get convolution algorithm. This is probably because cuDNN failed to initialize, "
+    "so try looking to see if a warning log message was printed above.",
+    "\t [[{{node conv3d/Conv3D}}]]",
+    "0 successful operations.",
+    "0 derived errors ignored.",
+]
+
+# pasted mozilla/DeepSpeech#2211 (the exception line alone, hard-wrapped)
+ERRORS_IMPL = [
+    "tensorflow.python.framework.errors_impl.UnknownError: Failed to get convolution algorithm. ",
+    "This is probably because cuDNN failed to initialize, so try looking to see if a warning log ",
+    "message was printed above.",
+    "\t [[{{node tower_0/conv1d/Conv2D}}]]",
+]
+
+# pasted pythonlessons/TensorFlow-2.x-YOLOv3#105 (without its 'Aborted (core dumped)')
+TF_FATAL = [
+    "2020-12-01 15:51:57.871503: F tensorflow/compiler/tf2tensorrt/stub/nvinfer_stub.cc:49] "
+    "getInferLibVersion symbol not found.",
+]
+
+# healthy: pasted googlecolab/colabtools#3408, sogou/SogouMRCToolkit#1, and the normal end of
+# a tf.data input / a TF1 queue closed at the end of training
+HEALTHY_TF = [
+    "2023-02-13 19:39:03.670024: W tensorflow/compiler/xla/stream_executor/platform/default/dso_loader.cc:64] "
+    "Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open shared object file: "
+    "No such file or directory; LD_LIBRARY_PATH: /usr/lib64-nvidia",
+    "2023-02-13 19:39:03.670144: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] TF-TRT Warning: Cannot "
+    "dlopen some TensorRT libraries.",
+    "2019-04-07 05:23:27.134938: W tensorflow/core/common_runtime/bfc_allocator.cc:211] Allocator (GPU_0_bfc) ran "
+    "out of memory trying to allocate 3.96GiB. The caller indicates that this is not a failure, but may mean that "
+    "there could be performance gains if more memory were available.",
+    "2019-04-07 05:23:28.000000: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1097] Created TensorFlow device",
+    "tensorflow.python.framework.errors_impl.OutOfRangeError: End of sequence",
+    "tensorflow.python.framework.errors_impl.CancelledError: Enqueue operation was cancelled",
+    "InvalidArgumentError: the model's own log line, not TensorFlow's status",
+    "Epoch 1/50",
+    "100/100 [==============================] - 14s 86ms/step - loss: 0.5805",
+]
+
+
+def test_tf_root_errors_aggregate_is_a_crash_naming_the_error_class():
+    (f,) = [f for f in _final(ROOT_ERRORS) if f.kind == "crash"]
+    assert "UnknownError" in f.summary and "root error" in f.summary, f.summary
+
+
+def test_tf_errors_impl_exception_line_alone_is_a_crash_with_its_message():
+    (f,) = [f for f in _final(ERRORS_IMPL) if f.kind == "crash"]
+    assert f.summary.startswith("TensorFlow UnknownError: Failed to get convolution algorithm"), f.summary
+
+
+def test_tf_log_fatal_line_is_a_crash_naming_file_and_message():
+    (f,) = [f for f in _final(TF_FATAL) if f.kind == "crash"]
+    assert "nvinfer_stub.cc" in f.summary and "getInferLibVersion" in f.summary, f.summary
+
+
+def test_healthy_tf_chatter_and_normal_pipeline_ends_stay_quiet():
+    assert _kinds(_final(HEALTHY_TF)) == []

@@ -81,3 +81,41 @@ def test_tf_log_fatal_line_is_a_crash_naming_file_and_message():
 
 def test_healthy_tf_chatter_and_normal_pipeline_ends_stay_quiet():
     assert _kinds(_final(HEALTHY_TF)) == []
+
+
+# pasted google-deepmind/mujoco#1484: IPython 8's frames end with the argument list, the linked line
+# numbers lost their targets (`[336]`), and the paste stops inside JAX's _check_special under debug_nans
+JAX_FPE_CUT = [
+    "---------------------------------------------------------------------------",
+    "FloatingPointError                        Traceback (most recent call last)",
+    "    [... skipping hidden 1 frame]",
+    "",
+    "File ~/anaconda3/envs/mjx/lib/python3.12/site-packages/jax/_src/profiler.py:336, in "
+    "annotate_function.<locals>.wrapper(*args, **kwargs)",
+    "    [335] with TraceAnnotation(name, **decorator_kwargs):",
+    "--> [336]  return func(*args, **kwargs)",
+    "    [337]return wrapper",
+    "",
+    "File ~/anaconda3/envs/mjx/lib/python3.12/site-packages/jax/_src/dispatch.py:319, in _check_special(name, dtype, buf)",
+    "    [318] if config.debug_nans.value and np.any(np.isnan(np.asarray(buf))):",
+]
+
+
+def test_ipython8_frames_with_argument_lists_cut_off_in_a_floatingpointerror_are_crash_and_nan():
+    found = _final(JAX_FPE_CUT)
+    assert _kinds(found) == ["crash", "nan"]
+    (c,) = [f for f in found if f.kind == "crash"]
+    assert "dispatch.py:319 in _check_special" in c.summary, c.summary
+    (n,) = [f for f in found if f.kind == "nan"]
+    assert "FloatingPointError" in n.summary, n.summary
+
+
+def test_a_cut_off_ipython_traceback_of_another_exception_is_a_crash_only():
+    other = [JAX_FPE_CUT[0], "ValueError                                Traceback (most recent call last)"] + JAX_FPE_CUT[2:]
+    assert _kinds(_final(other)) == ["crash"]
+
+
+def test_ipython8_style_lines_in_a_healthy_log_stay_quiet():
+    healthy = ["Epoch 1/10", "File ~/data/train.csv:12, in total (3 columns)", "    [12] 0.5 0.25 nan_count=0",
+               "100/100 [==============================] - 14s 86ms/step - loss: 0.5805"]
+    assert _kinds(_final(healthy)) == []

@@ -119,3 +119,21 @@ def test_ipython8_style_lines_in_a_healthy_log_stay_quiet():
     healthy = ["Epoch 1/10", "File ~/data/train.csv:12, in total (3 columns)", "    [12] 0.5 0.25 nan_count=0",
                "100/100 [==============================] - 14s 86ms/step - loss: 0.5805"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_keras_checkpoint_best_still_at_inf_means_every_monitored_value_was_nan():
+    # the title line of pasted yu4u/age-gender-estimation#97 (its thread: the loss became nan)
+    (f,) = [f for f in _final(["Epoch 1/10", "Epoch 00001: val_loss did not improve from inf"]) if f.kind == "nan"]
+    assert "val_loss did not improve from inf" in f.summary and "NaN" in f.summary, f.summary
+    (g,) = [f for f in _final(["Epoch 00002: val_acc did not improve from -inf"]) if f.kind == "nan"]
+    assert "val_acc" in g.summary, g.summary
+
+
+def test_keras_checkpoint_with_a_finite_best_stays_quiet():
+    # pasted foamliu/FaceNet#3 (index-o) and lazyprogrammer/machine_learning_examples#59's kind of lines
+    healthy = ["Epoch 00001: val_loss improved from inf to 0.20000, saving model to models/model.01-0.2000.hdf5",
+               "Epoch 2/15",
+               "1539/1539 [==============================] - 3427s 2s/step - loss: 0.1902 - val_loss: 0.2000",
+               "Epoch 00002: val_loss did not improve from 0.20000",
+               "Epoch 00003: val_accuracy improved from -inf to 0.95089, saving model to w.best.hdf5"]
+    assert _kinds(_final(healthy)) == []

@@ -675,6 +675,16 @@ RULES: tuple[TextRule, ...] = (
       "loss scale hit its minimum: gradients overflow every step (loss exploding)", H.HINT_NAN, ("loss scale",)),
     R("anomaly", _rx(r"Function '(?P<fn>\w+)' returned nan values in its (?P<n>\d+)\w* output"), NAN, CRIT,
       "NaN in backward: {fn} returned NaN (anomaly mode)", H.HINT_NAN, ("nan",)),
+    # Keras' ModelCheckpoint(save_best_only=True) starts from best = inf (mode min) or -inf (mode max) and prints
+    # `'\nEpoch %05d: %s did not improve from %0.5f' % (epoch + 1, self.monitor, self.best)` (keras-team/tf-keras
+    # tf_keras/callbacks.py ModelCheckpoint._save_model, at 8ec67edd16c6a195566b3f0c17a577afeb889ebc; Keras 3
+    # `{self.best:.5f}`): any finite value compares better than +-inf, so a best still at inf means every monitored
+    # value so far was NaN or Inf (pasted yu4u/age-gender-estimation#97's title, 'Epoch 00001: val_loss did not
+    # improve from inf', the loss NaN; a finite best -- 'did not improve from 0.20000' -- or 'improved from inf to
+    # 2.07957' stays quiet)
+    R("keras-best-never-finite", _rx(r"(?P<mon>\w+) did not improve from (?P<best>-?inf)\b"), NAN, CRIT,
+      "Keras ModelCheckpoint: {mon} did not improve from {best} -- no value of {mon} so far was finite (NaN/Inf)",
+      H.HINT_NAN, ("improve from inf", "improve from -inf")),
     R("megatron-nan", _rx(r"number of nan iterations:\s*(?P<n>[1-9]\d*)"), NAN, WARN,
       "the trainer counted NaN iterations", H.HINT_NAN, ("nan",)),
     R("nan-words", _rx(r"\b(?:nan|inf) loss (?:detected|encountered|at)\b|non-finite loss|loss is not finite"

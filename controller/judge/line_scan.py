@@ -336,7 +336,7 @@ LINE_WORDS = (
     "restart", "crashed", "hydra_full_error", "overrides", "trap", "exited with code", "processes exited",
     "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
     "fulfill", "waiting for model", "log is in", "invalid __", "mesh master", "unstuck", "may be stuck",
-    "placement group", "not enough gpus",
+    "placement group", "not enough gpus", "f tensorflow/", "f external/org_tensorflow/",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -919,6 +919,16 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                                    "stopped inside the traceback: the process was dying)",
                            evidence=bounded(list(cut.evidence)), hint=hint, first_seen_s=t, line=cut.line,
                            run_id=run_id))
+        if cut.name.rsplit(".", 1)[-1] == "FloatingPointError":
+            # the exception an IPython header names is the invalid-value check of JAX (jax/_src/dispatch.py
+            # _check_special under jax_debug_nans/jax_debug_infs: `raise FloatingPointError(f"invalid value (nan)
+            # encountered in {name}")`) or of NumPy's seterr(all='raise'): a NaN/Inf was produced, even though the
+            # paste stops before the message (pasted google-deepmind/mujoco#1484)
+            out.append(Finding(kind="nan", severity="critical",
+                               summary="a FloatingPointError was being raised: an invalid-value check (JAX "
+                                       "debug_nans/debug_infs, NumPy seterr) caught a NaN/Inf (its traceback is cut off)",
+                               evidence=bounded(list(cut.evidence)), hint=H.HINT_NAN, first_seen_s=t, line=cut.line,
+                               run_id=run_id))
     xw = st.xla_wait
     if xw.waiting and not xw.reported and not any(f.kind == "hang" for f in found):
         xw.reported = True

@@ -205,6 +205,18 @@ def _recompile_limit(m: re.Match, line: str) -> str:
     return f"torch.compile hit {name} ({n}){func}: that code now runs eager"
 
 
+def _tf_status_error(m: re.Match, line: str) -> str | None:
+    """TensorFlow's error status raised in Python (tensorflow/python/framework/errors_impl.py: one OpError
+    subclass per error code, `UnknownError`, `InternalError`, ...): `tensorflow.python.framework.errors_impl.
+    UnknownError: <message>` as the exception line, TF1's `UnknownError (see above for traceback): <message>`,
+    or a session's aggregate `UnknownError: 2 root error(s) found.` (the roots follow as `  (0) Unknown: ...`).
+    A bare `XError: ...` without one of those TensorFlow marks is left to the traceback reader."""
+    msg = m.group("msg").strip()
+    if not (m.group("impl") or m.group("see") or "root error(s) found" in msg):
+        return None
+    return f"TensorFlow {m.group('name')}Error: {msg[:150]}"
+
+
 def _recompiling(m: re.Match, line: str) -> str:
     return f"dynamo recompiled {m.group(1)} ({os.path.basename(m.group(2))})"
 
@@ -663,6 +675,16 @@ RULES: tuple[TextRule, ...] = (
       "loss scale hit its minimum: gradients overflow every step (loss exploding)", H.HINT_NAN, ("loss scale",)),
     R("anomaly", _rx(r"Function '(?P<fn>\w+)' returned nan values in its (?P<n>\d+)\w* output"), NAN, CRIT,
       "NaN in backward: {fn} returned NaN (anomaly mode)", H.HINT_NAN, ("nan",)),
+    # Keras' ModelCheckpoint(save_best_only=True) starts from best = inf (mode min) or -inf (mode max) and prints
+    # `'\nEpoch %05d: %s did not improve from %0.5f' % (epoch + 1, self.monitor, self.best)` (keras-team/tf-keras
+    # tf_keras/callbacks.py ModelCheckpoint._save_model, at 8ec67edd16c6a195566b3f0c17a577afeb889ebc; Keras 3
+    # `{self.best:.5f}`): any finite value compares better than +-inf, so a best still at inf means every monitored
+    # value so far was NaN or Inf (pasted yu4u/age-gender-estimation#97's title, 'Epoch 00001: val_loss did not
+    # improve from inf', the loss NaN; a finite best -- 'did not improve from 0.20000' -- or 'improved from inf to
+    # 2.07957' stays quiet)
+    R("keras-best-never-finite", _rx(r"(?P<mon>\w+) did not improve from (?P<best>-?inf)\b"), NAN, CRIT,
+      "Keras ModelCheckpoint: {mon} did not improve from {best} -- no value of {mon} so far was finite (NaN/Inf)",
+      H.HINT_NAN, ("improve from inf", "improve from -inf")),
     R("megatron-nan", _rx(r"number of nan iterations:\s*(?P<n>[1-9]\d*)"), NAN, WARN,
       "the trainer counted NaN iterations", H.HINT_NAN, ("nan",)),
     R("nan-words", _rx(r"\b(?:nan|inf) loss (?:detected|encountered|at)\b|non-finite loss|loss is not finite"
@@ -829,6 +851,22 @@ RULES: tuple[TextRule, ...] = (
     R("tf-op-error", _rx(r"Graph execution error:"), CRASH, CRIT,
       "TensorFlow/JAX raised an error in a compiled function (its node and call stack are printed)", H.HINT_CRASH,
       ("graph execution error",)),
+    # TensorFlow's Python-side error status (tensorflow/python/framework/errors_impl.py; the cuDNN one is
+    # tensorflow/core/kernels/conv_ops.cc LaunchConv2DOp: `errors::Unknown("Failed to get convolution algorithm.
+    # This is probably because cuDNN failed to initialize, ...")`): pasted tensorflow/models#7088, mozilla/DeepSpeech#2211,
+    # irdanish11/AnomalyEventDetection#1. OutOfRange (the end of a tf.data input) and Cancelled (the queues closed
+    # at the end of training) are the normal ends of a run and are not read; ResourceExhausted is the OOM rules'
+    R("tf-status-error", _rx(r"(?:(?P<impl>\berrors_impl\.)|^\s*)(?P<name>Unknown|Internal|InvalidArgument|FailedPrecondition"
+                             r"|Aborted|DataLoss|Unavailable|DeadlineExceeded)Error(?P<see> \(see above for traceback\))?: "
+                             r"(?P<msg>\S.{0,200})"), CRASH, CRIT, _tf_status_error, H.HINT_CRASH,
+      ("errors_impl.", "root error", "error (see above for traceback)")),
+    # TensorFlow's own LOG(FATAL) (tensorflow/core/platform/default/logging.cc, LogMessage::GenerateLogMessage:
+    # `%s.%06d: %c %s:%d] %s`, severity letter F, then abort()), any message, not only a CHECK's; the repaired
+    # line has lost the timestamp (pasted pythonlessons/TensorFlow-2.x-YOLOv3#105 `2020-12-01 15:51:57.871503:
+    # F tensorflow/compiler/tf2tensorrt/stub/nvinfer_stub.cc:49] getInferLibVersion symbol not found.`)
+    R("tf-log-fatal", _rx(r"^F (?P<file>(?:external/org_)?tensorflow/[\w/.-]+\.(?:cc|cpp|cu|h)):\d+\] (?P<what>\S.{0,200})"),
+      CRASH, CRIT, "fatal (TensorFlow LOG(FATAL) in {file}, the process aborts): {what}", H.HINT_ABORT,
+      ("f tensorflow/", "f external/org_tensorflow/")),
     R("launcher-killing", _rx(r"Killing subprocess (?P<pid>\d+)"), CRASH, CRIT,
       "the launcher killed its other workers (subprocess {pid}): a worker had failed", H.HINT_LAUNCHER,
       ("killing subprocess",), secondary=True),

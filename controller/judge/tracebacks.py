@@ -49,9 +49,11 @@ deepspeedai/DeepSpeed#1969)."""
 TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
 _IPY_HEADER = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
-_IPY_FRAME = re.compile(r"^(?:File \[?(?P<file>\S.*?):(?P<line>\d+)\]?(?:\([^)]*\))?(?:, in (?P<func>\S+))?"
+_IPY_FRAME = re.compile(r"^(?:File \[?(?P<file>\S.*?):(?P<line>\d+)\]?(?:\([^)]*\))?(?:, in (?P<func>[^\s(]+)(?:\(.*\))?)?"
                         r"|Cell In\[\d+\], \[?line (?P<cline>\d+)\]?(?:\([^)]*\))?)\s*$")
-"""(VS Code's notebook output links them: `Cell In[4], [line 1](vscode-notebook-cell:...)`.)"""
+"""(VS Code's notebook output links them: `Cell In[4], [line 1](vscode-notebook-cell:...)`. IPython 8 ends a
+frame with the function's argument list, `File ~/x.py:336, in annotate_function.<locals>.wrapper(*args, **kwargs)`
+(pasted google-deepmind/mujoco#1484).)"""
 _OLD_IPY_FRAME = re.compile(r"^(?P<file>(?:[A-Za-z]:)?[/\\~.]?\S*?\.py|<ipython-input-[^>]+>|<string>) in "
                             r"(?P<func><?[\w.]+>?)\(.*$")
 _RICH_FRAME = re.compile(r"^(?P<file>[^\s:│][^\s:]*?\.py):(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
@@ -66,7 +68,8 @@ _PARTIAL_FRAME = re.compile(r'^\s*File "')
 _RICH_TAIL = re.compile(r"^:(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
 """... or cut just before `:539 in fit`, the path on the line above."""
 _RICH_BOX = "│╭╰"
-_IPY_CODE = re.compile(r"^\s*(?:-*>\s*|❱\s*)?(?:\d+|\[\d+\]\([^)]*\))(?:\s|$)")
+_IPY_CODE = re.compile(r"^\s*(?:-*>\s*|❱\s*)?(?:\d+|\[\d+\](?:\([^)]*\))?)(?:\s|$)")
+"""(a linked line number whose link target the paste lost stays `[335]`: pasted google-deepmind/mujoco#1484)"""
 _EXC_LINE = re.compile(r"^(?P<name>[A-Za-z_][\w.]*?(?:Error|Exception)(?=\()|[A-Za-z_][\w.]*)"
                        r"(?:\((?P<inner>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))\))?(?::\s?(?P<msg>.*))?$")
 _THREAD = re.compile(r"^Exception in thread (?P<name>.+?):?\s*$")

@@ -284,7 +284,9 @@ def test_json_stream_lines_carry_each_tick_s_deltas_not_the_growing_history(tmp_
         p = _dfctl("watch", "stream-run", "--json", "--interval", "0.2", env=env)
         assert p.returncode == 0, p.stderr
         docs = [json.loads(line) for line in p.stdout.splitlines()]
-        assert len(docs) >= 5 and all(d["run_id"] == "stream-run" for d in docs)
+        # several ticks (how many depends on the machine's load: 4 on a loaded 2-core CI run),
+        # so the deltas below are concatenated across ticks
+        assert len(docs) >= 2 and all(d["run_id"] == "stream-run" for d in docs)
         assert not any("progress" in d or "log_tail" in d for d in docs)
         steps = [s["step"] for d in docs for s in d["progress_new"]]
         assert steps == list(range(1, 31))

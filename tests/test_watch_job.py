@@ -142,4 +142,4 @@ def test_stop_during_watch_is_no_failure_and_exits_0(tmp_path):
     assert rc == 0, watch.stderr.read()[-2000:]
     assert last["state"] == "stopped" and last["exit_code"] == 0 and last["findings"] == []
     assert [n["state"] for n in last["nodes"]] == ["stopped", "stopped"]
-    assert all(n["findings"] == [] for n in last["nodes"])
+    assert all(n["findings"] == [] for n in last["nodes"]), [n["findings"] for n in last["nodes"]]

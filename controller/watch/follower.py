@@ -76,6 +76,7 @@ class RunFollower:
         self.files_read: frozenset[str] = frozenset()   # run files this tick read as regular files
         self.launch_read, self.launch_asks = False, 0
         self.ended_ticks = 0                     # ticks seen ended with nothing left to read
+        self.stop_obeyed_line: int | None = None  # log line where the launcher obeyed an operator's stop
         self.done = False
         # a run dfctl did not launch (dfctl attach): what attach saw, for its findings
         seen = store.attachment(record.run_id) if record.origin == "attached" else None
@@ -194,7 +195,7 @@ class RunFollower:
         """Text findings first (evaluate() reads them), then the whole state's; an attached
         run's stale_log explained by what attach saw, and its end judged once."""
         if self.state.process.stopped_by:
-            log_found = [f for f in log_found if not operator_signal(f)]
+            log_found = self.without_stop_teardown(log_found)
         new = self.book.record(log_found)
         found = self.book.guarded("evaluate", lambda: judge.evaluate(self.state, self.cfg, now))
         if self.attached is not None:
@@ -203,6 +204,10 @@ class RunFollower:
         self.book.clear(lambda f: self.book.guarded_bool("cleared", lambda: cleared(
             f, self.state, self.cfg, now, files_read=self.files_read)), now)
         return new
+
+    def without_stop_teardown(self, found: list[Finding]) -> list[Finding]:
+        kept, self.stop_obeyed_line = without_stop_teardown(found, self.stop_obeyed_line)
+        return kept
 
     def host_down(self, host: str, sample: HostSample | None, error: str | None, since_s: float,
                   now: float) -> list[Finding]:
@@ -235,15 +240,34 @@ class RunFollower:
                 pass
 
 
-_OPERATOR_SIGNAL = re.compile(r"SignalException: Process \d+ got signal: (?:15|1|2)\b")
+_OPERATOR_SIGNAL = re.compile(r"SignalException: Process \d+ got signal: (?:15|1|2)\b"
+                              r"|Received (?:15|1|2|(?:Signals\.)?SIG(?:TERM|HUP|INT)) death signal")
 """torchrun's agent raising on the SIGTERM (SIGHUP, SIGINT) an operator's stop sent it
-(torch/distributed/elastic/multiprocessing/api.py `_terminate_process`)."""
+(torch/distributed/elastic/multiprocessing/api.py `_terminate_process`), and its log line
+before it (agent/server/api.py `run`: `Received {e.sigval} death signal, shutting down
+workers` -- the number in torch 2.x, `Signals.SIGTERM` in older ones)."""
 
 
 def operator_signal(f: Finding) -> bool:
     """A 'crash' that is the launcher obeying `dfctl stop` (the run dir's stop_request was
     read): the traceback torchrun prints for the SIGTERM it got."""
     return f.kind == "crash" and any(_OPERATOR_SIGNAL.search(x) for x in (f.summary, *f.evidence))
+
+
+def without_stop_teardown(found: list[Finding], obeyed_line: int | None) -> tuple[list[Finding], int | None]:
+    """A stopped run's text findings less the stop itself: torchrun's SignalException for the
+    SIGTERM it got, and any crash printed after it -- the launcher's own teardown (node1 of a
+    two-node job stopped under load printed `terminate called without an active exception` /
+    `Fatal Python error: Aborted` from the agent's exit after its SignalException; seen in the
+    fresh-clone CI of test_stop_during_watch_is_no_failure_and_exits_0). `obeyed_line` is the
+    log line of the first SignalException seen so far (a later tick's findings come after it);
+    returns the findings kept and that line."""
+    for f in found:
+        if operator_signal(f) and f.line is not None:
+            obeyed_line = f.line if obeyed_line is None else min(obeyed_line, f.line)
+    kept = [f for f in found if not operator_signal(f)
+            and not (f.kind == "crash" and obeyed_line is not None and f.line is not None and f.line > obeyed_line)]
+    return kept, obeyed_line
 
 
 def ended_wandb(st: RunState) -> WandbInfo | None:

@@ -8,19 +8,8 @@ from __future__ import annotations
 import pytest
 
 from controller.judge import ScanState, TextScanner, final_findings, scan_lines
-
-
-def _final(lines: list[str]) -> list:
-    """check-log's path: the whole text, then finish() (the text is final)."""
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
-
-def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
-
+from tests.judge_support import failure_kinds as _kinds
+from tests.judge_support import final_read as _final
 
 CUT_TB = ["step=40 loss=2.1032",
           "Traceback (most recent call last):",

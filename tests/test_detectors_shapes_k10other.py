@@ -3,19 +3,8 @@ runners' reports, each from a training-split paste, each beside healthy text tha
 
 from __future__ import annotations
 
-from controller.judge import TextScanner
-
-
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
-
-def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
-
+from tests.judge_support import failure_kinds as _kinds
+from tests.judge_support import final_read as _final
 
 KALDI_ERR = ["LOG (nnet3-init[5.5.844~1-82fea]:main():nnet3-init.cc:68) Read raw neural net from exp/chain2/tdnn1a_sp/configs/init.raw",
              "ERROR (nnet3-init[5.5.844~1-82fea]:Input():kaldi-io.cc:756) Error opening input stream exp/chain2/tdnn1a_sp/configs/lda.mat",

@@ -4,19 +4,13 @@ must stay quiet."""
 
 from __future__ import annotations
 
-from controller.judge import TextScanner
 from controller.judge.repair import peel
-
-
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
+from tests.judge_support import FAILURE_KINDS, failure_kinds
+from tests.judge_support import final_read as _final
 
 
 def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan", "recompile")})
+    return failure_kinds(findings, FAILURE_KINDS + ("recompile",))
 
 
 # -- compute-sanitizer's memcheck report (sgl-project/sglang#2599, zama-ai/concrete-core#332) --------

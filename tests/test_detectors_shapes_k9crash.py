@@ -5,18 +5,8 @@ that must stay quiet."""
 
 from __future__ import annotations
 
-from controller.judge import TextScanner
-
-
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
-
-def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
+from tests.judge_support import failure_kinds as _kinds
+from tests.judge_support import final_read as _final
 
 
 def _crash(lines: list[str]):

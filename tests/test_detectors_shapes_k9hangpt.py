@@ -10,19 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.judge import TextScanner
-
-
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
-
-def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
-
+from tests.judge_support import failure_kinds as _kinds
+from tests.judge_support import final_read as _final
 
 # lsdefine/simple_GRPO#46 (rank 5 got rank 2's signal; its own works all completed)
 DUMP_FROM_RANK = ["[rank5]:[E723 01:58:45.667329643 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 5] "

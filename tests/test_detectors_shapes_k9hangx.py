@@ -6,20 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.judge import TextScanner
+from tests.judge_support import failure_kinds as _kinds
+from tests.judge_support import final_read as _final
 
 LOGS = Path(__file__).parent / "corpus" / "pasted" / "logs"
-
-
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
-
-def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
 
 
 # real-stanford/scalingup#6 (a markdown quote of the autoscaler's line)

@@ -3,20 +3,9 @@ training-split pasted log, and beside it the healthy text that must stay quiet."
 
 from __future__ import annotations
 
-from controller.judge import ScanState, TextScanner, scan_lines
-
-
-def _final(lines: list[str]) -> list:
-    """check-log's path: the whole text, then finish() (the text is final)."""
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
-
-def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan")})
-
+from controller.judge import ScanState, scan_lines
+from tests.judge_support import failure_kinds as _kinds
+from tests.judge_support import final_read as _final
 
 # NVIDIA-NeMo/Megatron-Bridge#5306 (a record the user wrapped by hand): one NaN norm at loss scale 1.0
 MEGATRON_BF16_NAN_NORM = ["iteration 5/50 | elapsed time per iteration: 21392.5 ms |",

@@ -11,17 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.judge import TextScanner
 from controller.watch.follower import without_stop_teardown
+from tests.judge_support import final_read as _findings
 
 LOG = Path(__file__).parent / "data" / "logs" / "torchrun_stop_teardown_abort.log"
-
-
-def _findings(lines: list[str]):
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
 
 
 def test_the_agents_abort_after_it_obeyed_the_stop_is_the_stop_not_a_crash():

@@ -43,7 +43,7 @@ from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
-from controller.judge.stopped_wait import stopped_wait
+from controller.judge.stopped_wait import COLLECTIVES, stopped_wait
 from controller.judge.tracebacks import (
     GDB_PY_BT,
     TB_START,
@@ -525,13 +525,6 @@ def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
 
 _PYSPY_THREAD = re.compile(r"^\s*Thread (?P<id>\S+) \((?P<st>idle|active|gil)\)(?:: \"(?P<name>[^\"]*)\")?\s*$")
 _PYSPY_FRAME = re.compile(r"^\s+(?P<fn>[\w<>.]+) \((?P<file>[^()\s]+?\.py)(?::(?P<line>\d+))?\)\s*$")
-_COLLECTIVES = frozenset((
-    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
-    "all_gather_coalesced", "_all_gather_base", "broadcast", "broadcast_object_list", "barrier",
-    "monitored_barrier", "reduce", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base",
-    "all_to_all", "all_to_all_single", "gather", "gather_object", "scatter", "scatter_object_list", "send",
-    "recv", "batch_isend_irecv", "wait", "_store_based_barrier"))
-"""torch.distributed's collectives and waits (torch/distributed/distributed_c10d.py)."""
 PYSPY_FRAMES_LOOKBACK = 64
 """Lines to look across for a py-spy thread's header (another process's lines between) and for
 the first caller outside torch.distributed below its innermost frame (deep stacks)."""
@@ -546,7 +539,7 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
     that stopped; a thread parked in a collective is a rank waiting for the others. A thread
     that only passes through a collective further up its stack is not read as waiting in it."""
     m = _PYSPY_FRAME.match(line)
-    if m is None or m.group("fn") not in _COLLECTIVES or "torch/distributed/" not in m.group("file"):
+    if m is None or m.group("fn") not in COLLECTIVES or "torch/distributed/" not in m.group("file"):
         return None
     rep, key = b.rep, b.rep[i].key
     above = next((j for j in range(i - 1, max(-1, i - 1 - PYSPY_FRAMES_LOOKBACK), -1) if rep[j].key == key), None)
@@ -580,7 +573,7 @@ def _gdb_collective(b: _Batch, i: int, line: str) -> Hit | None:
     rank of a 512-GPU job in all_reduce). Only the frame right under the header (or under the
     built-in it called) is read: a collective further out is a frame the stack passes through."""
     m = _GDB_FRAME.match(line)
-    if m is None or m.group("fn") not in _COLLECTIVES or "torch/distributed/" not in m.group("file"):
+    if m is None or m.group("fn") not in COLLECTIVES or "torch/distributed/" not in m.group("file"):
         return None
     rep, key = b.rep, b.rep[i].key
     above = [j for j in range(i - 1, max(-1, i - 4), -1) if rep[j].key == key and rep[j].text.strip()][:2]
@@ -1088,7 +1081,7 @@ def _timed_out_collective(rep: Sequence[Line], tb: Traceback) -> str:
         return ""
     for idx in tb.frames[-COLLECTIVE_FRAMES:]:
         m = _GDB_FRAME.search(rep[idx].text)
-        if m is not None and "torch/distributed/" in m.group("file") and m.group("fn") in _COLLECTIVES:
+        if m is not None and "torch/distributed/" in m.group("file") and m.group("fn") in COLLECTIVES:
             return f"{m.group('fn')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})"
     return ""
 

@@ -817,6 +817,18 @@ RULES: tuple[TextRule, ...] = (
       "the Ray task's or actor's own error (above, or in its worker log) says why it died",
       ("actordied", "raytaskerror", "rayactorerror", "workercrashederror", "actorunavailableerror", "actor died",
        "actor is already dead", "died or was killed")),
+    # Ray's GCS names a dead actor's cause on one line (ray: src/ray/gcs/gcs_server/gcs_actor_manager.cc,
+    # death cause WORKER_DIED "The actor is dead because its worker process has died."; python/ray/tests/
+    # test_failure_2.py os.kill(pid, 9) then pytest.raises(RayActorError, match=that sentence)) followed by
+    # `Worker exit type: <WorkerExitType>`: SYSTEM_ERROR / UNEXPECTED_SYSTEM_EXIT / USER_ERROR is a death
+    # (pasted OpenRLHF/OpenRLHF#187, where it is the whole paste); INTENDED_USER_EXIT (exit_actor()) and
+    # INTENDED_SYSTEM_EXIT are a clean end and stay silent
+    R("ray-worker-died", _rx(r"The actor is dead because its worker process has died\.\s*Worker exit type: "
+                             r"(?P<type>SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT|USER_ERROR)\b"),
+      CRASH, CRIT,
+      "Ray: an actor's worker process died ({type}): SIGKILL (OOM killer?), ray stop --force, or a native crash",
+      "the Ray task's or actor's own error (above, or in its worker log) says why it died; dmesg for the OOM killer",
+      ("worker process has died",)),
     R("glog-check-trace", _rx(r"Check failure stack trace: \*\*\*"), CRASH, CRIT,
       "a C++ CHECK failed (glog printed its check failure stack trace): the process aborts", H.HINT_ABORT,
       ("check failure stack",), secondary=True),

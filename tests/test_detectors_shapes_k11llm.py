@@ -60,3 +60,34 @@ def test_token_indices_longer_than_the_maximum_warning_is_healthy():
              "(564 > 512). Running this sequence through the model will result in indexing errors",
              "Epoch: [0][  1/500]     Time 112.567 (124.016)  Loss 3.0156 (6.4026)    CeLoss 3.0156 (6.4026)"]
     assert _kinds(_final(lines)) == []
+
+
+# -- the NCCL watchdog's checkTimeout frames without their message line (OpenRLHF/OpenRLHF#427) ---------
+
+CHECKTIMEOUT_FRAMES = [
+    "[2024-08-21 03:38:02] frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
+    "duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x7fb6ab461c62 in /env/lib/python3.12/site-packages/torch/"
+    "lib/libtorch_cuda.so)",
+    "[2024-08-21 03:38:02] frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x1a0 (0x7fb6ab466a80 in "
+    "/env/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so)",
+    "[2024-08-21 03:38:02] frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x10c (0x7fb6ab467dcc in "
+    "/env/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so)"]
+
+
+def test_a_checktimeout_frame_of_the_nccl_watchdog_is_a_hang():
+    (f,) = [f for f in _final(CHECKTIMEOUT_FRAMES) if f.kind == "hang"]
+    assert "checkTimeout" in f.summary and "timed out" in f.summary, f.summary
+
+
+def test_watchdog_frames_of_a_cuda_error_are_not_read_as_a_timeout():
+    # the same watchdog stack when a CUDA error (not a timeout) ended the work: no checkTimeout frame
+    lines = [ln.replace("WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >)",
+                        "WorkNCCL::finishedGPUExecutionInternal() const") for ln in CHECKTIMEOUT_FRAMES]
+    assert "hang" not in _kinds(_final(lines))
+
+
+def test_processgroupnccl_exit_warning_is_healthy():
+    line = ("[rank0]:[W409 11:42:27.776885251 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been "
+            "destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call "
+            "destroy_process_group to ensure that any pending NCCL operations have finished in this process.")
+    assert _kinds(_final([line])) == []

@@ -570,6 +570,13 @@ RULES: tuple[TextRule, ...] = (
       "NCCL watchdog thread died with an exception: the process is taken down (abort)",
       "the watchdog ended the run after a failed or timed-out collective: " + H.HINT_NCCL_TIMEOUT, ("watchdog",
                                                                                                    "checktimeout")),
+    # the stack of the watchdog's timeout error without its message: torch/csrc/distributed/c10d/
+    # ProcessGroupNCCL.cpp WorkNCCL::checkTimeout builds the DistBackendError ('Watchdog caught collective
+    # operation timeout') only when the work timed out, so a frame naming checkTimeout is that timeout's stack
+    # (pasted OpenRLHF/OpenRLHF#427, where the message line is cut off and only frames #1-#6 remain)
+    R("nccl-checktimeout-frame", _rx(r"frame #\d+: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout\("), HANG, CRIT,
+      "NCCL collective timed out (a frame of the watchdog's checkTimeout: the stack of its timeout error)",
+      H.HINT_NCCL_TIMEOUT, ("checktimeout",)),
     R("store-timeout", _rx(r"DistStoreError\b.{0,300}?(?:[Tt]imeout|timed out)|got error: Socket Timeout"
                            r"|(?:TCPStore|c10d store|rendezvous)\b.{0,200}?[Ss]ocket [Tt]imeout"
                            r"|\b[Ww]ait timeout after \d+ ?ms|(?:RuntimeError|DistStoreError): Wait timeout\b"

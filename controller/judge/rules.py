@@ -570,6 +570,13 @@ RULES: tuple[TextRule, ...] = (
       "NCCL watchdog thread died with an exception: the process is taken down (abort)",
       "the watchdog ended the run after a failed or timed-out collective: " + H.HINT_NCCL_TIMEOUT, ("watchdog",
                                                                                                    "checktimeout")),
+    # the stack of the watchdog's timeout error without its message: torch/csrc/distributed/c10d/
+    # ProcessGroupNCCL.cpp WorkNCCL::checkTimeout builds the DistBackendError ('Watchdog caught collective
+    # operation timeout') only when the work timed out, so a frame naming checkTimeout is that timeout's stack
+    # (pasted OpenRLHF/OpenRLHF#427, where the message line is cut off and only frames #1-#6 remain)
+    R("nccl-checktimeout-frame", _rx(r"frame #\d+: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout\("), HANG, CRIT,
+      "NCCL collective timed out (a frame of the watchdog's checkTimeout: the stack of its timeout error)",
+      H.HINT_NCCL_TIMEOUT, ("checktimeout",)),
     R("store-timeout", _rx(r"DistStoreError\b.{0,300}?(?:[Tt]imeout|timed out)|got error: Socket Timeout"
                            r"|(?:TCPStore|c10d store|rendezvous)\b.{0,200}?[Ss]ocket [Tt]imeout"
                            r"|\b[Ww]ait timeout after \d+ ?ms|(?:RuntimeError|DistStoreError): Wait timeout\b"
@@ -817,6 +824,18 @@ RULES: tuple[TextRule, ...] = (
       "the Ray task's or actor's own error (above, or in its worker log) says why it died",
       ("actordied", "raytaskerror", "rayactorerror", "workercrashederror", "actorunavailableerror", "actor died",
        "actor is already dead", "died or was killed")),
+    # Ray's GCS names a dead actor's cause on one line (ray: src/ray/gcs/gcs_server/gcs_actor_manager.cc,
+    # death cause WORKER_DIED "The actor is dead because its worker process has died."; python/ray/tests/
+    # test_failure_2.py os.kill(pid, 9) then pytest.raises(RayActorError, match=that sentence)) followed by
+    # `Worker exit type: <WorkerExitType>`: SYSTEM_ERROR / UNEXPECTED_SYSTEM_EXIT / USER_ERROR is a death
+    # (pasted OpenRLHF/OpenRLHF#187, where it is the whole paste); INTENDED_USER_EXIT (exit_actor()) and
+    # INTENDED_SYSTEM_EXIT are a clean end and stay silent
+    R("ray-worker-died", _rx(r"The actor is dead because its worker process has died\.\s*Worker exit type: "
+                             r"(?P<type>SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT|USER_ERROR)\b"),
+      CRASH, CRIT,
+      "Ray: an actor's worker process died ({type}): SIGKILL (OOM killer?), ray stop --force, or a native crash",
+      "the Ray task's or actor's own error (above, or in its worker log) says why it died; dmesg for the OOM killer",
+      ("worker process has died",)),
     R("glog-check-trace", _rx(r"Check failure stack trace: \*\*\*"), CRASH, CRIT,
       "a C++ CHECK failed (glog printed its check failure stack trace): the process aborts", H.HINT_ABORT,
       ("check failure stack",), secondary=True),

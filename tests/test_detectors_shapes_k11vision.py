@@ -72,3 +72,27 @@ def test_healthy_nnunet_start_with_pin_memory_and_workers_is_quiet():
         "2024-06-12 18:26:16.502149: Epoch time: 354.87 s ",
     ]
     assert [f for f in _final(healthy) if f.kind in ("crash", "oom", "nan", "hang")] == []
+
+
+# pasted PaddlePaddle/PaddleDetection#5879 (training split): Paddle's enforce error, bare, with its hint line
+PADDLE_FATAL = [
+    "SystemError: (Fatal) Blocking queue is killed because the data reader raises an exception.",
+    "  [Hint: Expected killed_ != true, but received killed_:1 == true:1.] "
+    "(at /paddle/paddle/fluid/operators/reader/blocking_queue.h:166)",
+]
+
+
+def test_bare_paddle_enforce_error_is_a_crash_naming_type_and_message():
+    (f,) = [f for f in _final(PADDLE_FATAL) if f.kind == "crash"]
+    assert f.severity == "critical", f
+    assert "SystemError: (Fatal) Blocking queue is killed" in f.summary, f.summary
+
+
+def test_paddle_error_words_quoted_in_prose_or_a_healthy_record_are_quiet():
+    # constructed: the error quoted mid-line (a FAQ's question), and a healthy PaddleClas-style record
+    healthy = [
+        "Q1.3 When training in docker it keeps reporting `SystemError: (Fatal) Blocking queue is killed`, why?",
+        "2021-08-15 16:31:27 [INFO]\t[TRAIN] Epoch=15/200, Step=202/454, loss=2.664855, acc1=0.25, lr=1e-05",
+        "W0505 10:00:00.000000  1234 gpu_resources.cc:61] Please NOTE: device: 0, GPU Compute Capability: 8.0",
+    ]
+    assert [f for f in _final(healthy) if f.kind in ("crash", "oom", "nan", "hang")] == []

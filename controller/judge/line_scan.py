@@ -111,6 +111,13 @@ _HANDLED = re.compile(
 _RECOMPILE_FUNC = re.compile(r"function: '([^']+)' \(([^)]+)\)")
 _LAUNCHER_EXCEPTIONS = ("ChildFailedError", "CalledProcessError", "ProcessRaisedException", "ProcessExitedException")
 """A launcher's own exception only says a child failed: secondary to the child's error."""
+_RUN_ENDING_THREAD = "background workers are no longer alive"
+"""A thread death that ends the run: batchgenerators' `results_loop` thread (nnU-Net's data
+loader) sets the abort event and then raises this RuntimeError, and the main thread's
+`__get_next_item` raises the same on seeing the event (MIC-DKFZ/batchgenerators
+batchgenerators/dataloading/nondet_multi_threaded_augmenter.py, results_loop line 130-133 and
+__get_next_item line 203-207, commit 9dc3d49b68ea11e0f37c14d5b75658d9eb364a5e; pasted
+MIC-DKFZ/nnUNet#1437): not a thread the process lives on without."""
 _COMPILE_WORDS = ("flex_attention", "torch._dynamo", "recompile", "torch.compile", "inductor")
 
 
@@ -1056,6 +1063,9 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
             hit = Hit("crash", "critical", _ended(tb.short_name, tb.message), H.HINT_CRASH)
         elif tb.short_name == "KeyboardInterrupt":
             hit = Hit("crash", "warning", f"stopped by KeyboardInterrupt{loc}", "someone pressed Ctrl-C or sent SIGINT")
+        elif tb.thread and _RUN_ENDING_THREAD in tb.message:
+            hit = Hit("crash", "critical", f"thread {tb.thread} died: {text}{loc} (the main thread raises the "
+                      "same: the run ends)", H.HINT_CRASH)
         elif tb.thread:
             hit = Hit("crash", "warning", f"thread {tb.thread} died: {text}{loc}",
                       "the process lives on without that thread: throughput or a queue may stall; " + H.HINT_CRASH)

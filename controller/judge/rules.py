@@ -856,6 +856,17 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: (f"Paddle FatalError: {m.group('what')} (the OS signal killed the process)"
                        + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,
       ("fatalerror",)),
+    # Paddle's enforce error as Python prints it, bare: `<Exc>: (<ErrorType>) message` then its
+    # `  [Hint: ...] (at /paddle/...:N)` line (pasted PaddlePaddle/PaddleDetection#5879: `SystemError: (Fatal)
+    # Blocking queue is killed because the data reader raises an exception.`, from
+    # paddle/fluid/operators/reader/blocking_queue.h:166 as the paste's hint says). Secondary: a traceback's own
+    # finding, when the paste holds one, names the same exception with its frames. ResourceExhausted (OOM) and
+    # External (CUDA errors) are the OOM and CUDA rules' own.
+    R("paddle-enforce-error", _rx(r"^\s*(?P<exc>[A-Z]\w{0,30}Error): \((?P<type>Fatal|PreconditionNotMet|InvalidArgument|"
+                                  r"NotFound|OutOfRange|Unimplemented|Unavailable|AlreadyExists|PermissionDenied)\) "
+                                  r"(?P<msg>\S.{0,140})"), CRASH, CRIT,
+      lambda m, line: f"Paddle {m.group('exc')}: ({m.group('type')}) {m.group('msg').strip()}", H.HINT_CRASH,
+      ("error",), secondary=True),
     R("zsh-death", _rx(r"(?:^|(?<=[\]|%}]))(?:zsh: |\[\d+\]\s+(?:[+-]\s+)?(?P<pid>\d+) )(?P<what>segmentation fault|killed|abort|bus error"
                        r"|illegal hardware instruction|floating point exception|trace trap)(?: \(core dumped\))?\s+(?P<cmd>\S.*)$"),
       CRASH, CRIT, _zsh_death, H.HINT_CRASH, ("segmentation", "killed", "abort", "bus error", "illegal", "floating",

@@ -1,0 +1,95 @@
+"""Capture shapes (issue 22, helper k11capture): the text reaches dfctl through a capture that puts
+something on or around every line -- a `YYYY/MM/DD` timestamp (PaddleOCR, Go's log), GitHub Actions'
+`##[error]`, hydra's `[time][logger][LEVEL] - `, `[file.py:88]`, Docker's json-file log lines
+(`{"log":"...\\n","stream":"stderr"}`, what `kubectl logs` reads on a node) and a notebook's saved output
+(`"text": ["...\\n", ...]`). The traceback is the training-split paste qq456cvb/Point-Transformers#7's,
+each capture beside healthy text of the same capture that must stay quiet."""
+
+from __future__ import annotations
+
+import json
+
+from controller.judge import TextScanner
+from controller.judge.repair import json_text, peel
+
+TB = ["Traceback (most recent call last):",
+      '  File "train.py", line 44, in <module>',
+      "    @hydra.main(config_path='config', config_name='config')",
+      "AttributeError: module 'hydra' has no attribute 'main'"]
+
+PADDLE_OK = ["[2024/11/05 03:45:00] ppocr INFO: epoch: [1/5], global_step: 30, lr: 0.000500, loss: 1.251230, "
+             "loss_cbn: 0.000000, avg_reader_cost: 0.00059 s, eta: 0:02:00, max_mem_reserved: 12221 MB, max_mem_allocated: 10611 MB",
+             "[2024/06/22 06:28:25] ppocr INFO: epoch: [4/500], global_step: 172, lr: 0.000100, loss: 1.000000, "
+             "loss_shrink_maps: 0.000000, max_mem_reserved: 6177 MB, max_mem_allocated: 5281 MB",
+             "[2024/06/22 06:28:26] ppocr INFO: save model in ./output/det_ppocr_v3_Train_v2/latest"]
+
+MMCV_OK = ["2021-08-17 17:00:17,073 - mmcls - INFO - Epoch [1][100/5005]    lr: 1.000e-01, eta: 37 days, 5:46:17, "
+           "time: 6.430, data_time: 5.762, memory: 3086, loss: 6.8864",
+           "2021-08-17 17:00:36,627 - mmcls - INFO - Epoch [1][200/5005]    lr: 1.000e-01, eta: 19 days, 4:23:45, "
+           "time: 0.196, data_time: 0.008, memory: 3086, loss: 6.5649"]
+
+
+def _final(lines: list[str]) -> list:
+    sc = TextScanner(now_s=0.0)
+    sc.feed(lines)
+    sc.finish()
+    return sc.all_findings()
+
+
+def _kinds(findings) -> list[str]:
+    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan", "recompile")})
+
+
+def _crash_named(lines: list[str]) -> None:
+    found = _final(lines)
+    assert any(f.kind == "crash" and "AttributeError" in f.summary for f in found), [f.summary for f in found]
+
+
+def test_slash_dated_lines_are_peeled_and_their_traceback_read():
+    """`2023/05/01 12:00:00 ` (logging's datefmt `%Y/%m/%d %H:%M:%S`, Go's log) and PaddleOCR's
+    `[2024/11/05 03:45:00] ` (PaddlePaddle/PaddleOCR#13937) before every line."""
+    _crash_named([f"2023/05/01 12:00:00 {t}" for t in TB])
+    _crash_named([f"[2023/05/01 12:00:00] {t}" for t in TB])
+    assert peel("[2024/11/05 03:45:00] ppocr INFO: epoch: [1/5]")[1] == "ppocr INFO: epoch: [1/5]"
+
+
+def test_slash_dated_healthy_paddle_lines_stay_quiet():
+    assert _kinds(_final(PADDLE_OK)) == []
+
+
+def test_github_actions_error_command_is_peeled():
+    """GitHub Actions' workflow command `##[error]` that a CI log shows before each line of stderr."""
+    _crash_named([f"##[error]{t}" for t in TB])
+    assert _kinds(_final([f"##[group]{t}" if i == 0 else t for i, t in enumerate(MMCV_OK)])) == []
+
+
+def test_hydra_logger_and_file_line_brackets_are_peeled():
+    """hydra's job logging `[time][logger][LEVEL] - message` and `[time][file.py:88][ERROR] `."""
+    _crash_named([f"[2023-05-01 12:00:00,123][__main__][ERROR] - {t}" for t in TB])
+    _crash_named([f"[2023-05-01 12:00:00,123][train.py:88][ERROR] {t}" for t in TB])
+    ok = ["[2023-05-01 12:00:00,123][__main__][INFO] - " + MMCV_OK[0].split(" - INFO - ", 1)[1],
+          "[2023-05-01 12:00:01,123][train.py:88][WARNING] timeout for the dataloader raised to 600 s"]
+    assert _kinds(_final(ok)) == []
+
+
+def test_docker_json_file_log_lines_are_read_as_their_text():
+    """Docker's json-file log driver (moby daemon/logger/jsonfilelog): one JSON record a line."""
+    rec = [json.dumps({"log": t + "\n", "stream": "stderr", "time": "2023-05-01T12:00:00.1Z"}, separators=(",", ":")) for t in TB]
+    _crash_named(rec)
+    assert json_text(rec[1]) == TB[1]
+    ok = [json.dumps({"log": t + "\n", "stream": "stdout", "time": "2023-05-01T12:00:00.1Z"}) for t in MMCV_OK + PADDLE_OK]
+    assert _kinds(_final(ok)) == []
+
+
+def test_notebook_saved_output_strings_are_read_as_their_text():
+    """nbformat v4: a stream output's `"text": [...]`, one `"...\\n",` string a line."""
+    lines = ['      "text": ['] + [f"       {json.dumps(t + chr(10))}," for t in TB[:-1]] + [f"       {json.dumps(TB[-1] + chr(10))}", "      ]"]
+    _crash_named(lines)
+    ok = ['      "text": ['] + [f"       {json.dumps(t + chr(10))}," for t in MMCV_OK] + ["      ]"]
+    assert _kinds(_final(ok)) == []
+
+
+def test_a_quoted_line_that_is_no_json_string_is_left_as_it_came():
+    assert json_text('print("loss is nan\\n",') is None
+    assert json_text('{"log": broken') is None
+    assert peel('  "not \\q json\\n",')[1] == '  "not \\q json\\n",'

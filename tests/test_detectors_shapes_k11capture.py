@@ -93,3 +93,36 @@ def test_a_quoted_line_that_is_no_json_string_is_left_as_it_came():
     assert json_text('print("loss is nan\\n",') is None
     assert json_text('{"log": broken') is None
     assert peel('  "not \\q json\\n",')[1] == '  "not \\q json\\n",'
+
+
+def test_tensorflow_kernel_launch_oom_one_line_excerpt():
+    """kubeflow/trainer#1158: a TFJob worker's one line, TF_CHECK_OK on GpuLaunchKernel."""
+    line = ("Non-OK-status: GpuLaunchKernel (FillPhiloxRandomKernelLaunch <Distribution>, num_blocks, block_size, 0, "
+            "d.stream (), gen, data, size, dist) status: Internal: out of memory")
+    (f,) = [f for f in _final([line]) if f.kind == "oom"]
+    assert "TensorFlow GPU kernel launch" in f.summary
+    assert _kinds(_final(["2020-05-04 10:00:00.1: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1304] Created TensorFlow "
+                          "device (/job:worker/replica:0/task:1/device:GPU:0 with 1478 MB memory) -> physical GPU"])) == []
+
+
+KF_OPERATOR = ['time="2024-02-21T09:31:59Z" level=info msg="PyTorchJob=pytorch-simple, ReplicaType=Worker expected=1, running=1, '
+               'succeeded=0, failed=0, Replicas=1"',
+               '1.708507919323319e+09\tDEBUG\tevents\tError pod pytorch-simple-worker-0 container pytorch waiting message: back-off 40s '
+               'restarting failed container=pytorch pod=pytorch-simple-worker-0_kubeflow(2e06a4e3-bceb-42b4-b0fd-a32cb53d0d00)      '
+               '{"type": "Warning", "reason": "CrashLoopBackOff"}',
+               'time="2024-02-21T09:32:29Z" level=info msg="Pod: kubeflow.pytorch-simple-worker-0 exited with code 1" '
+               'job=kubeflow.pytorch-simple replica-type=worker']
+
+
+def test_kubeflow_operator_pod_exit_and_crashloop_are_crashes():
+    """kubeflow/trainer#2008: the operator's `Pod: <ns>.<pod> exited with code 1` and the kubelet's back-off it relays."""
+    sums = [f.summary for f in _final(KF_OPERATOR) if f.kind == "crash"]
+    assert any("pytorch-simple-worker-0 exited with code 1" in s for s in sums), sums
+    assert any("CrashLoopBackOff" in s and "container pytorch" in s for s in sums), sums
+
+
+def test_kubeflow_operator_healthy_lines_and_a_pod_exiting_zero_stay_quiet():
+    ok = [KF_OPERATOR[0], 'time="2024-02-21T09:40:00Z" level=info msg="Pod: kubeflow.pytorch-simple-worker-0 exited with code 0" '
+          'job=kubeflow.pytorch-simple replica-type=worker',
+          'time="2024-02-21T09:40:01Z" level=info msg="PyTorchJob pytorch-simple is successfully completed."']
+    assert _kinds(_final(ok)) == []

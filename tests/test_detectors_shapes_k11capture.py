@@ -126,3 +126,26 @@ def test_kubeflow_operator_healthy_lines_and_a_pod_exiting_zero_stay_quiet():
           'job=kubeflow.pytorch-simple replica-type=worker',
           'time="2024-02-21T09:40:01Z" level=info msg="PyTorchJob pytorch-simple is successfully completed."']
     assert _kinds(_final(ok)) == []
+
+
+TS = "2020-02-26 02:46:38,735 [INFO ] W-9001-fairseq_model_1.0-stdout org.pytorch.serve.wlm.WorkerLifeCycle - "
+
+
+def test_torchserve_wrapped_worker_traceback_is_read_under_its_log4j_prefix():
+    """pytorch/serve#71: TorchServe's log4j `%d [%-5p] %t %c - ` before each line the worker printed."""
+    lines = [TS + '  File "/home/ubuntu/anaconda3/lib/python3.6/site-packages/torch/serialization.py", line 702, in _legacy_load',
+             TS + "    result = unpickler.load()",
+             TS + '  File "/home/ubuntu/anaconda3/lib/python3.6/site-packages/torch/serialization.py", line 665, in persistent_load',
+             TS + "    deserialized_objects[root_key] = restore_location(obj, location)"]
+    assert "crash" in _kinds(_final(lines))
+    assert peel(lines[1])[1] == "    result = unpickler.load()"
+
+
+def test_torchserve_healthy_worker_lines_stay_quiet():
+    ok = [TS + "Listening on port: /tmp/.ts.sock.9001",
+          TS + "[PID]3400",
+          TS + "Torch worker started.",
+          "2020-02-26 02:46:39,100 [INFO ] W-9001-fairseq_model_1.0 org.pytorch.serve.wlm.WorkerThread - Backend response time: 2300",
+          "2020-02-26 02:46:39,101 [DEBUG] W-9001-fairseq_model_1.0 org.pytorch.serve.wlm.WorkerThread - W-9001-fairseq_model_1.0 "
+          "State change WORKER_STARTED -> WORKER_MODEL_LOADED"]
+    assert _kinds(_final(ok)) == []

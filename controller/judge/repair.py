@@ -44,6 +44,7 @@ _NOISE_PREFIX = re.compile(
     r">+ ?"                                                             # markdown quote
     r"|\d{1,7} ?\| "                                                    # numbered paste
     r"|\[?\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ,:|-]*"  # (`/`: PaddleOCR, Go's log)
+    r"|\[(?:TRACE|DEBUG|INFO |WARN |ERROR|FATAL)\] W-\d+-[\w.-]+ [\w.$]+ - "  # TorchServe's log4j `[%-5p] %t %c - `
     r"|##\[(?:error|warning|notice|debug|command|group|endgroup)\]"      # GitHub Actions' workflow commands
     r"|\[[\w.]{1,60}\](?=\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\])"    # hydra: `[ts][__main__][ERROR] - `
     r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[^\]\s]+\]\s?"         # glog (torch's C++/py warnings)

@@ -53,6 +53,9 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h", 18,
            "5067397c2676d5aed50042fc39e5c8ee96eb0027",
            "CUDACHECK: WARN(\"Cuda failure '%s'\", cudaGetErrorString(err)) (also at :28 and :40)"),
+    Source("tf-launch-oom", "TensorFlow (GPU kernels)", "Non-OK-status: GpuLaunchKernel (...) status: Internal: out of memory",
+           note="TF_CHECK_OK's fatal message on a GPU kernel launch (tensorflow/core/util/gpu_kernel_helper.h, not re-read "
+                "with a commit this round); the wording is taken from the pasted kubeflow/trainer#1158"),
     Source("xla-oom", "XLA (JAX, TF, torch-xla)", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate",
            note="tests/corpus/cited/index.json (xla-resource-exhausted) cites it: "
                 "xla/stream_executor/integrations/tf_allocator_adapter.cc:96 with its commit"),

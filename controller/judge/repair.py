@@ -21,6 +21,7 @@ evidence keeps the original line numbers.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,16 +43,19 @@ _KEY_PREFIX = re.compile(
 _NOISE_PREFIX = re.compile(
     r">+ ?"                                                             # markdown quote
     r"|\d{1,7} ?\| "                                                    # numbered paste
-    r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ,:|-]*"
+    r"|\[?\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ,:|-]*"  # (`/`: PaddleOCR, Go's log)
+    r"|\[(?:TRACE|DEBUG|INFO |WARN |ERROR|FATAL)\] W-\d+-[\w.-]+ [\w.$]+ - "  # TorchServe's log4j `[%-5p] %t %c - `
+    r"|##\[(?:error|warning|notice|debug|command|group|endgroup)\]"      # GitHub Actions' workflow commands
+    r"|\[[\w.]{1,60}\](?=\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\])"    # hydra: `[ts][__main__][ERROR] - `
     r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[^\]\s]+\]\s?"         # glog (torch's C++/py warnings)
     r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"                           # a bare time of day
     r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )"  # log level, but
     r"(?!\([\w.+-]{0,80}(?:\[[^\]\s]{1,40}\])?:[\w:~<>]{1,120}\(\):)\s*"  # not Kaldi's `ERROR (prog[v]:f():` envelope
-    r"|\[[\w./-]+\.py:\d+:[\w<>]+\]\s?"                                  # [file.py:123:func]
+    r"|\[[\w./-]+\.py:\d+(?::[\w<>]+)?\]\s?"                             # [file.py:123:func], [file.py:123]
     r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
     r"|(?:\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*)?\|\s*[\w.<>-]+:[\w.<>-]+:\d+ - "  # loguru
 )
-_PREFIX_START = frozenset("[(>0123456789IWEFDNC|JMASO")
+_PREFIX_START = frozenset("[(>0123456789IWEFDNC|JMASO#")
 """A line that starts with none of these has no prefix to peel (the common fast path); a
 docker compose service name starts with any letter, so `  | ` early in a line also opens it."""
 MAX_LAYERS = 6
@@ -65,7 +69,7 @@ TERMINAL_WIDTHS = frozenset((80, 100, 120, 132, 160, 200))
 
 
 _LINE_START = re.compile(r"Traceback \(|\s+File \"|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::|$)"
-                         r"|\[(?:rank|default)\d+\]:|\[?\d{4}-\d{2}-\d{2}[T ]")
+                         r"|\[(?:rank|default)\d+\]:|\[?\d{4}[-/]\d{2}[-/]\d{2}[T ]")
 """A line that starts a new line of its own: a line of exactly the width before it is a
 line that happened to be that long, not a cut one."""
 
@@ -82,8 +86,41 @@ _HOST_PREFIX = re.compile(r"[A-Za-z][\w.-]*: (?=\[(?:rank|default)?\d+\]:)")
 """DeepSpeed's multi-node launcher (pdsh) puts the host first: `worker-5: [rank22]: ...`."""
 
 
+_JSON_LOG = ('{"log":"', '{"log": "')
+_JSON_ENDS = ('\\n",', '\\n"')
+
+
+def json_text(line: str) -> str | None:
+    """The text of a line that a capture stored as a JSON string: Docker's json-file log
+    driver (what `kubectl logs` reads on a node, `{"log":"...\\n","stream":"stderr",
+    "time":"..."}`, moby daemon/logger/jsonfilelog) or a notebook's saved output (`"text":
+    [...]` / `"traceback": [...]`, one `"...\\n",` string a line, nbformat v4). None when it
+    is not one (the fast path: the first characters or the last tell)."""
+    if line.startswith(_JSON_LOG):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            return None
+        text = rec.get("log") if isinstance(rec, dict) else None
+        return text.rstrip("\n") if isinstance(text, str) else None
+    if line.endswith(_JSON_ENDS):
+        s = line.strip().rstrip(",")
+        if s[:1] == '"':
+            try:
+                text = json.loads(s)
+            except ValueError:
+                return None
+            return text.rstrip("\n") if isinstance(text, str) else None
+    return None
+
+
 def peel(line: str) -> tuple[str, str]:
-    """(key, body): launcher prefixes kept as the key, other decoration dropped."""
+    """(key, body): launcher prefixes kept as the key, other decoration dropped (a line
+    stored as a JSON string is read as its text first)."""
+    if line and (line[0] == "{" or line[-1] in ",\""):
+        text = json_text(line)
+        if text is not None:
+            line = clean_text(text) if "\x1b" in text else text
     if not line or (line[0] not in _PREFIX_START and ": [" not in line[:64] and " | " not in line[:48]
                     and line[8:12] != " || "):
         return "", line

@@ -295,6 +295,12 @@ RULES: tuple[TextRule, ...] = (
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
       "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
       ("alloc_failed",)),
+    # TensorFlow's GPU kernel launch check (TF_CHECK_OK on GpuLaunchKernel, core/util/gpu_kernel_helper.h),
+    # pasted alone as a one-line excerpt (kubeflow/trainer#1158): `Non-OK-status: GpuLaunchKernel (...) status:
+    # Internal: out of memory`
+    R("tf-launch-oom", _rx(r"Non-OK-status: \w+ ?\(.{0,400}?\) status: (?:Internal|INTERNAL|Resource exhausted|RESOURCE_EXHAUSTED):"
+                           r" out of memory"), OOM, CRIT,
+      "CUDA OOM: a TensorFlow GPU kernel launch failed (Non-OK-status ... out of memory)", H.HINT_CUDA_OOM, ("out of memory",)),
     R("nccl-oom", _rx(r"Cuda failure (?:\d+ )?'out of memory'"), OOM, CRIT,
       "CUDA OOM inside NCCL (Cuda failure 'out of memory')",
       H.HINT_CUDA_OOM + "; NCCL needs free GPU memory for its buffers (NCCL_BUFFSIZE)", ("out of memory",)),
@@ -998,6 +1004,14 @@ RULES: tuple[TextRule, ...] = (
     # a Windows NTSTATUS, signed or not, names the native crash
     R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)|\[Done\] exited with code=(?P<code2>-?[1-9]\d*)"),
       CRASH, CRIT, lambda m, line: _ide_exit(m), H.HINT_CRASH, ("exit code", "exited with code")),
+    # the Kubeflow training operator's own log (kubeflow/trainer#2008): `Pod: <ns>.<pod> exited with code 1`,
+    # and the kubelet's `back-off 40s restarting failed container=<c> pod=<pod>_<ns>(uid)` it relays (CrashLoopBackOff)
+    R("k8s-pod-exit", _rx(r"Pod: (?P<pod>[\w.-]{1,200}) exited with code (?P<code>[1-9]\d{0,3})\b"), CRASH, CRIT,
+      "training pod {pod} exited with code {code} (the Kubernetes training operator's report)", H.HINT_CRASH,
+      ("exited with code",)),
+    R("k8s-crashloop", _rx(r"back-off \w{1,12} restarting failed container=(?P<c>[\w.-]{1,100}) pod=(?P<pod>[\w.-]{1,200}?)_"),
+      CRASH, CRIT, "Kubernetes keeps restarting failed container {c} of pod {pod} (CrashLoopBackOff)", H.HINT_CRASH,
+      ("restarting failed container",)),
     # slurmstepd's kill report (SchedMD/slurm src/slurmd/slurmstepd/req.c:1122-1149 at 284c3b9: time limit,
     # preemption, node failure, requeue, a signal, a task failure); WARN like a launcher's death signal
     R("slurm-cancelled", _rx(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+-]+) (?:ON (?P<node>\S+) )?CANCELLED AT \S+"

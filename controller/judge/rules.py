@@ -421,6 +421,20 @@ RULES: tuple[TextRule, ...] = (
     R("ray-oom", _rx(r"(?:ray\.exceptions\.)?OutOfMemoryError: Task was killed due to the node running low on memory"),
       OOM, CRIT, "Ray killed a task: the node ran low on host memory (ray OutOfMemoryError)", H.HINT_HOST_OOM,
       ("low on memory",)),
+    # Ray's memory monitor kill summary (ray-project/ray src/ray/raylet/node_manager.cc, printed to the driver as
+    # `(raylet) ... node_manager.cc:NNNN: N Workers (tasks / actors) killed due to memory pressure (OOM), ...`
+    # every RAY_event_stats_print_interval_ms; doc/source/ray-core/scheduling/ray-oom-prevention.rst): the
+    # driver sees only this summary when the killed task was retried or its error went elsewhere (pasted
+    # flwrlabs/flower#2157, WM-PO/WMPO#3). A count of 0 is not a kill.
+    R("ray-memory-monitor-kill", _rx(r"(?P<n>[1-9]\d*) Workers \(tasks / actors\) killed due to memory pressure \(OOM\)"),
+      OOM, CRIT, "Ray's memory monitor killed {n} worker(s): the node ran low on host memory (raylet OOM summary)",
+      H.HINT_HOST_OOM, ("memory pressure",)),
+    # the advice Ray appends to every memory-monitor kill (the OutOfMemoryError text and the raylet summary,
+    # src/ray/raylet/node_manager.cc): a paste that kept only the tail of the kill message (its Top-10 memory
+    # users table, then this line) still shows the kill (pasted OpenRLHF/OpenRLHF#911)
+    R("ray-oom-advice", _rx(r"Refer to the documentation on how to address the out of memory issue: https://docs\.ray\.io"),
+      OOM, CRIT, "Ray's memory monitor killed a worker: the node ran low on host memory (Ray's OOM advice)",
+      H.HINT_HOST_OOM, ("out of memory issue",)),
     R("vllm-kv-too-small", _rx(r"max seq len \((?P<need>\d+)\) is larger than the maximum number of tokens that can be "
                                r"stored in KV cache(?: \((?P<have>\d+)\))?"), OOM, CRIT,
       lambda m, line: ("not enough GPU memory for vLLM's KV cache: one sequence of max_model_len "
@@ -809,6 +823,12 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num0') or m.group('num')]} (death signal): its workers were shut down",
       "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
       ("death signal", "got signal")),
+    # `ray job submit`'s final status (python/ray/dashboard/modules/job/job_supervisor.py: `message = f"Job
+    # entrypoint command failed with exit code {return_code}. ..."`, printed by cli.py as `Status message: ...`):
+    # the driver -- the training entrypoint -- exited non-zero (pasted OpenRLHF/OpenRLHF#911)
+    R("ray-job-failed", _rx(r"Job entrypoint command failed with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
+      "the Ray job's entrypoint (the training driver) exited with code {code}", H.HINT_LAUNCHER,
+      ("entrypoint command failed with exit",)),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
                       r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
                       r"|A worker died or was killed while executing"),

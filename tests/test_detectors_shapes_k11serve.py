@@ -1,0 +1,77 @@
+"""Shapes of Ray-orchestrated training (RL trainers with vLLM engines, Ray jobs): the raylet
+memory monitor's kill summary, the OOM advice that ends every memory-monitor kill message,
+and `ray job submit`'s failed-entrypoint status (issue 22, helper k11serve). Each with a
+healthy counter-example that must stay quiet; texts from training-split pastes."""
+
+from __future__ import annotations
+
+from controller.judge import TextScanner
+
+
+def _final(lines: list[str]) -> list:
+    sc = TextScanner(now_s=0.0)
+    sc.feed(lines)
+    sc.finish()
+    return sc.all_findings()
+
+
+def _by_kind(lines: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in _final(lines):
+        if f.kind in ("oom", "crash", "hang", "nan"):
+            out.setdefault(f.kind, []).append(f.summary)
+    return out
+
+
+# flwrlabs/flower#2157
+RAYLET_OOM = [
+    "(raylet) [2023-07-23 15:21:29,851 E 9751 9751] (raylet) node_manager.cc:3084: 4 Workers (tasks / actors) "
+    "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: b287aac2de42bef55d13e"
+    "884c4bdb6cffb2d81d1dc96aa08c4633a43, IP: 172.28.0.12) over the last time period. To see more information about "
+    "the Workers killed on this node, use `ray logs raylet.out -ip 172.28.0.12`",
+    "(raylet) ",
+]
+
+
+def test_raylet_memory_monitor_kill_summary_is_oom_naming_the_count():
+    found = _by_kind(RAYLET_OOM)
+    assert list(found) == ["oom"], found
+    assert "killed 4 worker(s)" in found["oom"][0]
+
+
+def test_raylet_summary_with_no_oom_kill_is_quiet():
+    healthy = [RAYLET_OOM[0].replace("4 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers",
+                                     "0 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers")]
+    assert _by_kind(healthy) == {}
+
+
+# OpenRLHF/OpenRLHF#911: only the kill message's tail survived the 20,000-char truncation
+RAY_JOB_TAIL = [
+    "2025-03-24 14:49:45,286\tERR cli.py:70 -- ---------------------------------------",
+    "2025-03-24 14:49:45,286\tINFO cli.py:83 -- Status message: Job entrypoint command failed with exit code 1, last "
+    "available logs (truncated to 20,000 chars):",
+    "(ActorModelRayActor pid=8249) 8798\t1.17\tray::ReferenceModelRayActor",
+    "(ActorModelRayActor pid=8249) Refer to the documentation on how to address the out of memory issue: "
+    "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on "
+    "this node or reducing task parallelism by requesting more CPUs per task.",
+]
+
+
+def test_ray_oom_advice_tail_and_failed_job_entrypoint_are_oom_and_crash():
+    found = _by_kind(RAY_JOB_TAIL)
+    assert sorted(found) == ["crash", "oom"], found
+    assert any("exited with code 1" in s for s in found["crash"])
+    assert any("memory monitor" in s for s in found["oom"])
+
+
+def test_a_ray_job_that_succeeded_is_quiet():
+    # ray-project/ray#40536 (Ray Train's start) and the job CLI's success line
+    healthy = [
+        "(TorchTrainer pid=7236) Started distributed worker processes: ",
+        "(TorchTrainer pid=7236) - (ip=10.0.59.242, pid=7410) rank=0, local_rank=0, node_rank=0",
+        "(TorchTrainer pid=7236) - (ip=10.0.12.174, pid=3381) rank=4, local_rank=0, node_rank=1",
+        "Job 'raysubmit_73nQ2jgcpZATWrNN' succeeded",
+        "Status message: Job finished successfully.",
+        "To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.",
+    ]
+    assert _by_kind(healthy) == {}

@@ -75,3 +75,48 @@ def test_a_ray_job_that_succeeded_is_quiet():
         "To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.",
     ]
     assert _by_kind(healthy) == {}
+
+
+# kubeflow/trainer#2008 (the training operator's relay) and kubeflow/trainer#2034 (kubelet's event)
+K8S_BACKOFF = [
+    "1.708507919323319e+09\tDEBUG\tevents\tError pod pytorch-simple-worker-0 container pytorch waiting message: "
+    "back-off 40s restarting failed container=pytorch pod=pytorch-simple-worker-0_kubeflow(2e06a4e3-bceb-42b4-b0fd-"
+    'a32cb53d0d00)      {"type": "Warning", "reason": "CrashLoopBackOff"}',
+]
+K8S_EVENT = [
+    "  Warning  BackOff         2m49s                  kubelet            Back-off restarting failed container "
+    "init-pytorch in pod random-exp-jw6qxmrm-worker-0_sampler(8d6860a7-204d-45c8-bb57-8d84a6cf8e66)",
+]
+# kubeflow/katib#1112
+K8S_TABLE = [
+    "NAME                                         READY   STATUS             RESTARTS   AGE",
+    "pytorchjob-example-82cjcqdz-master-0         0/2     CrashLoopBackOff   8          2m32s",
+    "pytorchjob-example-82cjcqdz-worker-0         0/1     Init:1/2           0          2m31s",
+]
+
+
+def test_kubernetes_back_off_restarting_a_failed_container_is_a_crash_naming_it():
+    for text, name in ((K8S_BACKOFF, "pytorch"), (K8S_EVENT, "init-pytorch")):
+        found = _by_kind(text)
+        assert list(found) == ["crash"], found
+        assert f"failed container {name} " in found["crash"][0]
+
+
+def test_kubectl_pod_table_in_crashloopbackoff_is_a_crash():
+    found = _by_kind(K8S_TABLE)
+    assert list(found) == ["crash"], found
+    assert "CrashLoopBackOff" in found["crash"][0]
+
+
+def test_pods_running_after_restarts_and_normal_events_are_quiet():
+    healthy = [
+        "NAME                                 READY   STATUS    RESTARTS   AGE",
+        "pytorch-simple-master-0              1/1     Running   2          14m",
+        "pytorch-simple-worker-0              1/1     Running   0          14m",
+        "  Normal   Pulled          9m32s                  kubelet            Successfully pulled image "
+        '"quay.io/bharathappali/alpine:3.10" in 1.065165424s (1.065174057s including waiting)',
+        "  Normal   Created         2m34s (x3 over 9m31s)  kubelet            Created container init-pytorch",
+        'time="2024-02-21T09:31:59Z" level=info msg="PyTorchJob=pytorch-simple, ReplicaType=Worker expected=1, '
+        'running=1, succeeded=0, failed=0, Replicas=1"',
+    ]
+    assert _by_kind(healthy) == {}

@@ -829,6 +829,22 @@ RULES: tuple[TextRule, ...] = (
     R("ray-job-failed", _rx(r"Job entrypoint command failed with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
       "the Ray job's entrypoint (the training driver) exited with code {code}", H.HINT_LAUNCHER,
       ("entrypoint command failed with exit",)),
+    # Kubernetes' kubelet backs off restarting a container that keeps exiting: its BackOff event `Back-off
+    # restarting failed container <name> in pod <pod>` (older kubelets name no container), relayed by the training
+    # operator as `back-off 40s restarting failed container=<name>` (wording as pasted in kubeflow/trainer#2008,
+    # kubeflow/trainer#2034; the kubelet source was not read): the training container crashed and crash-loops
+    R("k8s-backoff-restart", _rx(r"[Bb]ack-off (?:\d+[smh]\d*[sm]? )?restarting failed container(?:[= ](?P<c>[\w.-]+))?"),
+      CRASH, CRIT,
+      lambda m, line: ("Kubernetes keeps restarting the failed container" + (f" {m.group('c')}" if m.group("c") else "")
+                       + " (back-off: it crashed and is crash-looping)"),
+      "the crashed run's own output: kubectl logs --previous <pod> -c <container>; kubectl describe pod <pod> "
+      "for its exit code (137 with OOMKilled is the memory limit)", ("restarting failed container",)),
+    # the same state in kubectl's pod table (STATUS column, then RESTARTS) or describe's `Reason:` line
+    # (pasted kubeflow/katib#1112); a Running pod with restarts is not this
+    R("k8s-crashloop-status", _rx(r"\b\d+/\d+ +(?:Init:)?CrashLoopBackOff +(?P<n>\d+)\b|Reason: +CrashLoopBackOff\b"),
+      CRASH, CRIT, "a Kubernetes pod is in CrashLoopBackOff (its container keeps crashing and being restarted)",
+      "the crashed run's own output: kubectl logs --previous <pod>; kubectl describe pod <pod> for its exit code",
+      ("crashloopbackoff",)),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
                       r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
                       r"|A worker died or was killed while executing"),

@@ -120,3 +120,33 @@ def test_pods_running_after_restarts_and_normal_events_are_quiet():
         'running=1, succeeded=0, failed=0, Replicas=1"',
     ]
     assert _by_kind(healthy) == {}
+
+
+# FederatedAI/KubeFATE#64
+K8S_EVICTED = [
+    "4m11s       Warning   Evicted               pod/egg-<id here>    The node was low on resource: memory. "
+    "Container egg was using 5053216Ki, which exceeds its request of 0.",
+    "4m11s       Normal    Killing               pod/egg-<id here>    Stopping container egg",
+]
+
+
+def test_kubernetes_eviction_for_node_memory_is_oom():
+    found = _by_kind(K8S_EVICTED)
+    assert list(found) == ["oom"], found
+    assert "evicted" in found["oom"][0] and "memory" in found["oom"][0]
+    assert list(_by_kind(["4m7s        Warning   Evicted               pod/egg-2    The node had condition: "
+                          "[MemoryPressure]."])) == ["oom"]
+
+
+def test_vllm_memory_profiling_and_pod_resources_are_quiet():
+    # ray-project/ray#65486 and a pod description's resources
+    healthy = [
+        "(RayWorkerProc pid=29271) (Worker pid=29271) INFO 08-19 18:00:26 [gpu_worker.py:857] Free memory on device "
+        "(78.66/79.18 GiB) on startup. Desired GPU memory utilization is (0.9, 71.26 GiB). Actual usage is 15.31 GiB "
+        "for weight, 1.29 GiB for peak activation, 0.22 GiB for non-torch memory, and 1.0 GiB for CUDAGraph memory.",
+        "    Limits:",
+        "      memory:  1048576k",
+        "  MemoryPressure   False   Tue, 01 Dec 2026 10:00:00 +0000   KubeletHasSufficientMemory   kubelet has "
+        "sufficient memory available",
+    ]
+    assert _by_kind(healthy) == {}

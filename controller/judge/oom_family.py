@@ -225,6 +225,10 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="the raylet's periodic kill summary sent to the driver (node_manager.cc:3040-3277 across releases, as "
                 "the pastes' prefixes show; doc/source/ray-core/scheduling/ray-oom-prevention.rst); line not counted; "
                 "pasted flwrlabs/flower#2157, WM-PO/WMPO#3"),
+    Source("k8s-evicted-memory", "Kubernetes", "The node was low on resource: memory. Container egg was using 5053216Ki, "
+           "which exceeds its request of 0.", "kubernetes/kubernetes", "pkg/kubelet/eviction",
+           note="the kubelet eviction manager's Evicted event and pod status message; its source was not read (wording "
+                "as pasted in FederatedAI/KubeFATE#64 and kubernetes/kubernetes#112927); line not counted"),
     Source("ray-oom-advice", "Ray", "Refer to the documentation on how to address the out of memory issue: "
            "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.", "ray-project/ray",
            "src/ray/raylet/node_manager.cc",

@@ -435,6 +435,14 @@ RULES: tuple[TextRule, ...] = (
     R("ray-oom-advice", _rx(r"Refer to the documentation on how to address the out of memory issue: https://docs\.ray\.io"),
       OOM, CRIT, "Ray's memory monitor killed a worker: the node ran low on host memory (Ray's OOM advice)",
       H.HINT_HOST_OOM, ("out of memory issue",)),
+    # Kubernetes' kubelet evicting a pod under node memory pressure (its Evicted event / pod status message
+    # `The node was low on resource: memory. Container <c> was using <n>Ki, which exceeds its request of <r>.`, and
+    # `The node had condition: [MemoryPressure].` for a pod rejected after; wording as pasted in
+    # FederatedAI/KubeFATE#64 -- the kubelet eviction manager's source was not read): the pod was killed for host memory
+    R("k8s-evicted-memory", _rx(r"The node was low on resource: memory\b|The node had condition: \[MemoryPressure\]"),
+      OOM, CRIT, "Kubernetes evicted the pod: the node was low on memory (kubelet eviction)", H.HINT_HOST_OOM
+      + "; set the pod's memory request to what it uses so it is not first to be evicted", ("low on resource: memory",
+                                                                                                "memorypressure")),
     R("vllm-kv-too-small", _rx(r"max seq len \((?P<need>\d+)\) is larger than the maximum number of tokens that can be "
                                r"stored in KV cache(?: \((?P<have>\d+)\))?"), OOM, CRIT,
       lambda m, line: ("not enough GPU memory for vLLM's KV cache: one sequence of max_model_len "

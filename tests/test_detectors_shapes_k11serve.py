@@ -150,3 +150,29 @@ def test_vllm_memory_profiling_and_pod_resources_are_quiet():
         "sufficient memory available",
     ]
     assert _by_kind(healthy) == {}
+
+
+# open-edge-platform/geti_v2#532
+K8S_PENDING = [
+    "NAME                                     READY   STATUS    RESTARTS   AGE",
+    "ex-685ab5fbdee5d4889cdef111-n0-0-dn0-0   0/3     Pending   0          16h",
+    "",
+    "Node:                <none>",
+]
+
+
+def test_a_pod_still_pending_after_hours_is_a_hang():
+    found = _by_kind(K8S_PENDING)
+    assert list(found) == ["hang"], found
+    assert "Pending after 16h" in found["hang"][0]
+
+
+def test_a_pod_pending_for_seconds_or_running_is_quiet():
+    healthy = [
+        "NAME                                 READY   STATUS              RESTARTS   AGE",
+        "pytorch-simple-master-0              0/1     Pending             0          40s",
+        "pytorch-simple-worker-0              0/1     ContainerCreating   0          3m",
+        "pytorch-simple-worker-1              1/1     Running             0          16h",
+        "| train_cifar_2a0d4_00003 | PENDING  |       |  0.01  |",
+    ]
+    assert _by_kind(healthy) == {}

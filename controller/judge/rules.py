@@ -270,6 +270,17 @@ def _k8s_unschedulable(m: re.Match, line: str) -> str | None:
             f"{m.group('span') or m.group('first')} ({why[:160]})")
 
 
+def _k8s_pending_pod(m: re.Match, line: str) -> str | None:
+    """kubectl get pods' row (NAME READY STATUS RESTARTS AGE, then -o wide's IP NODE ...): a pod whose
+    STATUS is still `Pending` -- not yet scheduled, or its containers not yet created -- long after it
+    was made is a training job that does not start (pasted open-edge-platform/geti_v2#532: `0/3 Pending
+    0 16h`, `Node: <none>`). Pending for seconds or minutes is a pod being placed."""
+    age = _k8s_age_s(m.group("age"))
+    if age is None or age < K8S_UNSCHEDULABLE_S:
+        return None
+    return f"a Kubernetes pod is still Pending after {m.group('age')} (never scheduled or started: the job does not run)"
+
+
 def _rx(p: str, flags: int = 0) -> re.Pattern:
     return re.compile(p, flags)
 
@@ -581,6 +592,9 @@ RULES: tuple[TextRule, ...] = (
                                r"(?P<msg2>\S.*)$"), HANG, CRIT, _k8s_unschedulable,
       "the cluster cannot place the pod: free or add what it requests (GPUs, CPU, memory) or lower the request; "
       "`kubectl describe node` shows what is allocatable", ("failedscheduling",)),
+    R("k8s-pending-pod", _rx(r"\b0/\d+ +Pending +\d+ +(?P<age>\w+)(?:\s|$)"), HANG, CRIT, _k8s_pending_pod,
+      "kubectl describe pod <pod>: its Events say why it is not placed (FailedScheduling: what it requests that no "
+      "node has) or not started", ("pending",)),
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,

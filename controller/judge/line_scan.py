@@ -340,7 +340,7 @@ LINE_WORDS = (
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储",
     "cancelled at", "exception in device", "stack trace", "已杀死", "dst tensor", "failedscheduling", "c10d",
     "段错误", "已中止", "已放弃", "总线错误", "非法指令", "浮点异常", "munmap", "malloc", "corrupted", "backtrace",
-    "restart", "crashed", "overrides", "trap", "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
+    "restart", "crashloop", "crashed", "overrides", "trap", "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
     "fulfill", "waiting for model", "log is in", "invalid __", "mesh master", "unstuck", "may be stuck",
     "placement group", "not enough gpus", "f tensorflow/", "f external/org_tensorflow/",
 )

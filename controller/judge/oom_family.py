@@ -223,6 +223,20 @@ OOM_FAMILY: tuple[Source, ...] = (
                 "ultralytics/yolov5#11418, cszn/KAIR#127, WongKinYiu/yolov7#1036"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
+    Source("ray-memory-monitor-kill", "Ray", "4 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
+           "crashed due to other reasons at node", "ray-project/ray", "src/ray/raylet/node_manager.cc",
+           note="the raylet's periodic kill summary sent to the driver (node_manager.cc:3040-3277 across releases, as "
+                "the pastes' prefixes show; doc/source/ray-core/scheduling/ray-oom-prevention.rst); line not counted; "
+                "pasted flwrlabs/flower#2157, WM-PO/WMPO#3"),
+    Source("k8s-evicted-memory", "Kubernetes", "The node was low on resource: memory. Container egg was using 5053216Ki, "
+           "which exceeds its request of 0.", "kubernetes/kubernetes", "pkg/kubelet/eviction",
+           note="the kubelet eviction manager's Evicted event and pod status message; its source was not read (wording "
+                "as pasted in FederatedAI/KubeFATE#64 and kubernetes/kubernetes#112927); line not counted"),
+    Source("ray-oom-advice", "Ray", "Refer to the documentation on how to address the out of memory issue: "
+           "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html.", "ray-project/ray",
+           "src/ray/raylet/node_manager.cc",
+           note="the advice ending both the OutOfMemoryError text and the raylet summary; line not counted; pasted "
+                "OpenRLHF/OpenRLHF#911 (only the kill message's tail survived the job CLI's truncation)"),
     Source("vllm-kv-too-small", "vLLM", "The model's max seq len (29000) is larger than the maximum number of tokens that "
            "can be stored in KV cache (23648).", "AmberLJC/vllm-0.6.1", "vllm/worker/worker.py", 503,
            "3cc5c8458bd2a2744b8392ab6aa311c645105655",

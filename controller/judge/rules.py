@@ -270,6 +270,17 @@ def _k8s_unschedulable(m: re.Match, line: str) -> str | None:
             f"{m.group('span') or m.group('first')} ({why[:160]})")
 
 
+def _k8s_pending_pod(m: re.Match, line: str) -> str | None:
+    """kubectl get pods' row (NAME READY STATUS RESTARTS AGE, then -o wide's IP NODE ...): a pod whose
+    STATUS is still `Pending` -- not yet scheduled, or its containers not yet created -- long after it
+    was made is a training job that does not start (pasted open-edge-platform/geti_v2#532: `0/3 Pending
+    0 16h`, `Node: <none>`). Pending for seconds or minutes is a pod being placed."""
+    age = _k8s_age_s(m.group("age"))
+    if age is None or age < K8S_UNSCHEDULABLE_S:
+        return None
+    return f"a Kubernetes pod is still Pending after {m.group('age')} (never scheduled or started: the job does not run)"
+
+
 def _rx(p: str, flags: int = 0) -> re.Pattern:
     return re.compile(p, flags)
 
@@ -427,6 +438,28 @@ RULES: tuple[TextRule, ...] = (
     R("ray-oom", _rx(r"(?:ray\.exceptions\.)?OutOfMemoryError: Task was killed due to the node running low on memory"),
       OOM, CRIT, "Ray killed a task: the node ran low on host memory (ray OutOfMemoryError)", H.HINT_HOST_OOM,
       ("low on memory",)),
+    # Ray's memory monitor kill summary (ray-project/ray src/ray/raylet/node_manager.cc, printed to the driver as
+    # `(raylet) ... node_manager.cc:NNNN: N Workers (tasks / actors) killed due to memory pressure (OOM), ...`
+    # every RAY_event_stats_print_interval_ms; doc/source/ray-core/scheduling/ray-oom-prevention.rst): the
+    # driver sees only this summary when the killed task was retried or its error went elsewhere (pasted
+    # flwrlabs/flower#2157, WM-PO/WMPO#3). A count of 0 is not a kill.
+    R("ray-memory-monitor-kill", _rx(r"(?P<n>[1-9]\d*) Workers \(tasks / actors\) killed due to memory pressure \(OOM\)"),
+      OOM, CRIT, "Ray's memory monitor killed {n} worker(s): the node ran low on host memory (raylet OOM summary)",
+      H.HINT_HOST_OOM, ("memory pressure",)),
+    # the advice Ray appends to every memory-monitor kill (the OutOfMemoryError text and the raylet summary,
+    # src/ray/raylet/node_manager.cc): a paste that kept only the tail of the kill message (its Top-10 memory
+    # users table, then this line) still shows the kill (pasted OpenRLHF/OpenRLHF#911)
+    R("ray-oom-advice", _rx(r"Refer to the documentation on how to address the out of memory issue: https://docs\.ray\.io"),
+      OOM, CRIT, "Ray's memory monitor killed a worker: the node ran low on host memory (Ray's OOM advice)",
+      H.HINT_HOST_OOM, ("out of memory issue",)),
+    # Kubernetes' kubelet evicting a pod under node memory pressure (its Evicted event / pod status message
+    # `The node was low on resource: memory. Container <c> was using <n>Ki, which exceeds its request of <r>.`, and
+    # `The node had condition: [MemoryPressure].` for a pod rejected after; wording as pasted in
+    # FederatedAI/KubeFATE#64 -- the kubelet eviction manager's source was not read): the pod was killed for host memory
+    R("k8s-evicted-memory", _rx(r"The node was low on resource: memory\b|The node had condition: \[MemoryPressure\]"),
+      OOM, CRIT, "Kubernetes evicted the pod: the node was low on memory (kubelet eviction)", H.HINT_HOST_OOM
+      + "; set the pod's memory request to what it uses so it is not first to be evicted", ("low on resource: memory",
+                                                                                                "memorypressure")),
     R("vllm-kv-too-small", _rx(r"max seq len \((?P<need>\d+)\) is larger than the maximum number of tokens that can be "
                                r"stored in KV cache(?: \((?P<have>\d+)\))?"), OOM, CRIT,
       lambda m, line: ("not enough GPU memory for vLLM's KV cache: one sequence of max_model_len "
@@ -565,6 +598,9 @@ RULES: tuple[TextRule, ...] = (
                                r"(?P<msg2>\S.*)$"), HANG, CRIT, _k8s_unschedulable,
       "the cluster cannot place the pod: free or add what it requests (GPUs, CPU, memory) or lower the request; "
       "`kubectl describe node` shows what is allocatable", ("failedscheduling",)),
+    R("k8s-pending-pod", _rx(r"\b0/\d+ +Pending +\d+ +(?P<age>\w+)(?:\s|$)"), HANG, CRIT, _k8s_pending_pod,
+      "kubectl describe pod <pod>: its Events say why it is not placed (FailedScheduling: what it requests that no "
+      "node has) or not started", ("pending",)),
     R("stopped-output", _rx(r"\bno (?:further |more )?output for \d+\+? ?(?:s|sec|seconds|min|mins|minutes|h|hours)\b", re.I),
       HANG, CRIT, "the output stopped (the log says so)", H.HINT_NCCL_TIMEOUT, ("output for",)),
     R("xla-device-exception", _rx(r"Exception in device=(?P<dev>[A-Z]+:\d+)"), CRASH, CRIT,
@@ -822,6 +858,28 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: f"the launcher was stopped by {m.group('sig') or {'15': 'SIGTERM', '2': 'SIGINT', '1': 'SIGHUP'}[m.group('num0') or m.group('num')]} (death signal): its workers were shut down",
       "someone or something stopped the launcher (a scheduler's time limit or preemption, Ctrl-C, dfctl stop)",
       ("death signal", "got signal")),
+    # `ray job submit`'s final status (python/ray/dashboard/modules/job/job_supervisor.py: `message = f"Job
+    # entrypoint command failed with exit code {return_code}. ..."`, printed by cli.py as `Status message: ...`):
+    # the driver -- the training entrypoint -- exited non-zero (pasted OpenRLHF/OpenRLHF#911)
+    R("ray-job-failed", _rx(r"Job entrypoint command failed with exit code (?P<code>-?[1-9]\d*)"), CRASH, CRIT,
+      "the Ray job's entrypoint (the training driver) exited with code {code}", H.HINT_LAUNCHER,
+      ("entrypoint command failed with exit",)),
+    # Kubernetes' kubelet backs off restarting a container that keeps exiting: its BackOff event `Back-off
+    # restarting failed container <name> in pod <pod>` (older kubelets name no container), relayed by the training
+    # operator as `back-off 40s restarting failed container=<name>` (wording as pasted in kubeflow/trainer#2008,
+    # kubeflow/trainer#2034; the kubelet source was not read): the training container crashed and crash-loops
+    R("k8s-backoff-restart", _rx(r"[Bb]ack-off (?:\d+[smh]\d*[sm]? )?restarting failed container(?:[= ](?P<c>[\w.-]+))?"),
+      CRASH, CRIT,
+      lambda m, line: ("Kubernetes keeps restarting the failed container" + (f" {m.group('c')}" if m.group("c") else "")
+                       + " (back-off: it crashed and is crash-looping)"),
+      "the crashed run's own output: kubectl logs --previous <pod> -c <container>; kubectl describe pod <pod> "
+      "for its exit code (137 with OOMKilled is the memory limit)", ("restarting failed container",)),
+    # the same state in kubectl's pod table (STATUS column, then RESTARTS) or describe's `Reason:` line
+    # (pasted kubeflow/katib#1112); a Running pod with restarts is not this
+    R("k8s-crashloop-status", _rx(r"\b\d+/\d+ +(?:Init:)?CrashLoopBackOff +(?P<n>\d+)\b|Reason: +CrashLoopBackOff\b"),
+      CRASH, CRIT, "a Kubernetes pod is in CrashLoopBackOff (its container keeps crashing and being restarted)",
+      "the crashed run's own output: kubectl logs --previous <pod>; kubectl describe pod <pod> for its exit code",
+      ("crashloopbackoff",)),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
                       r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
                       r"|A worker died or was killed while executing"),

@@ -868,10 +868,12 @@ RULES: tuple[TextRule, ...] = (
     # restarting failed container <name> in pod <pod>` (older kubelets name no container), relayed by the training
     # operator as `back-off 40s restarting failed container=<name>` (wording as pasted in kubeflow/trainer#2008,
     # kubeflow/trainer#2034; the kubelet source was not read): the training container crashed and crash-loops
-    R("k8s-backoff-restart", _rx(r"[Bb]ack-off (?:\d+[smh]\d*[sm]? )?restarting failed container(?:[= ](?P<c>[\w.-]+))?"),
+    R("k8s-backoff-restart", _rx(r"[Bb]ack-off (?:\d+[smh]\d*[sm]? )?restarting failed container(?:[= ](?P<c>[\w.-]+))?"
+                                 r"(?: pod=(?P<pod>[\w.-]{1,200}?)_)?"),
       CRASH, CRIT,
       lambda m, line: ("Kubernetes keeps restarting the failed container" + (f" {m.group('c')}" if m.group("c") else "")
-                       + " (back-off: it crashed and is crash-looping)"),
+                       + (f" of pod {m.group('pod')}" if m.group("pod") else "")
+                       + " (CrashLoopBackOff: it crashed and is restarted with a back-off)"),
       "the crashed run's own output: kubectl logs --previous <pod> -c <container>; kubectl describe pod <pod> "
       "for its exit code (137 with OOMKilled is the memory limit)", ("restarting failed container",)),
     # the same state in kubectl's pod table (STATUS column, then RESTARTS) or describe's `Reason:` line
@@ -1063,13 +1065,10 @@ RULES: tuple[TextRule, ...] = (
     R("ide-exit", _rx(r"Process finished with exit code (?P<code>-?[1-9]\d*)|\[Done\] exited with code=(?P<code2>-?[1-9]\d*)"),
       CRASH, CRIT, lambda m, line: _ide_exit(m), H.HINT_CRASH, ("exit code", "exited with code")),
     # the Kubeflow training operator's own log (kubeflow/trainer#2008): `Pod: <ns>.<pod> exited with code 1`,
-    # and the kubelet's `back-off 40s restarting failed container=<c> pod=<pod>_<ns>(uid)` it relays (CrashLoopBackOff)
+    # (the kubelet's back-off it relays is k8s-backoff-restart's, above)
     R("k8s-pod-exit", _rx(r"Pod: (?P<pod>[\w.-]{1,200}) exited with code (?P<code>[1-9]\d{0,3})\b"), CRASH, CRIT,
       "training pod {pod} exited with code {code} (the Kubernetes training operator's report)", H.HINT_CRASH,
       ("exited with code",)),
-    R("k8s-crashloop", _rx(r"back-off \w{1,12} restarting failed container=(?P<c>[\w.-]{1,100}) pod=(?P<pod>[\w.-]{1,200}?)_"),
-      CRASH, CRIT, "Kubernetes keeps restarting failed container {c} of pod {pod} (CrashLoopBackOff)", H.HINT_CRASH,
-      ("restarting failed container",)),
     # slurmstepd's kill report (SchedMD/slurm src/slurmd/slurmstepd/req.c:1122-1149 at 284c3b9: time limit,
     # preemption, node failure, requeue, a signal, a task failure); WARN like a launcher's death signal
     R("slurm-cancelled", _rx(r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+-]+) (?:ON (?P<node>\S+) )?CANCELLED AT \S+"

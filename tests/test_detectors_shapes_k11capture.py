@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 
-from controller.judge import TextScanner
 from controller.judge.repair import json_text, peel
+from tests.judge_support import FAILURE_KINDS, failure_kinds
+from tests.judge_support import final_read as _final
 
 TB = ["Traceback (most recent call last):",
       '  File "train.py", line 44, in <module>',
@@ -29,15 +30,8 @@ MMCV_OK = ["2021-08-17 17:00:17,073 - mmcls - INFO - Epoch [1][100/5005]    lr: 
            "time: 0.196, data_time: 0.008, memory: 3086, loss: 6.5649"]
 
 
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
-
 def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan", "recompile")})
+    return failure_kinds(findings, FAILURE_KINDS + ("recompile",))
 
 
 def _crash_named(lines: list[str]) -> None:

@@ -4,18 +4,12 @@ quiet."""
 
 from __future__ import annotations
 
-from controller.judge import TextScanner
-
-
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
+from tests.judge_support import FAILURE_KINDS, failure_kinds
+from tests.judge_support import final_read as _final
 
 
 def _kinds(findings) -> list[str]:
-    return sorted({f.kind for f in findings if f.kind in ("oom", "crash", "hang", "nan", "recompile")})
+    return failure_kinds(findings, FAILURE_KINDS + ("recompile",))
 
 
 # -- Ray GCS's actor death cause on its own line (OpenRLHF/OpenRLHF#187, Unakar/Logic-RL#18) ------------

@@ -5,14 +5,7 @@ healthy counter-example that must stay quiet; texts from training-split pastes."
 
 from __future__ import annotations
 
-from controller.judge import TextScanner
-
-
-def _final(lines: list[str]) -> list:
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
+from tests.judge_support import final_read as _final
 
 
 def _by_kind(lines: list[str]) -> dict[str, list[str]]:

@@ -4,16 +4,7 @@ counter-example that must stay quiet."""
 
 from __future__ import annotations
 
-from controller.judge import TextScanner
-
-
-def _final(lines: list[str]) -> list:
-    """check-log's path: the whole text, then finish() (the text is final)."""
-    sc = TextScanner(now_s=0.0)
-    sc.feed(lines)
-    sc.finish()
-    return sc.all_findings()
-
+from tests.judge_support import final_read as _final
 
 # pasted MIC-DKFZ/nnUNet#1437 (training split): batchgenerators' results_loop thread dies
 NNUNET_WORKERS_DEAD = [

@@ -50,6 +50,7 @@ from controller.judge.tracebacks import (
     Traceback,
     failing_expression,
     frame_location,
+    python_frame,
     read_tracebacks,
     user_frame,
 )
@@ -568,7 +569,6 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
                rule="pyspy-collective")
 
 
-_GDB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<fn>\w+)\s*$')
 _GDB_BUILTIN = re.compile(r"^\s*<built-in method (?P<fn>\w+) of \w+ object at remote 0x[0-9a-f]+>\s*$")
 
 
@@ -579,9 +579,10 @@ def _gdb_collective(b: _Batch, i: int, line: str) -> Hit | None:
     process is parked in it, a rank waiting for the others (pasted deepspeedai/DeepSpeed#1969: every
     rank of a 512-GPU job in all_reduce). Only the frame right under the header (or under the
     built-in it called) is read: a collective further out is a frame the stack passes through."""
-    m = _GDB_FRAME.match(line)
-    if m is None or m.group("fn") not in COLLECTIVES or "torch/distributed/" not in m.group("file"):
+    fr = python_frame(line)
+    if fr is None or fr[2] not in COLLECTIVES or "torch/distributed/" not in fr[0]:
         return None
+    path, lineno, fn = fr
     rep, key = b.rep, b.rep[i].key
     above = [j for j in range(i - 1, max(-1, i - 4), -1) if rep[j].key == key and rep[j].text.strip()][:2]
     texts = [rep[j].text.strip() for j in above]
@@ -594,7 +595,7 @@ def _gdb_collective(b: _Batch, i: int, line: str) -> Hit | None:
     else:
         return None
     return Hit("hang", "critical", f"a rank waits in a collective: gdb's py-bt shows the process inside "
-               f"{m.group('fn')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')}){via}", H.HINT_NCCL_TIMEOUT,
+               f"{fn} ({path.rsplit('/', 1)[-1]}:{lineno}){via}", H.HINT_NCCL_TIMEOUT,
                rule="gdb-collective")
 
 
@@ -1090,9 +1091,9 @@ def _timed_out_collective(rep: Sequence[Line], tb: Traceback) -> str:
     if not tb.message or not _TIMEOUT_WORDS.search(tb.message):
         return ""
     for idx in tb.frames[-COLLECTIVE_FRAMES:]:
-        m = _GDB_FRAME.search(rep[idx].text)
-        if m is not None and "torch/distributed/" in m.group("file") and m.group("fn") in COLLECTIVES:
-            return f"{m.group('fn')} ({m.group('file').rsplit('/', 1)[-1]}:{m.group('line')})"
+        fr = python_frame(rep[idx].text)
+        if fr is not None and "torch/distributed/" in fr[0] and fr[2] in COLLECTIVES:
+            return f"{fr[2]} ({fr[0].rsplit('/', 1)[-1]}:{fr[1]})"
     return ""
 
 

@@ -52,12 +52,11 @@ import re
 from collections.abc import Sequence
 
 from controller.judge.repair import Line
+from controller.judge.tracebacks import python_frame
 
 STOP_EXCEPTIONS = frozenset(("KeyboardInterrupt",))
 WAIT_FRAMES = 6
 """How many innermost frames may be blocking plumbing under the frame naming the wait."""
-
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<fn>[\w<>.]+)\s*$')
 
 COLLECTIVES = frozenset((
     "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
@@ -88,11 +87,6 @@ _PARENTS = ("/torch/distributed/elastic/", "/torch/multiprocessing/spawn.py", "/
 """A parent waiting for its children: not a hang by itself (see the module docstring)."""
 
 
-def _frame(text: str) -> tuple[str, str, str] | None:
-    m = _FRAME.match(text)
-    if m is None:
-        return None
-    return m.group("file").replace("\\", "/"), m.group("line"), m.group("fn")
 
 
 def _wait_kind(path: str, fn: str) -> str:
@@ -113,7 +107,7 @@ def stopped_wait(rep: Sequence[Line], frames: Sequence[int], name: str) -> tuple
     or "" when none is shown). None when the stop was not inside a wait."""
     if name.rsplit(".", 1)[-1] not in STOP_EXCEPTIONS or not frames:
         return None
-    parsed = [_frame(rep[i].text) for i in frames]
+    parsed = [python_frame(rep[i].text) for i in frames]
     if any(p is not None and any(s in p[0] for s in _PARENTS) for p in parsed):
         return None
     found = -1

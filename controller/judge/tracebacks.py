@@ -225,6 +225,17 @@ def user_frame(lines: Sequence[Line], tb: Traceback) -> int | None:
     return None
 
 
+def python_frame(text: str) -> tuple[str, str, str] | None:
+    """(file with `/` separators, line, function) of CPython's frame line `File "F", line N, in
+    f` (a traceback's, faulthandler's or gdb py-bt's), or None: the one reading of a frame line
+    for the readers that look at which function a stack was in (stopped_wait.py, line_scan.py's
+    gdb and collective-timeout readers)."""
+    m = _FRAME.match(text)
+    if m is None:
+        return None
+    return m.group("file").replace("\\", "/"), m.group("line"), m.group("func")
+
+
 def frame_location(text: str) -> str:
     """' at file.py:12 in func' for a frame line, or ''."""
     import os

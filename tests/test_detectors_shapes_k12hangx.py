@@ -115,3 +115,25 @@ def test_mpi_communication_words_stay_quiet():
                "Epoch 3: lost 0 packets; communication with the remote daemon is fine",
                "mpirun: all 8 ranks finished; job terminated normally"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_horovod_stall_inspector_report_is_a_hang():
+    """google/automl#563: `[1,0]<stderr>:` mpirun-prefixed stall warning, then `Stalled ranks:` per rank."""
+    found = _final(_log(PASTED / "google_automl-563.log"))
+    assert _kinds(found) == ["hang"], [f.summary for f in found]
+
+
+def test_horovod_stall_shutdown_line_alone_is_a_hang():
+    """Built from the cited source's wording (horovod/horovod horovod/common/stall_inspector.cc lines 100-104 at
+    2626dc87): a run past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; a multi-rank Horovod run cannot be made here."""
+    found = _final(['One or more rank (marked by "!") is stalled for longer than 120 seconds. Will shutdown.'])
+    assert _kinds(found) == ["hang"], [f.summary for f in found]
+
+
+def test_horovod_stall_settings_warning_stays_quiet():
+    """stall_inspector.cc line 37's own settings warning (`..., will not shutdown.`) and a training line."""
+    healthy = ["[2021-03-01 12:00:00.123456: W /tmp/pip-req-build-x/horovod/common/stall_inspector.cc:37] "
+               "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS is less than HOROVOD_STALL_CHECK_TIME_SECONDS, will not shutdown.",
+               "Epoch 1/10",
+               "391/391 [==============================] - 41s 105ms/step - loss: 1.4213 - accuracy: 0.4871"]
+    assert _kinds(_final(healthy)) == []

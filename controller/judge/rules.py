@@ -586,11 +586,15 @@ RULES: tuple[TextRule, ...] = (
       CRASH, CRIT, "mpirun lost a node's daemon ({who} has lost communication with it) and terminates the job",
       "that node died, rebooted or lost its network (check its health and the interface mpirun uses: "
       "--mca oob_tcp_if_include / btl_tcp_if_include)", ("lost communication",)),
+    # (Horovod's stall inspector, horovod/horovod at 2626dc87: horovod/common/stall_inspector.cc lines 70-104 -- the
+    # warning, then per rank `N: [tensor, ...]`, `N!` for a rank past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS and `One or
+    # more rank (marked by "!") is stalled for longer than N seconds. Will shutdown.`: that line alone is the report)
     R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds|failed to pass monitoredBarrier"
+                           r"|is stalled for longer than \d+ seconds\. Will shutdown"
                            r"|\bGetTimeoutError\b|RPC call to \w+ timed out"
                            r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"), HANG, CRIT,
       "the ranks stopped making progress (a stall/timeout report)", H.HINT_NCCL_TIMEOUT,
-      ("waiting for remainder", "gettimeouterror", "timed out", "monitoredbarrier")),
+      ("waiting for remainder", "gettimeouterror", "timed out", "monitoredbarrier", "will shutdown")),
     R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
       "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
       ("dump debug info",), secondary=True),

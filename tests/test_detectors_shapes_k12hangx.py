@@ -137,3 +137,8 @@ def test_horovod_stall_settings_warning_stays_quiet():
                "Epoch 1/10",
                "391/391 [==============================] - 41s 105ms/step - loss: 1.4213 - accuracy: 0.4871"]
     assert _kinds(_final(healthy)) == []
+
+
+def test_lightning_timer_stop_stays_quiet():
+    """Lightning-AI/pytorch-lightning#7778: the Timer callback's planned stop (`Signaling Trainer to stop.`)."""
+    assert _kinds(_final(_log(PASTED / "lightning-ai_pytorch-lightning-7778.log"))) == []

@@ -43,6 +43,8 @@ from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
+from controller.judge.stack_dumps import WORD as TIMER_DUMP_WORD
+from controller.judge.stack_dumps import TimerDump
 from controller.judge.stopped_wait import COLLECTIVES, stopped_wait
 from controller.judge.tracebacks import (
     GDB_PY_BT,
@@ -137,6 +139,7 @@ class ScanState:
     loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
     peer_wait: PeerWait = field(default_factory=PeerWait)
     xla_wait: RendezvousWait = field(default_factory=RendezvousWait)
+    timer_dump: TimerDump = field(default_factory=TimerDump)
     nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
     finite_norm_seen: bool = False
     zero_loss_norms: int = 0          # ... of which the loss read exactly 0
@@ -336,6 +339,7 @@ LINE_WORDS = (
     "abort", "fatal", "timed out", "timeout", "timing out", "watchdog", "nccl", "error", "alloc_failed",
     "exhausted", "cache", "warming up", "dataloader", "encountered in worker", "illegal", "assert", "xid",
     "off the bus", "floating", "heartbeat", "rendezvous", "recompil", "hit config", "flex_attention", "matrix",
+    "lost communication", "will shutdown",
     "childfailed", "died", "return code", "terminat", "hangup", "finite", "process down", "oom", "allocat",
     "dead", "free", "py_callstack", "received by pid", "signal", "barrier", "check fail", "output for",
     "from device", "remainder", "dump debug", "retry", "running for", "pending", "still waiting", "only has", "核心已转储",
@@ -443,6 +447,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.peer_wait.feed_status(line, line_no)
         if any(w in low for w in XLA_WAIT_WORDS):
             st.xla_wait.feed(line, line_no, ln.raw)
+        if TIMER_DUMP_WORD in low:
+            st.timer_dump.feed(line, line_no, ln.raw)
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
         non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
@@ -936,6 +942,14 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                            hint=H.HINT_NCCL_TIMEOUT + "; XLA: the devices/processes that never reached the collective "
                            "(a rank that diverged, died or is still compiling); xla_gpu_executable_warn_stuck_timeout",
                            first_seen_s=t, line=xw.first_line, run_id=run_id))
+    td = st.timer_dump
+    if not td.reported and td.ends_text(st.last_line, st.last_line_no) and not any(f.kind == "hang" for f in found):
+        td.reported = True
+        out.append(Finding(kind="hang", severity="critical", summary=td.summary(),
+                           evidence=bounded([td.raw, st.last_line]),
+                           hint="the dumped stacks show where each thread waits (a queue get, a lock, a collective, "
+                                "a socket read): the innermost frames under each `Thread 0x...` header",
+                           first_seen_s=t, line=td.line, run_id=run_id))
     if (not st.norm_reported and st.norm_evidence and (st.nonfinite_norms >= FINAL_NONFINITE_NORM_RECORDS
                                                        or (st.zero_loss_norms and st.nonfinite_norms))):
         st.norm_reported = True

@@ -553,14 +553,48 @@ RULES: tuple[TextRule, ...] = (
       "server)", H.HINT_NCCL_TIMEOUT + "; sglang: --watchdog-timeout, and the py-spy dump it prints of the schedulers",
       ("watchdog timeout",)),
     R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
-                             r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \(|^Timeout \(\d+:\d\d:\d\d\)!"), HANG, CRIT,
+                             r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \("), HANG, CRIT,
       "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
       ("timed out", "deadline_exceeded", "timeout")),
+    # pytest-timeout (pytest-dev/pytest-timeout pytest_timeout.py at 16edd491cb2d): a test that ran past --timeout
+    # is ended by its timer -- the signal method fails it with PYTEST_FAILURE_MESSAGE `Timeout (>%ss) from
+    # pytest-timeout.` (line 24; `Timeout >%ss` before 2.4), the thread method prints `+++ Timeout +++` banners
+    # (terminal.sep("+", title="Timeout"), lines 514/528) around every thread's stack and os._exit(1)s: the test
+    # hung (real logs tests/data/logs/pytest-timeout-signal.log, pytest-timeout-thread.log)
+    R("pytest-timeout", _rx(r"\+\+\+\+\+ Timeout \+\+\+\+\+|Failed: Timeout \(?>(?P<s>\d+(?:\.\d+)?)s\b"), HANG, CRIT,
+      lambda m, line: ("pytest-timeout ended a test that ran past its timeout" +
+                       (f" ({m.group('s')} s)" if m.group("s") else "") + ": the test hung (its stack dump shows where)"),
+      "read the dumped stack of the test's thread (MainThread): the innermost frame is the call that never "
+      "returned (a collective, a queue get, a lock, a socket)", ("timeout",)),
+    # XLA's distributed runtime client (openxla/xla xla/pjrt/distributed/client.h at 001918b7024c, Options::
+    # missed_heartbeat_callback, LOG(QFATAL)): `Terminating process because the coordinator detected missing
+    # heartbeats. This most likely indicates that another task died ...` (a peer stopped heartbeating) or
+    # `... because of missing heartbeat response from the coordinator` (the coordinator task stopped): JAX's
+    # other tasks went silent and this one is ended for it
+    R("xla-missed-heartbeats", _rx(r"Terminating process because (?:the (?P<who>coordinator) detected missing heartbeats"
+                                   r"|of missing heartbeat response from the coordinator)"), HANG, CRIT,
+      lambda m, line: ("JAX's distributed runtime ended this process: " +
+                       ("the coordinator saw another task stop sending heartbeats" if m.group("who") else
+                        "the coordinator stopped answering its heartbeats") + " (that task hung or died)"),
+      "the other tasks' own logs say why they stopped (an earlier error, an OOM kill, a preemption, a long stall); "
+      "jax.distributed.initialize(heartbeat_timeout_seconds=...) for slow hosts", ("heartbeat",)),
+    # Open MPI's launcher losing a node's daemon (ORTE in Open MPI <= 4, PRTE in 5): `ORTE has lost communication
+    # with a remote daemon.` / `... with its daemon located on node:` then `We cannot recover from this failure,
+    # and therefore will terminate the job.` (pasted garyexplains/examples#13, aws/aws-parallelcluster#301): a
+    # node or its network went away and mpirun ends every rank
+    R("mpi-daemon-lost", _rx(r"(?P<who>ORTE|PRTE) has lost communication with (?:a remote daemon|its daemon)"),
+      CRASH, CRIT, "mpirun lost a node's daemon ({who} has lost communication with it) and terminates the job",
+      "that node died, rebooted or lost its network (check its health and the interface mpirun uses: "
+      "--mca oob_tcp_if_include / btl_tcp_if_include)", ("lost communication",)),
+    # (Horovod's stall inspector, horovod/horovod at 2626dc87: horovod/common/stall_inspector.cc lines 70-104 -- the
+    # warning, then per rank `N: [tensor, ...]`, `N!` for a rank past HOROVOD_STALL_SHUTDOWN_TIME_SECONDS and `One or
+    # more rank (marked by "!") is stalled for longer than N seconds. Will shutdown.`: that line alone is the report)
     R("stalled-ranks", _rx(r"are waiting for remainder of ranks for more than \d+ seconds|failed to pass monitoredBarrier"
+                           r"|is stalled for longer than \d+ seconds\. Will shutdown"
                            r"|\bGetTimeoutError\b|RPC call to \w+ timed out"
                            r"|The client socket has failed to connect to .{0,160}?(?:timed out|errno: 110)"), HANG, CRIT,
       "the ranks stopped making progress (a stall/timeout report)", H.HINT_NCCL_TIMEOUT,
-      ("waiting for remainder", "gettimeouterror", "timed out", "monitoredbarrier")),
+      ("waiting for remainder", "gettimeouterror", "timed out", "monitoredbarrier", "will shutdown")),
     R("nccl-debug-dump", _rx(r"ProcessGroupNCCL preparing to dump debug info"), HANG, CRIT,
       "NCCL's watchdog detected a timeout or stall (it is dumping its debug info)", H.HINT_NCCL_TIMEOUT,
       ("dump debug info",), secondary=True),

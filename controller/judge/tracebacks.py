@@ -46,6 +46,18 @@ GDB_PY_BT = "Traceback (most recent call first):"
 call first):')`): the Python stack of a live process someone attached to, innermost frame first --
 printed by a debugger, not raised; its frames are not a traceback being written (pasted
 deepspeedai/DeepSpeed#1969)."""
+STACK_DUMP = re.compile(r"^(?:(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):"
+                        r"|Stack \(most recent call first\):|~+ Stack of .{1,200} \(\d+\) ~+)\s*$")
+"""A stack DUMP's header, printed by a watcher, not raised: CPython's faulthandler (its dump of every
+thread, `Thread 0x00007f82eb3976c0 (most recent call first):`, `Current thread 0x...` for the thread
+that dumps, `Stack (most recent call first):` for one thread alone -- Python/traceback.c
+_Py_DumpTracebackThreads, frames `  File "p.py", line 5 in f` without the comma; real output of
+dump_traceback_later in tests/data/logs/faulthandler-timeout-hang.log) and pytest-timeout's
+`~~~ Stack of MainThread (140578756983680) ~~~` (pytest-dev/pytest-timeout pytest_timeout.py
+dump_stacks, line 550 at 16edd491cb2d). Its frames run to where the program is, not to an
+exception: a dump that ends the text is not a traceback cut off (a timer's dump is read as a
+hang by stack_dumps.py; a fatal signal's faulthandler dump comes after `Fatal Python error: ...`,
+which rules.py reads as the crash)."""
 TB_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>.+?)\s*$')
 _IPY_HEADER = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)")
@@ -123,7 +135,8 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
             text = text.strip(" │")
         if tb is None and not rich and "Traceback" not in text and "File" not in text and "Exception" not in text \
                 and "Cell In" not in text and not text.startswith(TB_CHAIN) and "Logging error" not in text \
-                and CALL_STACK not in text and ".py in " not in text and "> in " not in text:
+                and CALL_STACK not in text and ".py in " not in text and "> in " not in text \
+                and "call first" not in text and "Stack of " not in text:
             continue
         if text.strip() == LOGGING_ERROR:
             pending_ignored[key] = True
@@ -143,7 +156,7 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
         if m:
             pending_thread[key] = m.group("name")
             continue
-        if text.strip() == GDB_PY_BT:
+        if text.strip() == GDB_PY_BT or STACK_DUMP.match(text.strip()):
             open_tb[key] = Traceback(start=i, headed=True, ignored=True)
             continue
         if text.startswith("Exception ignored in"):

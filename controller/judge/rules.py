@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from controller.judge import hints as H
 from controller.judge.exit_codes import SIGNAL_BY_WORD, death_by_code, death_by_signal
+from controller.judge.nccl_backtrace import TOP as NCCL_THREAD_TOP
+from controller.judge.nccl_backtrace import summary as nccl_thread_summary
 
 Summary = Callable[[re.Match, str], "tuple[str, str, str, str] | str | None"]
 
@@ -794,6 +796,12 @@ RULES: tuple[TextRule, ...] = (
                         r"|NCCL Error \d+: ([a-z][a-z ]+)"), CRASH, CRIT, _nccl,
       "rerun with NCCL_DEBUG=INFO; check that every rank is alive and the interconnect (NCCL_SOCKET_IFNAME, IB) "
       "is reachable", ("nccl",)),
+    # NCCL's back trace reaching a thread's top (controller/judge/nccl_backtrace.py: NVIDIA/nccl
+    # src/include/checks.h NCCLCHECKTHREAD, src/proxy.cc's progress loop and proxy service).
+    R("nccl-thread-error", _rx(NCCL_THREAD_TOP), CRASH, CRIT, nccl_thread_summary,
+      "NCCL's own error (the WARN above, same host:pid:tid) ended the communicator: a peer that died or a "
+      "network fault (rerun with NCCL_DEBUG=INFO on every rank; check the NIC/IB link and NCCL_SOCKET_IFNAME)",
+      ("nccl",)),
     R("nccl-aborted", _rx(r"NCCL communicator was aborted"), CRASH, CRIT, "NCCL communicator was aborted",
       H.HINT_NCCL_TIMEOUT, ("nccl",), secondary=True),
     R("cuda-error", _rx(r"CUDA error: (?P<what>[^\n.]{3,80}?)(?:\s*$|\.|\n| \(|CUDA kernel)"), CRASH, CRIT,

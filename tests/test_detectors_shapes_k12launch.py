@@ -82,3 +82,55 @@ def test_healthy_nccl_chatter_with_warns_arrows_and_service_thread_closes_is_qui
         "cudaDev 2 busId 190 - Abort COMPLETE",
     ]
     assert _kinds(_final(lines)) == []
+
+
+# -- torchelastic's failure report read row by row (rules.py elastic-report-death) ------------------------
+# Topdu/OpenOCR#71: the Root Cause block alone (as pasted without its ChildFailedError header).
+SIGBUS_ROOT = [
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2024-12-31_16:45:52",
+    "  host      : server",
+    "  rank      : 0 (local_rank: 0)",
+    "  exitcode  : -7 (pid: 467397)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 7 (SIGBUS) received by PID 467397",
+]
+
+
+def test_an_elastic_report_block_without_its_header_names_the_signal_once():
+    found = [f for f in _final(SIGBUS_ROOT) if f.kind in ("crash", "oom")]
+    assert [f.summary for f in found] == ["torchrun: a worker failed (exitcode -7, SIGBUS)"], found
+
+
+def test_the_signal_row_alone_reads_the_same_death():
+    assert [f.summary for f in _final(SIGBUS_ROOT[-1:]) if f.kind == "crash"] == [
+        "torchrun: a worker failed (exitcode -7, SIGBUS)"]
+
+
+def test_with_the_header_the_report_is_still_one_worker_failure():
+    # Topdu/OpenOCR#71's header lines above the same block: child-failed's summary is the same finding
+    lines = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+             "======================================================", "tools/train_rec.py FAILED",
+             "------------------------------------------------------"] + SIGBUS_ROOT
+    assert [f.summary for f in _final(lines) if f.kind == "crash"] == ["torchrun: a worker failed (exitcode -7, SIGBUS)"]
+
+
+def test_a_python2_calledprocesserror_with_a_negative_status_names_the_signal():
+    """Python 2 / 3.5's CalledProcessError.__str__ printed a signal as a negative status
+    (MarvinTeichmann/MultiNet#61); 3.6+ says `died with <Signals...>` (subprocess-signal)."""
+    (f,) = [f for f in _final(["subprocess.CalledProcessError: Command returned non-zero exit status -11"])
+            if f.kind == "crash"]
+    assert "SIGSEGV" in f.summary, f.summary
+
+
+def test_elastic_start_up_and_a_positive_exitcode_row_give_no_signal_death():
+    # kubeflow/trainer#1509 (a healthy agent start-up), zai-org/GLM-130B#100 (an exitcode 1 row: no signal)
+    healthy = ["INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:",
+               "  restart_count=0",
+               "INFO:torch.distributed.elastic.multiprocessing:Setting worker0 reply file to: "
+               "/log/none_ghgeo4qi/attempt_0/0/error.json"]
+    assert _kinds(_final(healthy)) == []
+    rows = ["  exitcode  : 1 (pid: 160924)", "  error_file: <N/A>",
+            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"]
+    assert not [f for f in _final(rows) if "SIG" in f.summary]

@@ -39,6 +39,7 @@ from controller.judge.evidence import EVIDENCE_LINES, bounded, signal_suffix
 from controller.judge.kernel_asserts import KernelAssertions
 from controller.judge.loss_scale import LossScaleTrajectory, unit_scale
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
+from controller.judge.nccl_backtrace import warn_cause
 from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.repair import Line, repaired
@@ -646,6 +647,11 @@ def _rule_detail(b: _Batch, st: ScanState, i: int, line_no: int, hit: Hit, base:
         made.detail = report.cause
         made.after = [b.rep[j].raw for j in report.lines]
         st.consumed.update(b.line_no0 + b.rep[j].src for j in report.lines)
+    elif hit.rule == "nccl-thread-error":
+        cause, j = warn_cause(b.rep, i)
+        made.detail = cause
+        if j is not None and j != i:
+            made.before = [b.rep[j].raw]
     elif hit.rule == "nccl-takedown" and st.last_collective:
         made.detail = f"{st.last_collective} had timed out"
     return made

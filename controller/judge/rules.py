@@ -21,7 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.judge import hints as H
+from controller.judge.evidence import signal_suffix
 from controller.judge.exit_codes import SIGNAL_BY_WORD, death_by_code, death_by_signal
+from controller.judge.nccl_backtrace import TOP as NCCL_THREAD_TOP
+from controller.judge.nccl_backtrace import summary as nccl_thread_summary
 
 Summary = Callable[[re.Match, str], "tuple[str, str, str, str] | str | None"]
 
@@ -145,6 +148,30 @@ def _torchrun_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
     return (d.kind, d.severity,
             f"torchrun: local rank {m.group('rank')} (pid {m.group('pid')}) died: {d.what}, exitcode {code}",
             H.HINT_LAUNCHER + "; " + d.hint)
+
+
+def _elastic_report_death(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    """A row of torchelastic's failure report: `exitcode  : -6 (pid: 69811)` (ChildFailedError's
+    _FAILURE_FORMAT_TEMPLATE, torch/distributed/elastic/multiprocessing/errors/__init__.py:183-189
+    in torch 2.13.0, which also appends ` (SIGABRT)`) or, for a worker that left no error file,
+    its `traceback : Signal 6 (SIGABRT) received by PID 69811` (ProcessFailure.__post_init__,
+    :140-144). Both rows say the same death, so both give child-failed's own summary."""
+    code = -int(m.group("n")) if m.group("n") else int(m.group("code"))
+    d = death_by_code(code)
+    return ("oom" if d.signum == 9 else "crash", "critical",
+            f"torchrun: a worker failed (exitcode {code}{signal_suffix(-code)})", H.HINT_LAUNCHER + "; " + d.hint)
+
+
+def _subprocess_status(m: re.Match, line: str) -> tuple[str, str, str, str]:
+    """CalledProcessError's message. Python 3.6+ words a signal death `died with <Signals.SIGKILL:
+    9>` (subprocess-signal); Python 2 and 3.5 printed every code as `returned non-zero exit status
+    %d` (Lib/subprocess.py CalledProcessError.__str__), a signal as a negative one (pasted
+    MarvinTeichmann/MultiNet#61: `... exit status -11`)."""
+    code = int(m.group("code"))
+    if code >= 0:
+        return "crash", "critical", f"launched command returned non-zero exit status {code}", H.HINT_LAUNCHER
+    d = death_by_code(code)
+    return d.kind, d.severity, f"launched command died: {d.what} (exit status {code})", H.HINT_LAUNCHER + "; " + d.hint
 
 
 _LOCAL_RANK = re.compile(r"--local_rank=(\d+)")
@@ -828,6 +855,12 @@ RULES: tuple[TextRule, ...] = (
                         r"|NCCL Error \d+: ([a-z][a-z ]+)"), CRASH, CRIT, _nccl,
       "rerun with NCCL_DEBUG=INFO; check that every rank is alive and the interconnect (NCCL_SOCKET_IFNAME, IB) "
       "is reachable", ("nccl",)),
+    # NCCL's back trace reaching a thread's top (controller/judge/nccl_backtrace.py: NVIDIA/nccl
+    # src/include/checks.h NCCLCHECKTHREAD, src/proxy.cc's progress loop and proxy service).
+    R("nccl-thread-error", _rx(NCCL_THREAD_TOP), CRASH, CRIT, nccl_thread_summary,
+      "NCCL's own error (the WARN above, same host:pid:tid) ended the communicator: a peer that died or a "
+      "network fault (rerun with NCCL_DEBUG=INFO on every rank; check the NIC/IB link and NCCL_SOCKET_IFNAME)",
+      ("nccl",)),
     R("nccl-aborted", _rx(r"NCCL communicator was aborted"), CRASH, CRIT, "NCCL communicator was aborted",
       H.HINT_NCCL_TIMEOUT, ("nccl",), secondary=True),
     R("cuda-error", _rx(r"CUDA error: (?P<what>[^\n.]{3,80}?)(?:\s*$|\.|\n| \(|CUDA kernel)"), CRASH, CRIT,
@@ -1130,10 +1163,14 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-lib-error", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_(?P<st>(?!SUCCESS\b|ALLOC_FAILED\b)"
                             r"[A-Z_]+)\b"), CRASH, CRIT, "CUDA library error: {lib}_STATUS_{st}", H.HINT_CUDA_FATAL,
       ("error",), secondary=True),
+    # after the signal rules (a -9/-11 row or `Signal 9 (SIGKILL)` is theirs, primary); secondary: the report
+    # restates a death whose cause is above it
+    R("elastic-report-death", _rx(r"exitcode\s*:\s*(?P<code>-\d+) \(pid: \d+\)|Signal (?P<n>\d+) \(\w+\) received by PID \d+"),
+      CRASH, CRIT, _elastic_report_death, H.HINT_LAUNCHER, ("exitcode", "received by pid"), secondary=True),
     R("child-failed", _rx(r"ChildFailedError"), CRASH, CRIT, "torchrun: a worker failed (ChildFailedError)",
       "the first failing rank's own error is above the ChildFailedError block", ("childfailed",), secondary=True),
-    R("subprocess-status", _rx(r"returned non-zero exit status (?P<code>\d+)"), CRASH, CRIT,
-      "launched command returned non-zero exit status {code}", H.HINT_LAUNCHER, ("exit status",), secondary=True),
+    R("subprocess-status", _rx(r"returned non-zero exit status (?P<code>-?\d+)"), CRASH, CRIT,
+      _subprocess_status, H.HINT_LAUNCHER, ("exit status",), secondary=True),
     R("mp-spawn-code", _rx(r"process (?P<proc>\d+) terminated with exit code (?P<code>\d+)"), CRASH, CRIT,
       "process {proc} terminated with exit code {code}", H.HINT_LAUNCHER, ("terminated with exit code",),
       secondary=True),

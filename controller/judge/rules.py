@@ -689,6 +689,41 @@ RULES: tuple[TextRule, ...] = (
     R("nccl-stuck", _rx(r"watchdog got stuck for (?P<s>\d+) seconds"), HANG, CRIT,
       "NCCL watchdog stuck for {s} s (a NCCL/CUDA call hangs)",
       H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("watchdog",)),
+    # ProcessGroupNCCL's heartbeat monitor when the watchdog thread itself stopped beating
+    # (pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp at 0007e752d518810f0f8942a830dbbbfc69f34577:
+    # dump_debugging_info `No PGNCCL's watchdog heartbeat detected, so we are dumping debug info.`, heartbeatMonitor's
+    # `[Rank N] monitoring thread detects no heartbeat and will finally kill the process!` and its LOG(FATAL) exit
+    # message `[Rank N] NCCL monitor thread timeout. Basically, this could be due to CUDA or NCCL calls being
+    # unexpectedly blocking ...`): the torch 2.2 wordings of what later became `watchdog got stuck for N seconds`
+    R("nccl-monitor-no-heartbeat", _rx(r"NCCL monitor thread timeout\b|monitoring thread detects no heartbeat"
+                                       r"|No PGNCCL's watchdog heartbeat detected"), HANG, CRIT,
+      "NCCL's heartbeat monitor saw the watchdog make no progress (a NCCL/CUDA call hangs): it dumps debug info "
+      "and kills the process",
+      H.HINT_NCCL_TIMEOUT + "; another thread may hold the GIL inside a CUDA call", ("heartbeat", "monitor thread timeout")),
+    # the watchdog's report of the work it found failed, printed before its timeout or error text on some ranks and
+    # alone on others (ProcessGroupNCCL.cpp, torch 2.3/2.4 watchdogHandler `Exception (either an error or timeout)
+    # detected by watchdog at work: N, last enqueued NCCL work: ..`, torch 2.5+ `<prefix>  failure detected by
+    # watchdog at work sequence id: N PG status: ...`), and the flight-recorder dump signal it then sends
+    # (broadcastDumpSignal `First PG on this rank to signal dumping.`; a rank that only got the signal:
+    # `Observed flight recorder dump signal from another rank via TCPStore.`). Either an error or a timeout:
+    # secondary, so a NCCL error's own line names the failure when it is there; alone, the collective never
+    # completed on this rank (most often a timeout), read as a hang
+    R("nccl-watchdog-failure", _rx(r"\(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+)"
+                                   r"|failure detected by watchdog at work sequence id: (?P<seq2>\d+)"
+                                   r"|First PG on this rank to signal dumping|Observed flight recorder dump signal"),
+      HANG, CRIT,
+      lambda m, line: ("a NCCL collective failed or timed out: the watchdog flagged work "
+                       f"{m.group('seq') or m.group('seq2')}" if m.group("seq") or m.group("seq2") else
+                       "a NCCL collective failed or timed out (the watchdog signalled a flight-recorder dump)"),
+      H.HINT_NCCL_TIMEOUT, ("watchdog", "signal"), secondary=True),
+    # torch/utils/data/dataloader.py _MultiProcessingDataLoaderIter._get_data (torch 2.13.0, line 1450; 1.x the same
+    # words): `raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")` -- the main process
+    # waited `timeout` s for a batch no worker produced (a worker stuck in I/O or a deadlock); real output:
+    # tests/data/logs/dataloader_timeout.log
+    R("dataloader-timeout", _rx(r"DataLoader timed out after (?P<s>\d+(?:\.\d+)?) seconds"), HANG, CRIT,
+      "the DataLoader waited {s} s for a batch no worker produced (DataLoader timeout)",
+      "a worker is stuck (I/O, a lock, a remote read): py-spy dump the worker processes; num_workers=0 shows the "
+      "stuck __getitem__ in the main process", ("timed out",)),
     # gloo's TCP pair names the peer it gave up on: `Read timeout <peer>` / `Write timeout <peer>`
     # (pytorch/gloo gloo/transport/tcp/pair.cc Pair::read and Pair::write at 5b46c34,
     # `GLOO_ERROR_MSG("Read timeout ", peerDescription())`), `Connect timeout [addr]:port` in the 2017

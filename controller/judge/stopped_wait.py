@@ -120,6 +120,9 @@ def stopped_wait(rep: Sequence[Line], frames: Sequence[int], name: str) -> tuple
             found = k
             break
         if not p[0].endswith(PLUMBING) and "/torch/distributed/" not in p[0]:
+            called = _logged_collective(rep, frames, parsed, k)
+            if called:
+                return called
             return None  # computation (or the user's code) is the innermost thing running
     if found < 0:
         return _orphan_loader_wait(rep, frames, parsed)
@@ -135,6 +138,34 @@ def stopped_wait(rep: Sequence[Line], frames: Sequence[int], name: str) -> tuple
             where = f"{p[0].rsplit('/', 1)[-1]}:{p[1]} in {p[2]}"
             break
     return wait, where
+
+
+_CALLED = re.compile(r"^\s*(?:[\w.\[\]]+\s*=\s*)?(?:[\w.]+\.)?(?P<fn>\w+)\(")
+"""The caller's code line under its frame: `dist.barrier()`, `torch.distributed.all_reduce(g)`, `x = dist.recv(t, 0)`."""
+
+
+def _logged_collective(rep: Sequence[Line], frames: Sequence[int],
+                       parsed: Sequence[tuple[str, str, str] | None], k: int) -> tuple[str, str] | None:
+    """A stop inside c10d's logging wrapper (torch/distributed/c10d_logger.py `_exception_logger`'s `wrapper`,
+    which wraps every public collective of distributed_c10d.py): when the wrapped call raised -- under torchrun
+    a Ctrl-C reaches every rank, the peer that dies first closes its gloo pair and the waiting rank's
+    `work.wait()` raises `Connection closed by peer` -- the KeyboardInterrupt lands in the wrapper's handler
+    (`_get_msg_dict`), so the innermost frames are only the wrapper's and the frame above them is the caller's
+    line naming the collective (real output: tests/data/logs/gloo_barrier_hang_sigint.log, torch 2.13.0,
+    rank 0 in `dist.barrier()` while rank 1 sleeps). (wait, where) for that collective, else None."""
+    inner = parsed[k + 1:]
+    if not inner or not all(p is not None and p[0].endswith("/torch/distributed/c10d_logger.py") for p in inner):
+        return None
+    caller = parsed[k]
+    assert caller is not None
+    at = frames[k] + 1
+    if at >= len(rep) or rep[at].key != rep[frames[k]].key:
+        return None
+    m = _CALLED.match(rep[at].text)
+    if not m or m.group("fn") not in COLLECTIVES:
+        return None
+    where = f"{caller[0].rsplit('/', 1)[-1]}:{caller[1]} in {caller[2]}"
+    return f"torch.distributed's {m.group('fn')} (via c10d_logger.py's wrapper)", where
 
 
 def _orphan_loader_wait(rep: Sequence[Line], frames: Sequence[int],

@@ -24,9 +24,17 @@ from dataclasses import dataclass
 
 _RECORD = re.compile(
     r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|cost|xent|cross[-_ ]?entropy|ppl|perplexity"
-    r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>_\w+)?['\"\]]?\s*(?:[:=：]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
-    r"(?P<val>[-+]?(?:nan|inf(?:inity)?))(?:\.0*)?(?![\w.])",
+    r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>[_/]\w+)?['\"\]]?\s*(?:[:=：]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
+    r"(?P<val>[-+]?(?:nan|inf(?:inity)?|1\.#(?:QNAN|SNAN|IND|INF)\d*))(?:\.0*)?(?![\w.])",
     re.I)
+"""The suffix takes a path part too: TRL's PPO trainer logs `loss/policy_avg` and `loss/value_avg`
+(huggingface/trl trl/experimental/ppo/ppo_trainer.py:898-899 at f2cd577, `metrics["loss/policy_avg"] =
+...`; its older PPOTrainer `ppo/loss/policy`, `ppo/loss/value`, `ppo/loss/total`, named in trl's
+issue #1098), so `'loss/policy_avg': nan` is a NaN loss like `'loss_policy': nan`. The value takes
+the old Microsoft C runtime's spellings too: before the Universal CRT (VS 2015) printf wrote a NaN
+as `1.#QNAN0` / `1.#SNAN0`, the indeterminate 0/0 as `-1.#IND00` and infinity as `1.#INF00` (the
+representations boost.math's nonfinite_num facets read back on MSVC, boost libs/math/example/
+nonfinite_signaling_NaN.cpp), so a Windows build of a C/C++ trainer prints `loss = -1.#IND00`."""
 _IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]"
                           r"|^\w+_cost$|time[ _]cost$", re.I)
 _LOSS_NAMES = ("loss", "cost", "xent", "entropy", "ppl", "perplexity")
@@ -57,8 +65,17 @@ def zero_loss(line: str) -> bool:
 
 
 def maybe_non_finite(low: str) -> bool:
-    """Cheap test before the reader runs: the lower-cased line holds nan or the word inf."""
-    return "nan" in low or ("inf" in low and _INF_WORD.search(low) is not None)
+    """Cheap test before the reader runs: the lower-cased line holds nan or the word inf
+    (or an old MSVC runtime's `1.#IND` / `1.#INF00`, whose `inf` is glued to its digits)."""
+    return "nan" in low or ("inf" in low and _INF_WORD.search(low) is not None) or "1.#" in low
+
+
+def _value(v: str) -> str:
+    """A printed non-finite value, lower-cased, MSVC's `1.#QNAN0` / `-1.#IND00` read as nan, `1.#INF00` as inf."""
+    low = v.lower()
+    if "#" not in low:
+        return low
+    return ("-" if low.startswith("-") else "") + ("inf" if "#inf" in low else "nan")
 
 
 _RUNNING_AVG = re.compile(r"(?<![\w.])(?P<key>(?:[A-Za-z]+[ _])?loss)['\"]?\s*[:=]?\s*[-+]?\d[\d.]*(?:[eE][-+]?\d+)?\s*"
@@ -66,7 +83,7 @@ _RUNNING_AVG = re.compile(r"(?<![\w.])(?P<key>(?:[A-Za-z]+[ _])?loss)['\"]?\s*[:
 """timm/fairseq-style `Loss: 2.3412 (nan)`: the value, then its running average in parentheses."""
 
 
-_VALUE = r"[-+]?(?:nan|inf|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+_VALUE = r"[-+]?(?:nan|inf|1\.#(?:QNAN|SNAN|IND|INF)\d*|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _DARKNET_PROGRESS = re.compile(r"(?:^|[\s|\]])(?:\d+(?:, \d+\.\d+)?: )?(?P<loss>" + _VALUE + r"), (?P<avg>" + _VALUE
                                + r") avg(?: loss)?, " + _VALUE + r" rate\b", re.I)
 """Darknet's progress line names its values AFTER them: `<batch>: <loss>, <avg> avg, <rate> rate,
@@ -105,6 +122,15 @@ the full-width colon `：` (U+FF1A) that a Chinese input method types; the ASCII
 (CJK characters are word characters to `re`, so the ASCII pattern's look-behind cannot hold here.)"""
 
 
+_LOSS_AT_STEP = re.compile(r"(?<![\w.])(?P<key>(?:[A-Za-z]+[ _])?loss)(?:\s?\([^()]{1,30}\))?\s(?:at|after|for|in|of)\s"
+                           r"(?:global\s)?(?:step|iter(?:ation)?|epoch|batch|round)\s?#?\d+(?:/\d+)?\s?[:=]\s*"
+                           r"(?P<val>[-+]?(?:nan|inf|1\.#(?:QNAN|SNAN|IND|INF)\d*))(?![\w.])", re.I)
+"""A loss named, then WHEN, then its value: Keras' custom-loop guide prints `Training loss (for one batch)
+at step %d: %.4f` (keras-team/keras-io guides/writing_a_training_loop_from_scratch.py at 02743a2a; Keras 3's
+`(for 1 batch)`), copied into countless scripts, and hand-written loops print `Loss at step 100: nan`,
+`loss after epoch 3: nan`. The step between the key and the value hides it from the record pattern."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
@@ -120,18 +146,22 @@ def non_finite_values(line: str) -> list[NonFinite]:
             out.append(NonFinite(key=m.group("key"), value=m.group("val").lower(), is_loss=True))
     for m in _DARKNET_PROGRESS.finditer(line):
         for key, group in (("avg loss", "avg"), ("loss", "loss")):
-            v = m.group(group).lower()
+            v = _value(m.group(group))
             if v.lstrip("+-") in ("nan", "inf"):
                 out.append(NonFinite(key=key, value=v, is_loss=True))
                 break
+    if " at " in line or " after " in line or " for " in line or " in " in line or " of " in line:
+        out += [NonFinite(key=m.group("key"), value=_value(m.group("val")), is_loss=True)
+                for m in _LOSS_AT_STEP.finditer(line) if not _IGNORED_KEY.match(m.group("key"))]
     for m in _RUNNING_AVG.finditer(line):
         if not _IGNORED_KEY.match(m.group("key")):
             out.append(NonFinite(key=m.group("key") + " (average)", value=m.group("val").lower(), is_loss=True))
     for m in _RECORD.finditer(line):
         key = m.group("key")
-        if _IGNORED_KEY.match(key) or (m.group("sfx") or "").lower() in ("_scale", "_count", "_filter", "_steps"):
+        if _IGNORED_KEY.match(key) or (m.group("sfx") or "").lower().replace("/", "_") in ("_scale", "_count",
+                                                                                           "_filter", "_steps"):
             continue
         low = key.lower()
-        out.append(NonFinite(key=key + (m.group("sfx") or ""), value=m.group("val").lower(),
+        out.append(NonFinite(key=key + (m.group("sfx") or ""), value=_value(m.group("val")),
                              is_loss="norm" not in low and any(w in low for w in _LOSS_NAMES)))
     return out

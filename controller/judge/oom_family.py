@@ -111,6 +111,30 @@ OOM_FAMILY: tuple[Source, ...] = (
            "MetalAllocator::malloc's message for a buffer past the device's maxBufferLength (pasted "
            "trevin-creator/autoresearch-mlx#2); its 'Resource limit (N) exceeded' at :143 is a handle count, not "
            "memory, and is not read as an OOM"),
+    Source("metal-cmdbuf-oom", "Apple Metal (MLX, ggml/llama.cpp/ollama)", "[METAL] Command buffer execution failed: "
+           "Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)", "ml-explore/mlx",
+           "mlx/backend/metal/device.cpp", 540, "846d176227a0ac13d2667e58d2bb68b322109ab0",
+           "MLX formats the command buffer's error localizedDescription (Metal's own text, closed source: "
+           "MTLCommandBufferErrorOutOfMemory is 8); ggml logs the same description; older macOS: 'Insufficient Memory "
+           "(IOAF code 8)' (pasted instructlab/instructlab#380, ollama/ollama#6257, safx/waifu2x-metal#3)"),
+    Source("cuda-call-oom", "CNTK; ONNX Runtime (CUDA provider)", "CUDA failure 2: out of memory ; GPU=0 ; hostname=H ; "
+           "expr=cudaMalloc(...)", "microsoft/onnxruntime", "onnxruntime/core/providers/cuda/cuda_call.cc", None,
+           "58f385d703702233527a4f499be32908cd773425",
+           "CudaCall's snprintf '%s failure %d: %s ; GPU=%d ; hostname=%s ; expr=%s; %s' (line not counted); ONNX "
+           "Runtime kept CNTK's CudaCall (microsoft/CNTK Source/Math/GPUMatrix.h, RuntimeError with the same text "
+           "without the last '; %s', read in the code index); 2 is cudaErrorMemoryAllocation (pasted "
+           "microsoft/CNTK#1591, #2607, #480, #3536)"),
+    Source("ort-arena-oom", "ONNX Runtime (inference and ORTModule training)", "onnxruntime::BFCArena::AllocateRawInternal "
+           "Failed to allocate memory for requested buffer of size N", "microsoft/onnxruntime",
+           "onnxruntime/core/framework/bfc_arena.cc", None, "009aae13a310efcf231562e8458a83ed7ff55c01",
+           "BFCArena::Extend's ORT_MAKE_STATUS, thrown by AllocateRawInternal's ORT_THROW (bfc_arena.cc:376 in the "
+           "pastes; the line is not counted here); its LOGS ERROR 'BFC Arena ran out of memory trying to allocate N' "
+           "goes before when dump_log_on_failure is set (pasted microsoft/onnxruntime#22702, hacksider/Deep-Live-Cam#547)"),
+    Source("mindspore-pool-oom", "MindSpore (Ascend/GPU memory pool)", "TotalUsedMemStatistics : N plus alloc size : N is "
+           "more than total mem size : N.",
+           note="MS_LOG(ERROR) in DynamicMemPoolBestFit::AddMemBlockAndMemBufByEagerFree "
+                "(mindspore/ccsrc/backend/common/mem_reuse/mem_dynamic_allocator.cc:392 as the pasted mindspore-lab/mindone#820 "
+                "prints it), read in the code index without a repository path; the repository is over the fetch limit"),
     Source("jittor-oom", "Jittor", "GPU memory is overflow, please reduce your batch_size or data size!",
            "Jittor/jittor", "python/jittor/src/mem/mem_info.cc", 273, "06f5d3d271555682c95aa3505518f47eeab2bd9c",
            "the memory check's fatal log, 'GPU' or 'CPU' before 'memory is overflow' (pasted Jittor/jittor#396)"),

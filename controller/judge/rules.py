@@ -56,6 +56,12 @@ _UNIT = r"(B|bytes|KiB|MiB|GiB|TiB)"
 _NUM = r"(\d+(?:\.\d+)?)"
 
 
+def _bytes(n: str) -> str:
+    """A byte count as a person reads it (ONNX Runtime's arena prints plain byte counts)."""
+    b = int(n)
+    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"
+
+
 def _gib(value: str, unit: str) -> float:
     v = float(value)
     u = unit.lower()
@@ -451,6 +457,41 @@ RULES: tuple[TextRule, ...] = (
                            r"maximum allowed buffer size"), OOM, CRIT,
       lambda m, line: f"Apple GPU out of memory (MLX: one buffer of {int(m.group('n')) / 2**30:.1f} GiB exceeds Metal's "
                       "limit)", H.HINT_ACCEL_OOM, ("attempting to allocate",)),
+    # Metal's command-buffer error MTLCommandBufferErrorOutOfMemory (code 8), as MLX throws it
+    # (ml-explore/mlx mlx/backend/metal/device.cpp:540 at 846d176227a0ac13d2667e58d2bb68b322109ab0:
+    # "[METAL] Command buffer execution failed: {}." with the error's localizedDescription) and ggml's Metal
+    # backend logs it ("error: Insufficient Memory (...)"); older macOS words it "(IOAF code 8)"
+    # (pasted instructlab/instructlab#380, ollama/ollama#6257, safx/waifu2x-metal#3)
+    R("metal-cmdbuf-oom", _rx(r"Insufficient Memory \((?:[0-9a-fA-F]{1,8}:kIOGPUCommandBufferCallbackErrorOutOfMemory"
+                              r"|IOAF code 8)\)"), OOM, CRIT,
+      "Apple GPU out of memory (Metal command buffer failed: Insufficient Memory)", H.HINT_ACCEL_OOM,
+      ("insufficient memory",)),
+    # CNTK's CudaCall (microsoft/CNTK Source/Math/GPUMatrix.h, CudaCall: RuntimeError("%s failure %d: %s ; GPU=%d ;
+    # hostname=%s ; expr=%s", libName, retCode, CudaErrString(retCode), ...), read in the code index, line not
+    # counted), which ONNX Runtime kept (microsoft/onnxruntime onnxruntime/core/providers/cuda/cuda_call.cc at
+    # 58f385d703702233527a4f499be32908cd773425, "... ; expr=%s; %s"); error 2 is cudaErrorMemoryAllocation
+    # (pasted microsoft/CNTK#1591, #2607, #480, #3536)
+    R("cuda-call-oom", _rx(r"\bCUDA failure 2: out of memory ; GPU=(?P<gpu>-?\d+) ;"), OOM, CRIT,
+      "CUDA OOM on GPU {gpu} (CUDA failure 2: out of memory, CNTK / ONNX Runtime CudaCall)", H.HINT_ACCEL_OOM,
+      ("out of memory ; gpu=",)),
+    # ONNX Runtime's arena (microsoft/onnxruntime onnxruntime/core/framework/bfc_arena.cc at
+    # 009aae13a310efcf231562e8458a83ed7ff55c01: BFCArena::Extend's ORT_MAKE_STATUS "Failed to allocate memory for
+    # requested buffer of size ", thrown by AllocateRawInternal -- bfc_arena.cc:376 in the pastes -- after its
+    # LOGS ERROR "BFC Arena ran out of memory trying to allocate N") (pasted microsoft/onnxruntime#22702,
+    # hacksider/Deep-Live-Cam#547)
+    R("ort-arena-oom", _rx(r"BFCArena::AllocateRawInternal\b.{0,160}?Failed to allocate memory for requested buffer of "
+                           r"size (?P<n>\d+)|BFC Arena ran out of memory trying to allocate (?P<n2>\d+)"), OOM, CRIT,
+      lambda m, line: f"out of memory (ONNX Runtime's BFCArena could not allocate {_bytes(m.group('n') or m.group('n2'))})",
+      H.HINT_ACCEL_OOM,
+      ("failed to allocate memory for requested", "bfc arena ran out of memory")),
+    # MindSpore's dynamic memory pool refuses a block past the device's size
+    # (mindspore/ccsrc/backend/common/mem_reuse/mem_dynamic_allocator.cc:392, the path and line the pasted
+    # mindspore-lab/mindone#820 prints; DynamicMemPoolBestFit::AddMemBlockAndMemBufByEagerFree's MS_LOG(ERROR)
+    # "TotalUsedMemStatistics : N [plus TotalUsedByEventMemStatistics : N and] plus alloc size : N is more than
+    # total mem size : N.", read in the code index -- the repository is over the fetch limit)
+    R("mindspore-pool-oom", _rx(r"plus alloc size : (?P<n>\d+) is more than total mem size : (?P<t>\d+)"), OOM, CRIT,
+      lambda m, line: f"MindSpore out of device memory (a {int(m.group('n')) / 2**30:.1f} GiB request is past the "
+                      f"pool's {int(m.group('t')) / 2**30:.1f} GiB)", H.HINT_ACCEL_OOM, ("total mem size",)),
     R("jittor-oom", _rx(r"(?P<dev>GPU|CPU) ?memory is overflow, please reduce your batch_size"), OOM, CRIT,
       "{dev} out of memory (Jittor: memory is overflow)", H.HINT_ACCEL_OOM, ("memory is overflow",)),
     R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
@@ -1192,6 +1233,25 @@ RULES: tuple[TextRule, ...] = (
     R("terminate-called", _rx(r"terminate called after throwing an instance of '(?P<what>[A-Za-z_][\w:<>,]*?)"
                               r"(?='|\d{4}-\d\d-\d\d|\s|$)"), CRASH, CRIT,
       "C++ exception terminated the process: {what}", H.HINT_ABORT, ("terminate called",), secondary=True),
+    # ggml's assertion (ggml-org/ggml include/ggml.h:288 at d99724f2b141fed9e1a9f402213506c081433465: GGML_ASSERT(x)
+    # -> GGML_ABORT("GGML_ASSERT(%s) failed"), src/ggml.c:252 ggml_abort prefixes "file:line: " then abort(); older
+    # include/ggml/ggml.h:248 at c57aa8e905b9aa46769c2c9ad6a4050b362947f7: "GGML_ASSERT: %s:%d: %s") (pasted
+    # ggml-org/llama.cpp#3606)
+    R("ggml-assert", _rx(r"GGML_ASSERT: (?P<file>\S{1,300}?):(?P<line>\d+): (?P<what>\S.{0,200})"
+                         r"|(?P<file2>\S{1,300}?):(?P<line2>\d+): GGML_ASSERT\((?P<what2>.{1,200})\) failed"), CRASH, CRIT,
+      lambda m, line: f"ggml assertion failed at {m.group('file') or m.group('file2')}:{m.group('line') or m.group('line2')}: "
+                      f"{(m.group('what') or m.group('what2')).rstrip()}", H.HINT_ABORT, ("ggml_assert",)),
+    # LLVM libc++abi's default terminate handler (macOS, clang builds): abort_message "libc++abi: " (older Apple:
+    # "libc++abi.dylib: ") + "terminating due to %s exception of type %s: %s" (older "terminating with ...")
+    # (llvm/llvm-project libcxxabi/src/cxa_default_handlers.cpp demangling_terminate_handler at
+    # 3001dafde5689f204f55b9b7588aedd6e972a83a; pasted instructlab/instructlab#380, Mcourtyard/m-courtyard#8)
+    R("libcxxabi-terminate", _rx(r"libc\+\+abi(?:\.dylib)?: terminating(?: (?:due to|with) (?:uncaught|unexpected) "
+                                 r"(?:foreign )?exception(?: of type (?P<what>[A-Za-z_][\w<>,]*(?:::[\w<>,]+)*)(?:: (?P<msg>\S.{0,160}))?)?)?"),
+      CRASH, CRIT,
+      lambda m, line: ("std::terminate ended the process (libc++abi)" if not m.group("what") else
+                       f"C++ exception terminated the process (libc++abi): {m.group('what')}"
+                       + (f": {m.group('msg').rstrip()}" if m.group("msg") else "")),
+      H.HINT_ABORT, ("libc++abi: terminat", "libc++abi.dylib: terminat"), secondary=True),
     R("terminate-other", _rx(r"terminate called (?:without an active exception|recursively)"), CRASH, CRIT,
       "std::terminate ended the process (a C++ thread or exception misuse)", H.HINT_ABORT, ("terminate called",),
       secondary=True),

@@ -54,3 +54,18 @@ def test_vllm_timeout_setting_and_a_request_timeout_stay_quiet():
     healthy = ["INFO 06-13 02:36:00 api_server.py:10] VLLM_ENGINE_ITERATION_TIMEOUT_S=60",
                "> - not a traceback, only a quoted list item"]
     assert _by_kind(healthy) == {}
+
+
+def test_paddle_1x_cpp_call_stacks_cut_before_its_message_is_a_crash():
+    """Paddle 1.x enforce.h GetTraceBackString's `C++ Call Stacks (More useful to developers):` block;
+    pasted PaddlePaddle/PaddleDetection#1198 (PaddleDetection's `[YYYY/MM/DD hh:mm:ss]` stamps, one space
+    after each frame number), cut in its frames."""
+    found = _by_kind(_log("paddlepaddle_paddledetection-1198"))
+    assert list(found) == ["crash"], found
+    assert "traceback cut off" in found["crash"][0]
+
+
+def test_numbered_cpp_names_without_the_call_stacks_header_stay_quiet():
+    healthy = [ln.replace("C++ Call Stacks (More useful to developers):", "Registered kernels:")
+               for ln in _log("paddlepaddle_paddledetection-1198")]
+    assert _by_kind(healthy) == {}

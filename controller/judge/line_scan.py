@@ -361,7 +361,7 @@ text; words are still shared: "memory" stands for every "... out of memory", "er
 every "... error" wording, "allocat" for the allocators'."""
 
 
-STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:")
+STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:", "c++ call stacks")
 """Words that wake the traceback and usage readers (they read whole batches)."""
 
 _LINE_SIEVE = WordSieve(LINE_WORDS)

@@ -41,7 +41,7 @@ _KEY_PREFIX = re.compile(
     r"|[0-9a-f]{8} \|\| "                                      # Determined task logs: `[<time>] fa88a9df || ` (determined-ai/determined#8915)
 )
 _NOISE_PREFIX = re.compile(
-    r">+ ?"                                                             # markdown quote
+    r">+ ?(?:- (?=\S))?"                                                # markdown quote (of a list: `> - `, vllm#5060)
     r"|\d{1,7} ?\| "                                                    # numbered paste
     r"|\[?\d{4}[-/]\d{2}[-/]\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ,:|-]*"  # (`/`: PaddleOCR, Go's log)
     r"|\[(?:TRACE|DEBUG|INFO |WARN |ERROR|FATAL)\] W-\d+-[\w.-]+ [\w.$]+ - "  # TorchServe's log4j `[%-5p] %t %c - `
@@ -52,7 +52,9 @@ _NOISE_PREFIX = re.compile(
     r"|\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)\]?(?::[\w.]*:| ?[:|-]? )"  # log level, but
     r"(?!\([\w.+-]{0,80}(?:\[[^\]\s]{1,40}\])?:[\w:~<>]{1,120}\(\):)\s*"  # not Kaldi's `ERROR (prog[v]:f():` envelope
     r"|\[[\w./-]+\.py:\d+(?::[\w<>]+)?\]\s?"                             # [file.py:123:func], [file.py:123]
-    r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[\w./-]+\.py:\d+\] ?)?"          # vLLM: `03-27 10:29:13 [x.py:620]`
+    r"|\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[?[\w./-]+\.py:\d+\] ?)?"         # vLLM: `03-27 10:29:13 [x.py:620]`, or
+    # before the brackets `06-13 02:36:52 async_llm_engine.py:52] ` (vllm-project/vllm vllm/logger.py at 00656a8e:
+    # `_FORMAT = "%(levelname)s %(asctime)s %(filename)s:%(lineno)d] %(message)s"`; pasted vllm-project/vllm#5443)
     r"|(?:\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*)?\|\s*[\w.<>-]+:[\w.<>-]+:\d+ - "  # loguru
 )
 _PREFIX_START = frozenset("[(>0123456789IWEFDNC|JMASO#")

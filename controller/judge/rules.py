@@ -1061,6 +1061,14 @@ RULES: tuple[TextRule, ...] = (
     R("elastic-error-file", _rx(r"\"py_callstack\": \"Traceback \(most recent call last\)"), CRASH, CRIT,
       "a worker raised: its traceback is in torchelastic's error file (the JSON's py_callstack)", H.HINT_LAUNCHER,
       ("py_callstack",)),
+    # vLLM's async engine gives one engine step ENGINE_ITERATION_TIMEOUT_S (VLLM_ENGINE_ITERATION_TIMEOUT_S, 60 s)
+    # and on asyncio's TimeoutError logs this and marks the engine errored (vllm-project/vllm
+    # vllm/engine/async_llm_engine.py run_engine_loop: `logger.error("Engine iteration timed out. This should never
+    # happen!")`): a model step across the workers stopped returning -- a stall, then the engine's death (pasted
+    # vllm-project/vllm#5443).
+    R("vllm-iteration-timeout", _rx(r"Engine iteration timed out\. This should never happen"), HANG, CRIT,
+      "vLLM engine iteration timed out: a model step did not return within the engine's iteration timeout "
+      "(a stalled worker or collective)", H.HINT_NCCL_TIMEOUT, ("timed out",)),
     R("paddle-fatal", _rx(r"FatalError: `(?P<what>[^`]+)` is detected by the operating system"), CRASH, CRIT,
       lambda m, line: (f"Paddle FatalError: {m.group('what')} (the OS signal killed the process)"
                        + (" SIGSEGV" if "egmentation" in m.group("what") else "")), H.HINT_SEGV,

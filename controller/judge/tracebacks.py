@@ -34,6 +34,11 @@ from dataclasses import dataclass, field
 from controller.judge.repair import Line
 
 TB_START = "Traceback (most recent call last)"
+PADDLE_CALL_STACKS = "C++ Call Stacks (More useful to developers):"
+"""Paddle 1.x's enforce error (PaddlePaddle/Paddle paddle/fluid/platform/enforce.h GetTraceBackString:
+`sout << "C++ Call Stacks (More useful to developers):"`, then frames `Sprintf("%-3d %s\\n", idx++, demangled)`
+and `Error Message Summary:`): printed only as part of an error being raised, so it opens a traceback whose
+frames are C++ frames (pasted PaddlePaddle/PaddleDetection#1198, cut before its message)."""
 LOGGING_ERROR = "--- Logging error ---"
 """What CPython's logging prints when a handler fails to emit a record (Lib/logging/__init__.py,
 Handler.handleError): the exception's traceback, then `Call stack:` with the frames of the
@@ -71,7 +76,7 @@ _OLD_IPY_FRAME = re.compile(r"^(?P<file>(?:[A-Za-z]:)?[/\\~.]?\S*?\.py|<ipython-
 _RICH_FRAME = re.compile(r"^(?P<file>[^\s:│][^\s:]*?\.py):(?P<line>\d+)(?: in ?(?P<func>\S*))?\s*$")
 """rich's traceback (Lightning, typer, accelerate's pretty errors): boxed in `│ ... │`, frames
 `/p/x.py:267 in apply` (the box may wrap a long path: the frame is the piece with `:N in`)."""
-_CPP_FRAME = re.compile(r"^\d+\s{2,}\S+::\S")
+_CPP_FRAME = re.compile(r"^\d+\s+\S+::\S")
 """Paddle's `C++ Traceback (most recent call last):` frames: `8   paddle::framework::Run(...)`."""
 _INDENTED_EXC = re.compile(r"^\s+(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 """Two threads' tracebacks printed into each other leave one's exception line indented."""
@@ -137,6 +142,7 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
                 and "Cell In" not in text and not text.startswith(TB_CHAIN) and "Logging error" not in text \
                 and CALL_STACK not in text and ".py in " not in text and "> in " not in text \
                 and "call first" not in text and "Stack of " not in text:
+                and CALL_STACK not in text and ".py in " not in text and "> in " not in text and "C++ Call" not in text:
             continue
         if text.strip() == LOGGING_ERROR:
             pending_ignored[key] = True
@@ -161,6 +167,9 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
             continue
         if text.startswith("Exception ignored in"):
             pending_ignored[key] = True
+            continue
+        if text.strip() == PADDLE_CALL_STACKS:
+            open_tb[key] = Traceback(start=i, headed=True, thread=pending_thread.pop(key, None))
             continue
         if TB_START in text:
             ipy = _IPY_HEADER.match(text)

@@ -4,6 +4,7 @@ coloured; healthy text stays quiet however it is decorated."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -199,6 +200,22 @@ def test_the_word_sieve_answers_the_same_a_slice_at_a_time(texts, slice_chars):
     assert word_sieve.lines_with_words(texts, line, batch, slice_chars=slice_chars) == whole
     lows = [t.lower() for t in texts]
     assert whole[0] == [i for i, low in enumerate(lows) if any(w in low for w in LINE_WORDS)]
+
+
+@given(st.lists(st.lists(st.one_of(_SIEVE_PIECES, st.text(max_size=6)), max_size=6).map("".join), max_size=40),
+       st.integers(min_value=1, max_value=12))
+def test_the_word_sieve_answers_the_same_a_search_window_at_a_time(texts, window_chars):
+    """The automaton searches a sieved slice SEARCH_WINDOW_CHARS at a time (pyahocorasick copies
+    its text at 4 bytes a character): with windows shorter than the words, every word that
+    straddles a window's end is still found."""
+    from controller.judge import word_sieve
+    from controller.judge.line_scan import LINE_WORDS, STRUCTURE_WORDS
+
+    line, batch = word_sieve.WordSieve(LINE_WORDS), word_sieve.WordSieve(STRUCTURE_WORDS)
+    whole = word_sieve.lines_with_words(texts, line, batch)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(word_sieve, "SEARCH_WINDOW_CHARS", window_chars)
+        assert word_sieve.lines_with_words(texts, line, batch) == whole
 
 
 @given(deco=st.sampled_from(["", "`", "**", "```", "_"]), prefix=PREFIXES)

@@ -196,6 +196,18 @@ def test_progress_lines(line, expected):
         assert getattr(sample, key) == pytest.approx(value), key
 
 
+def test_a_progress_line_with_another_ranks_line_glued_on_keeps_its_last_value():
+    """torchrun --tee copies each rank's writes as they come; print() writes a line's text and
+    its newline apart, so rank 1's line landed before rank 0's newline in test_job_local's run
+    on a loaded machine (the line below, as it was read there, numbers shortened): its `lr`
+    was lost."""
+    line = ("[rank0]:[progress] step=300 loss=1.1551 tok_per_s=8412.0 lr=9.8e-04"
+            "[rank1]:[dist] rank=1 params_checksum=-51.234")
+    sample = LineParser().parse(line).progress
+    assert sample is not None and sample.step == 300 and sample.loss == pytest.approx(1.1551)
+    assert sample.lr == pytest.approx(9.8e-4)
+
+
 def test_hf_trainer_dicts_count_steps_and_keep_nan():
     p = LineParser()
     a = p.parse("{'loss': 2.0491, 'grad_norm': 1.3, 'learning_rate': 0.0001961913563176343, 'epoch': 0.28}").progress

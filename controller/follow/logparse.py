@@ -416,7 +416,11 @@ class LineParser:
             try:
                 value = float(text)
             except ValueError:
-                value = parse_number(text.rstrip(",;"))
+                # `lr=9.8e-04[rank1]:[dist] ...`: torchrun --tee copies each rank's writes as
+                # they come, and print() writes a line's text and its newline apart, so another
+                # rank's prefixed line can land before this one's newline (seen in
+                # tests/test_job_local.py's run on a loaded machine): the value ends at the `[`.
+                value = parse_number(text.split("[", 1)[0].rstrip(",;"))
                 if value is None:
                     continue
             if name in _INT_FIELDS:

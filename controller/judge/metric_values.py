@@ -131,6 +131,13 @@ at step %d: %.4f` (keras-team/keras-io guides/writing_a_training_loop_from_scrat
 `loss after epoch 3: nan`. The step between the key and the value hides it from the record pattern."""
 
 
+_QUALIFIER_BEFORE = re.compile(r"(?<![\w.])(?:best|min|minimum|lowest|prev|previous|init|initial|max|target|expected)[ _]$",
+                               re.I)
+"""The word just before a `loss at step` key that makes it a running record, not the step's loss: the key takes one
+word (`val loss`), so in `Best val loss at epoch 0: inf` -- an early-stopping tracker's starting value, printed
+before any loss was measured -- `Best` stays outside it, and _IGNORED_KEY alone does not see it."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
@@ -152,7 +159,8 @@ def non_finite_values(line: str) -> list[NonFinite]:
                 break
     if " at " in line or " after " in line or " for " in line or " in " in line or " of " in line:
         out += [NonFinite(key=m.group("key"), value=_value(m.group("val")), is_loss=True)
-                for m in _LOSS_AT_STEP.finditer(line) if not _IGNORED_KEY.match(m.group("key"))]
+                for m in _LOSS_AT_STEP.finditer(line)
+                if not _IGNORED_KEY.match(m.group("key")) and not _QUALIFIER_BEFORE.search(line, 0, m.start())]
     for m in _RUNNING_AVG.finditer(line):
         if not _IGNORED_KEY.match(m.group("key")):
             out.append(NonFinite(key=m.group("key") + " (average)", value=m.group("val").lower(), is_loss=True))

@@ -94,3 +94,17 @@ def test_ggml_metal_command_buffer_failure_then_ggml_assert_is_a_crash():
     found = _final(_pasted("ollama_ollama-434"))
     assert _kinds(found) == ["crash"]
     assert any("ggml-metal.m:1177" in f.summary for f in found)
+
+
+@pytest.mark.parametrize("line", [
+    "Epoch 0: {'train/loss': 0.69, 'val/loss': 0.64, 'val/loss_best': inf}",
+    "step 0 | loss/min: inf | loss 2.31",
+    "{'val_loss_best': inf, 'epoch': 0}",
+])
+def test_a_best_so_far_tracker_suffix_starting_at_inf_is_not_a_loss(line):
+    """The record pattern's suffix takes a path part since TRL's `loss/policy_avg` (round eleven), so a
+    tracker named after the loss -- `val/loss_best` (a torchmetrics MinMetric, initial value inf), `loss/min`
+    -- read as an Inf loss. Built from the pattern's own shape: its +/-inf is skipped, a NaN is not."""
+    assert non_finite_values(line) == []
+    assert _kinds(_final([line])) == []
+    assert [f.value for f in non_finite_values("{'val/loss_best': nan}")] == ["nan"]

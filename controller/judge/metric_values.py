@@ -138,6 +138,12 @@ word (`val loss`), so in `Best val loss at epoch 0: inf` -- an early-stopping tr
 before any loss was measured -- `Best` stays outside it, and _IGNORED_KEY alone does not see it."""
 
 
+_TRACKER_SUFFIXES = ("_best", "_min", "_max", "_lowest", "_prev")
+"""A best-so-far tracker named after the loss (`val/loss_best`, the torchmetrics MinMetric a Lightning
+template logs; `loss/min`, `loss_best`): its +/-inf is the value it starts from before any loss was
+measured, not a loss. Only inf is skipped: a NaN best means a NaN loss reached it."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
@@ -166,8 +172,9 @@ def non_finite_values(line: str) -> list[NonFinite]:
             out.append(NonFinite(key=m.group("key") + " (average)", value=m.group("val").lower(), is_loss=True))
     for m in _RECORD.finditer(line):
         key = m.group("key")
-        if _IGNORED_KEY.match(key) or (m.group("sfx") or "").lower().replace("/", "_") in ("_scale", "_count",
-                                                                                           "_filter", "_steps"):
+        sfx = (m.group("sfx") or "").lower().replace("/", "_")
+        if _IGNORED_KEY.match(key) or sfx in ("_scale", "_count", "_filter", "_steps") \
+                or (sfx in _TRACKER_SUFFIXES and "inf" in m.group("val").lower()):
             continue
         low = key.lower()
         out.append(NonFinite(key=key + (m.group("sfx") or ""), value=_value(m.group("val")),

@@ -131,6 +131,19 @@ at step %d: %.4f` (keras-team/keras-io guides/writing_a_training_loop_from_scrat
 `loss after epoch 3: nan`. The step between the key and the value hides it from the record pattern."""
 
 
+_QUALIFIER_BEFORE = re.compile(r"(?<![\w.])(?:best|min|minimum|lowest|prev|previous|init|initial|max|target|expected)[ _]$",
+                               re.I)
+"""The word just before a `loss at step` key that makes it a running record, not the step's loss: the key takes one
+word (`val loss`), so in `Best val loss at epoch 0: inf` -- an early-stopping tracker's starting value, printed
+before any loss was measured -- `Best` stays outside it, and _IGNORED_KEY alone does not see it."""
+
+
+_TRACKER_SUFFIXES = ("_best", "_min", "_max", "_lowest", "_prev")
+"""A best-so-far tracker named after the loss (`val/loss_best`, the torchmetrics MinMetric a Lightning
+template logs; `loss/min`, `loss_best`): its +/-inf is the value it starts from before any loss was
+measured, not a loss. Only inf is skipped: a NaN best means a NaN loss reached it."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
@@ -152,14 +165,16 @@ def non_finite_values(line: str) -> list[NonFinite]:
                 break
     if " at " in line or " after " in line or " for " in line or " in " in line or " of " in line:
         out += [NonFinite(key=m.group("key"), value=_value(m.group("val")), is_loss=True)
-                for m in _LOSS_AT_STEP.finditer(line) if not _IGNORED_KEY.match(m.group("key"))]
+                for m in _LOSS_AT_STEP.finditer(line)
+                if not _IGNORED_KEY.match(m.group("key")) and not _QUALIFIER_BEFORE.search(line, 0, m.start())]
     for m in _RUNNING_AVG.finditer(line):
         if not _IGNORED_KEY.match(m.group("key")):
             out.append(NonFinite(key=m.group("key") + " (average)", value=m.group("val").lower(), is_loss=True))
     for m in _RECORD.finditer(line):
         key = m.group("key")
-        if _IGNORED_KEY.match(key) or (m.group("sfx") or "").lower().replace("/", "_") in ("_scale", "_count",
-                                                                                           "_filter", "_steps"):
+        sfx = (m.group("sfx") or "").lower().replace("/", "_")
+        if _IGNORED_KEY.match(key) or sfx in ("_scale", "_count", "_filter", "_steps") \
+                or (sfx in _TRACKER_SUFFIXES and "inf" in m.group("val").lower()):
             continue
         low = key.lower()
         out.append(NonFinite(key=key + (m.group("sfx") or ""), value=_value(m.group("val")),

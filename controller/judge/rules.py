@@ -761,8 +761,13 @@ RULES: tuple[TextRule, ...] = (
     # words): `raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")` -- the main process
     # waited `timeout` s for a batch no worker produced (a worker stuck in I/O or a deadlock); real output:
     # tests/data/logs/dataloader_timeout.log
-    R("dataloader-timeout", _rx(r"DataLoader timed out after (?P<s>\d+(?:\.\d+)?) seconds"), HANG, CRIT,
-      "the DataLoader waited {s} s for a batch no worker produced (DataLoader timeout)",
+    # MXNet gluon's and GluonTS's multi-worker loaders word the same wait `Worker timed out after {} seconds. This
+    # might be caused by` (their iterators' `except multiprocessing.context.TimeoutError:` message, read in the code
+    # index; pasted awslabs/gluonts#689)
+    R("dataloader-timeout", _rx(r"DataLoader timed out after (?P<s>\d+(?:\.\d+)?) seconds"
+                                r"|\bWorker timed out after (?P<s2>\d+) seconds\. This might be caused by"), HANG, CRIT,
+      lambda m, line: f"the DataLoader waited {m.group('s') or m.group('s2')} s for a batch no worker produced "
+                      "(DataLoader timeout)",
       "a worker is stuck (I/O, a lock, a remote read): py-spy dump the worker processes; num_workers=0 shows the "
       "stuck __getitem__ in the main process", ("timed out",)),
     # gloo's TCP pair names the peer it gave up on: `Read timeout <peer>` / `Write timeout <peer>`

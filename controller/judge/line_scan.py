@@ -343,7 +343,8 @@ LINE_WORDS = (
     "段错误", "已中止", "已放弃", "总线错误", "非法指令", "浮点异常", "munmap", "malloc", "corrupted", "backtrace",
     "restart", "crashloop", "crashed", "overrides", "trap", "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
     "fulfill", "waiting for model", "log is in", "invalid __", "mesh master", "unstuck", "may be stuck",
-    "placement group", "not enough gpus", "f tensorflow/", "f external/org_tensorflow/",
+    "placement group", "not enough gpus", "f tensorflow/", "f external/org_tensorflow/", "executable batch",
+    "paging file",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped

@@ -150,6 +150,19 @@ def test_the_paging_file_in_an_importerror_is_a_host_oom():
     assert _kinds(_final(["Virtual memory: paging file size for all drives is system managed (40 GB)"])) == []
 
 
+def test_the_driver_api_out_of_memory_of_torch_and_triton_is_an_oom_and_its_look_alikes_are_crashes():
+    """cuGetErrorString's 'out of memory' behind torch's C10_CUDA_DRIVER_CHECK (c10/cuda/driver_api.h:16)
+    and Triton's gpuAssert (third_party/nvidia/backend/driver.c:66); test lines from those sources.
+    Triton's shared-memory OutOfResources and an illegal memory access are crashes, not OOMs."""
+    for line in ("RuntimeError: CUDA driver error: out of memory", "RuntimeError: Triton Error [CUDA]: out of memory"):
+        (f,) = _oom(_final([line]))
+        assert f.summary.startswith("CUDA OOM"), line
+    for line in ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: "
+                 "65536. Reducing block sizes or `num_stages` may help.",
+                 "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered"):
+        assert _kinds(_final([line])) == ["crash"], line
+
+
 def test_the_new_pastes_read_as_labelled():
     """The pasted logs of index-z: the ORT ones are OOMs (two with the ASGI/tornado traceback cut
     off after), the vLLM/mlc startup reports are healthy."""

@@ -41,7 +41,14 @@ OOM_FAMILY: tuple[Source, ...] = (
            "out of memory", "ggml-org/ggml", "src/ggml-cuda.cu", 166, "c0e1eb4414d18242daa0641ea8aa29be28f09d00",
            "ggml's CUDA_CHECK: fprintf 'CUDA error %d at %s:%d: %s' with cudaGetErrorString (the ggml commit that "
            "pasted QwenLM/qwen.cpp#55's qwen.cpp pins); torch's form is C10_CUDA_CHECK's (c10/cuda/CUDAException.cpp, "
-           "not counted); the string itself is NVIDIA's closed-source runtime's for cudaErrorMemoryAllocation"),
+           "not counted); the string itself is NVIDIA's closed-source runtime's for cudaErrorMemoryAllocation; the driver "
+           "API's cuGetErrorString gives the same 'out of memory' for CUDA_ERROR_OUT_OF_MEMORY, printed by torch's "
+           "C10_CUDA_DRIVER_CHECK as 'CUDA driver error: out of memory' (pytorch/pytorch c10/cuda/driver_api.h:16 at "
+           "0007e752d518810f0f8942a830dbbbfc69f34577, the expandable-segments cuMemCreate path) and by Triton's gpuAssert "
+           "as 'Triton Error [CUDA]: out of memory' (triton-lang/triton third_party/nvidia/backend/driver.c:66 at "
+           "04e0bbd482a638beb5e7b59ae22f55e606c80cad, counted by hand; loading or launching a compiled kernel); Triton's "
+           "'OutOfResources: out of resource: shared memory' is a kernel config too big for the SM, not an OOM, and "
+           "stays a crash"),
     Source("glog-cuda-oom", "Caffe (and glog CHECKs of a CUDA call)", "Check failed: error == cudaSuccess (2 vs. 0)  "
            "out of memory", "BVLC/caffe", "include/caffe/util/device_alternate.hpp", 52,
            "9b891540183ddc834a02b2bd81b31afae71b2153",

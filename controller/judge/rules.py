@@ -301,7 +301,10 @@ RULES: tuple[TextRule, ...] = (
     # 'cuda runtime error (2) : out of memory'; a paste may hold only this line (oom_family.py cites it)
     R("thc-check-oom", _rx(r"\berror=2 : out of memory"), OOM, CRIT,
       "CUDA OOM (THCudaCheck FAIL ... error=2: out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
-    R("cuda-error-oom", _rx(r"CUDA [Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
+    # (also the driver-API checks that print cuGetErrorString: torch's C10_CUDA_DRIVER_CHECK 'CUDA driver error: out of
+    # memory' and Triton's gpuAssert 'Triton Error [CUDA]: out of memory'; oom_family.py cites both)
+    R("cuda-error-oom", _rx(r"CUDA (?:driver )?[Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"
+                            r"|Triton Error \[CUDA\]: out of memory"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
       "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,

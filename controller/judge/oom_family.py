@@ -41,7 +41,14 @@ OOM_FAMILY: tuple[Source, ...] = (
            "out of memory", "ggml-org/ggml", "src/ggml-cuda.cu", 166, "c0e1eb4414d18242daa0641ea8aa29be28f09d00",
            "ggml's CUDA_CHECK: fprintf 'CUDA error %d at %s:%d: %s' with cudaGetErrorString (the ggml commit that "
            "pasted QwenLM/qwen.cpp#55's qwen.cpp pins); torch's form is C10_CUDA_CHECK's (c10/cuda/CUDAException.cpp, "
-           "not counted); the string itself is NVIDIA's closed-source runtime's for cudaErrorMemoryAllocation"),
+           "not counted); the string itself is NVIDIA's closed-source runtime's for cudaErrorMemoryAllocation; the driver "
+           "API's cuGetErrorString gives the same 'out of memory' for CUDA_ERROR_OUT_OF_MEMORY, printed by torch's "
+           "C10_CUDA_DRIVER_CHECK as 'CUDA driver error: out of memory' (pytorch/pytorch c10/cuda/driver_api.h:16 at "
+           "0007e752d518810f0f8942a830dbbbfc69f34577, the expandable-segments cuMemCreate path) and by Triton's gpuAssert "
+           "as 'Triton Error [CUDA]: out of memory' (triton-lang/triton third_party/nvidia/backend/driver.c:66 at "
+           "04e0bbd482a638beb5e7b59ae22f55e606c80cad, counted by hand; loading or launching a compiled kernel); Triton's "
+           "'OutOfResources: out of resource: shared memory' is a kernel config too big for the SM, not an OOM, and "
+           "stays a crash"),
     Source("glog-cuda-oom", "Caffe (and glog CHECKs of a CUDA call)", "Check failed: error == cudaSuccess (2 vs. 0)  "
            "out of memory", "BVLC/caffe", "include/caffe/util/device_alternate.hpp", 52,
            "9b891540183ddc834a02b2bd81b31afae71b2153",
@@ -61,7 +68,11 @@ OOM_FAMILY: tuple[Source, ...] = (
                 "xla/stream_executor/integrations/tf_allocator_adapter.cc:96 with its commit"),
     Source("other-accel-oom", "PyTorch MPS / XPU / NPU", "MPS backend out of memory (MPS allocated: ...",
            "pytorch/pytorch", "aten/src/ATen/mps/MPSAllocator.mm", None, "57ba412974d87ca62f0c7010e5953581587c40c6",
-           "MPSHeapAllocatorImpl::malloc's TORCH_CHECK; line not counted (the code index serves the file in pages)"),
+           "MPSHeapAllocatorImpl::malloc's TORCH_CHECK; line not counted (the code index serves the file in pages); "
+           "Cambricon's MLU build prints 'MLU out of memory. Tried to allocate ...' from its caching allocator's "
+           "TORCH_CHECK_WITH(OutOfMemoryError, ...) (Cambricon/torch_mlu torch_mlu/csrc/framework/core/"
+           "caching_allocator.cpp at cb657a20764689645a12973aea12d77cac304393, '(MLU N; ... total capacity' in older and "
+           "'MLU N has a total capacity of' in newer versions; line not counted)"),
     Source("ur-oom", "Intel GPUs: PyTorch XPU / IPEX over oneAPI Unified Runtime",
            "Native API returns: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY) / 38 (UR_RESULT_ERROR_OUT_OF_HOST_MEMORY)",
            "oneapi-src/unified-runtime", "include/ur_api.h", None, "aa04ce16b3a06e0f11ff2602d7c5f46c1a3fbd6f",
@@ -124,17 +135,18 @@ OOM_FAMILY: tuple[Source, ...] = (
            "Runtime kept CNTK's CudaCall (microsoft/CNTK Source/Math/GPUMatrix.h, RuntimeError with the same text "
            "without the last '; %s', read in the code index); 2 is cudaErrorMemoryAllocation (pasted "
            "microsoft/CNTK#1591, #2607, #480, #3536)"),
-    Source("ort-arena-oom", "ONNX Runtime (inference and ORTModule training)", "onnxruntime::BFCArena::AllocateRawInternal "
-           "Failed to allocate memory for requested buffer of size N", "microsoft/onnxruntime",
-           "onnxruntime/core/framework/bfc_arena.cc", None, "009aae13a310efcf231562e8458a83ed7ff55c01",
-           "BFCArena::Extend's ORT_MAKE_STATUS, thrown by AllocateRawInternal's ORT_THROW (bfc_arena.cc:376 in the "
-           "pastes; the line is not counted here); its LOGS ERROR 'BFC Arena ran out of memory trying to allocate N' "
-           "goes before when dump_log_on_failure is set (pasted microsoft/onnxruntime#22702, hacksider/Deep-Live-Cam#547)"),
     Source("mindspore-pool-oom", "MindSpore (Ascend/GPU memory pool)", "TotalUsedMemStatistics : N plus alloc size : N is "
            "more than total mem size : N.",
            note="MS_LOG(ERROR) in DynamicMemPoolBestFit::AddMemBlockAndMemBufByEagerFree "
                 "(mindspore/ccsrc/backend/common/mem_reuse/mem_dynamic_allocator.cc:392 as the pasted mindspore-lab/mindone#820 "
                 "prints it), read in the code index without a repository path; the repository is over the fetch limit"),
+    Source("mlx-malloc-oom", "MLX (Apple silicon, CUDA)", "[malloc_or_wait] Unable to allocate 9663676416 bytes. / [malloc] "
+           "Unable to allocate N bytes.", "ml-explore/mlx", "mlx/allocator.cpp", 59, "1177d283954facd3d1c40ff1ea59929549045c12",
+           "malloc_or_wait's std::runtime_error when no buffer comes even after waiting for frees (the parent of "
+           "7b7e2352, 'fix malloc or wait deadlock'); since 6245824d the backends' malloc throws '[malloc] Unable to "
+           "allocate' (mlx/backend/metal/allocator.cpp:156 and mlx/backend/cuda/allocator.cpp:213 at "
+           "846d176227a0ac13d2667e58d2bb68b322109ab0; the CUDA pool's '[malloc_async]' before); uncaught it ends the "
+           "process in libc++abi's 'terminating due to uncaught exception' (pasted ml-explore/mlx#63)"),
     Source("jittor-oom", "Jittor", "GPU memory is overflow, please reduce your batch_size or data size!",
            "Jittor/jittor", "python/jittor/src/mem/mem_info.cc", 273, "06f5d3d271555682c95aa3505518f47eeab2bd9c",
            "the memory check's fatal log, 'GPU' or 'CPU' before 'memory is overflow' (pasted Jittor/jittor#396)"),
@@ -143,6 +155,18 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("hip-error-oom", "ROCm HIP", "hipErrorOutOfMemory", "ROCm/HIP", "include/hip/hip_runtime_api.h", 291,
            "c5e11fcac8249ce4f7e70157588ff9661a870b59",
            "the hipError_t enumerator (hipErrorOutOfMemory = 2), printed by torch's HIP build and hipGetErrorName"),
+    Source("ort-bfc-oom", "onnxruntime (CUDA / CPU / ROCm execution providers)", "Failed to allocate memory for requested "
+           "buffer of size N / Available memory of N is smaller than requested bytes of M / BFC Arena ran out of memory "
+           "trying to allocate N", "microsoft/onnxruntime", "onnxruntime/core/framework/bfc_arena.cc", None,
+           "009aae13a310efcf231562e8458a83ed7ff55c01",
+           "BFCArena::Extend's ORT_MAKE_STATUS when the device allocator returns nothing even after backing off to 90 % "
+           "steps ('Failed to allocate memory ...'), or when the request exceeds the arena's memory_limit_ "
+           "(gpu_mem_limit: 'Available memory of ...'); AllocateRawInternal logs 'BFC Arena ran out of memory trying "
+           "to allocate' when dump_log_on_failure, then ORT_THROWs the status, which the session reports as "
+           "'Non-zero status code returned while running <Op> node ... Status Message: ...bfc_arena.cc:N ...'; "
+           "line not counted (the code index serves the file in pages); no 'out of memory' in it, so "
+           "cuda-driver-oom's trigger words never saw it (pasted DayBreak-u/chineseocr_lite#355, "
+           "hacksider/Deep-Live-Cam#547, rakhmanov/immich-in-lxc#23)"),
     Source("cuda-driver-oom", "CUDA driver (TF, JAX, CuPy)", "CUDA_ERROR_OUT_OF_MEMORY",
            note="the CUresult enumerator's name (cuda.h, NVIDIA, closed source); seen in pasted TF logs; the rule "
                 "also reads a CUDA allocation call named with 'out of memory' after it (cudaMalloc, cudaHostAlloc, "
@@ -194,14 +218,19 @@ OOM_FAMILY: tuple[Source, ...] = (
            "MODULE:SYNHELPER workspace Allocation of size ::14493510400 failed!",
            note="printed by Habana's closed-source PyTorch bridge (habana_frameworks): no public source to cite; "
                 "seen in pasted HabanaAI/Model-References#10 (loss.backward on a DL1 Gaudi; the maintainers' first "
-                "advice is a smaller batch)"),
+                "advice is a smaller batch); the bridge's device-memory pool says 'FATAL ERROR :: MODULE:PT_DEVMEM "
+                "Allocation failed for size::939524096 (896)MB', which huggingface/accelerate's should_reduce_batch_size "
+                "lists as the HPU's OOM (src/accelerate/utils/memory.py:112 at 16cb6eb80dd9aa8b4df1a63ef57863e455d53b83) "
+                "and HabanaAI/vllm-fork's calibration README gives as the error of a model that does not fit the cards"),
     Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
            note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
     Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",
            "numpy/_core/_exceptions.py", 161, "1f90bbb55e65e7de68921bc3f1a2d94492fdf689",
            "_ArrayMemoryError.__str__ (numpy/core/_exceptions.py before NumPy 2)"),
     Source("bad-alloc", "C++ runtime", "terminate called after throwing an instance of 'std::bad_alloc'",
-           note="libstdc++'s verbose terminate handler and the standard exception's name"),
+           note="libstdc++'s verbose terminate handler and the standard exception's name; caught by a binding it is "
+                "re-raised with what() = 'std::bad_alloc': pybind11 maps it to MemoryError, torch's C++ wrappers to "
+                "RuntimeError ('RuntimeError: std::bad_alloc', read by its 'error: std::bad_alloc' trigger)"),
     Source("slurm-oom", "Slurm", "Detected N oom_kill event(s) in StepId=... (older: oom-kill)", "SchedMD/slurm",
            "src/plugins/task/cgroup/task_cgroup_memory.c", 291, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
            "the cgroup task plugin's error(\"Detected %\"PRIu64\" oom_kill event%s in %ps. Some of the step tasks have "
@@ -244,7 +273,9 @@ OOM_FAMILY: tuple[Source, ...] = (
            "operation to complete",
            note="the system message of Win32 error 1455, ERROR_COMMITMENT_LIMIT (closed source), as Python's OSError "
                 "prints it when loading torch's CUDA DLLs in each DataLoader worker fails; seen in pasted "
-                "ultralytics/yolov5#11418, cszn/KAIR#127, WongKinYiu/yolov7#1036"),
+                "ultralytics/yolov5#11418, cszn/KAIR#127, WongKinYiu/yolov7#1036); the same text ends an ImportError "
+                "when the DLL is imported rather than loaded ('DLL load failed while importing _C: The paging file is "
+                "too small for this operation to complete.')"),
     Source("ray-oom", "Ray", "Task was killed due to the node running low on memory", "ray-project/ray",
            "python/ray/exceptions.py", note="OutOfMemoryError (the memory monitor's kill); line not counted"),
     Source("ray-memory-monitor-kill", "Ray", "4 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
@@ -268,8 +299,32 @@ OOM_FAMILY: tuple[Source, ...] = (
            "the cache blocks'): the blocks the profiled free memory allows hold fewer tokens than one max_model_len "
            "sequence (a snapshot of vllm-project/vllm v0.6.1, as tests/corpus/cited/index.json's vllm-kv-cache cites; "
            "pasted vllm-project/vllm#10517, QwenLM/Qwen3#295, basalam/product-catalog-generator#10)"),
+    Source("vllm-kv-too-small-v1", "vLLM V1 engine", "To serve at least one request with the models's max seq len "
+           "(32768), (4.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.50 GiB).",
+           "vllm-project/vllm", "vllm/v1/core/kv_cache_utils.py", None, "001cabc1be16a59a70d720ed61a13b678c060a18",
+           "check_enough_kv_cache_memory (later _check_enough_kv_cache_memory)'s ValueError after its 'No available "
+           "memory for the cache blocks' one; read by rule vllm-kv-too-small; line not counted (the code index serves "
+           "the 66 kB file in pages; the pastes' frames name it at :699 to :778 across releases); early V1 releases "
+           "wrote 'GB KV cache is' + 'needed, which is larger than the available KV Cache memory' (no space, capital C); "
+           "pasted vllm-project/vllm#34076, SergiioB/intel-arc-pro-b70-inference-cookbook#4"),
     Source("vllm-kv-oom", "vLLM", "No available memory for the cache blocks", note="tests/corpus/cited/index.json "
            "(vllm-kv-cache) cites it: vllm/worker/worker.py:498 with its commit"),
+    Source("sglang-kv-oom", "sglang", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. / "
+           "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.",
+           "sgl-project/sglang", "python/sglang/srt/model_executor/model_runner.py", None,
+           "01cc04e2b5b01ce379698a3fee1bd17706e1d0ec",
+           "init_memory_pool's RuntimeError when the profiled max_total_num_tokens is <= 0 (the weights leave the "
+           "--mem-fraction-static budget no room for KV cache); later releases raise it from "
+           "model_runner_kv_cache_mixin.py / pool_configurator.py MemoryPoolConfig.__post_init__ and, newest, the "
+           "'Loaded weights leave no GPU memory for the KV cache' ValueError with the minimum viable fraction; line not "
+           "counted (the code index serves the file by content); pasted sgl-project/sglang#4330 quotes it"),
+    Source("batch-size-zero", "Hugging Face accelerate (Trainer auto_find_batch_size)", "RuntimeError: No executable batch "
+           "size found, reached zero.", "huggingface/accelerate", "src/accelerate/utils/memory.py", 178,
+           "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83",
+           "find_executable_batch_size's decorator raises it when batch_size reaches 0; it halves the batch only when "
+           "should_reduce_batch_size (:100) matches the error: ' out of memory.' (CUDA, HIP, XPU), "
+           "'DefaultCPUAllocator: can't allocate memory', the HPU's PT_DEVMEM allocation failure -- and cuDNN's "
+           "CUDNN_STATUS_NOT_SUPPORTED, which the code itself calls a SNAFU"),
     Source("cpu-alloc", "PyTorch (host)", "DefaultCPUAllocator: can't allocate memory", "pytorch/pytorch",
            "c10/core/impl/alloc_cpu.cpp", 85, "0803da8282cbd1bfea99f8bdd19f1dcf49a7ca0f",
            "alloc_cpu's CAFFE_ENFORCE after posix_memalign (Linux); the Android/Windows branches' 'not enough "

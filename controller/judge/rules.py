@@ -334,7 +334,10 @@ RULES: tuple[TextRule, ...] = (
     # 'cuda runtime error (2) : out of memory'; a paste may hold only this line (oom_family.py cites it)
     R("thc-check-oom", _rx(r"\berror=2 : out of memory"), OOM, CRIT,
       "CUDA OOM (THCudaCheck FAIL ... error=2: out of memory)", H.HINT_CUDA_OOM, ("out of memory",), recoverable=True),
-    R("cuda-error-oom", _rx(r"CUDA [Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"), OOM, CRIT, _cuda_error_oom,
+    # (also the driver-API checks that print cuGetErrorString: torch's C10_CUDA_DRIVER_CHECK 'CUDA driver error: out of
+    # memory' and Triton's gpuAssert 'Triton Error [CUDA]: out of memory'; oom_family.py cites both)
+    R("cuda-error-oom", _rx(r"CUDA (?:driver )?[Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"
+                            r"|Triton Error \[CUDA\]: out of memory"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
     R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
       "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
@@ -352,7 +355,7 @@ RULES: tuple[TextRule, ...] = (
       "CUDA OOM (a CUDA_CHECK failed: cudaSuccess (2 vs. 0), out of memory)", H.HINT_CUDA_OOM, ("out of memory",)),
     R("xla-oom", _rx(r"RESOURCE_EXHAUSTED:.{0,80}?(?:[Oo]ut of memory|memory|[Aa]llocat)"), OOM, CRIT,
       "accelerator out of memory (XLA RESOURCE_EXHAUSTED)", H.HINT_ACCEL_OOM, ("resource_exhausted",)),
-    R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory"), OOM, CRIT,
+    R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory|MLU out of memory"), OOM, CRIT,
       "accelerator out of memory", H.HINT_ACCEL_OOM, ("out of memory",)),
     # Intel GPUs (torch XPU / IPEX over oneAPI's Unified Runtime): the ur_result_t names of 38 and 39
     R("ur-oom", _rx(r"UR_RESULT_ERROR_OUT_OF_(?P<where>DEVICE|HOST)_MEMORY"), OOM, CRIT,
@@ -375,6 +378,17 @@ RULES: tuple[TextRule, ...] = (
     R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
       "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
       ("ran out of memory",)),
+    # onnxruntime's BFC arena (onnxruntime/core/framework/bfc_arena.cc BFCArena::Extend; oom_family.py cites it):
+    # the device allocation failed, or the arena's own memory limit (gpu_mem_limit) was reached -- the
+    # status text names no 'out of memory' (pasted DayBreak-u/chineseocr_lite#355, hacksider/Deep-Live-Cam#547)
+    R("ort-bfc-oom", _rx(r"Failed to allocate memory for requested buffer of size (?P<n>\d+)"
+                         r"|Available memory of (?P<have>\d+) is smaller than requested bytes of (?P<n2>\d+)"
+                         r"|BFC Arena ran out of memory trying to allocate (?P<n3>\d+)"), OOM, CRIT,
+      lambda m, line: ("onnxruntime out of memory (its BFC arena could not allocate "
+                       f"{int(m.group('n') or m.group('n2') or m.group('n3')) / 2**20:.1f} MiB"
+                       + (": the arena's memory limit was reached)" if m.group("n2") else ")")),
+      H.HINT_ACCEL_OOM + "; onnxruntime: a smaller input/batch, or the execution provider's gpu_mem_limit / "
+      "arena_extend_strategy", ("failed to allocate memory", "available memory of", "ran out of memory")),
     R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cudaHostAlloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
                              r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
       _cuda_alloc_oom, H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
@@ -398,16 +412,19 @@ RULES: tuple[TextRule, ...] = (
     R("tf-oom-hint", _rx(r"Hint: If you want to see a list of allocated tensors when OOM happens"), OOM, CRIT,
       "TensorFlow ResourceExhaustedError: out of memory (its OOM hint, report_tensor_allocations_upon_oom, follows "
       "the error)", H.HINT_ACCEL_OOM, ("when oom happens",)),
-    R("hpu-workspace-oom", _rx(r"FATAL ERROR :: MODULE:(?P<mod>\w+) (?P<what>[\w ]*?)Allocation of size ::(?P<n>\d+) failed"),
+    # (and the bridge's device-memory pool: `FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::939524096
+    # (896)MB`, which huggingface/accelerate's should_reduce_batch_size counts as the HPU's OOM, oom_family.py)
+    R("hpu-workspace-oom", _rx(r"FATAL ERROR :: MODULE:(?P<mod>\w+) (?P<what>[\w ]*?)Allocation (?:of size ::(?P<n>\d+) failed"
+                               r"|failed for size::?(?P<n2>\d+))"),
       OOM, CRIT, lambda m, line: (f"Gaudi (HPU) out of device memory ({m.group('mod')}: a {m.group('what').strip() or 'device'}"
-                                  f" allocation of {int(m.group('n')) / 2**30:.2f} GiB failed)"), H.HINT_ACCEL_OOM,
-      ("allocation of size",)),
+                                  f" allocation of {int(m.group('n') or m.group('n2')) / 2**30:.2f} GiB failed)"), H.HINT_ACCEL_OOM,
+      ("allocation of size", "allocation failed for size")),
     R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"), OOM, CRIT,
       "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
     R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
       "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),
     R("bad-alloc", _rx(r"instance of 'std::bad_alloc'|\bstd::bad_alloc\b"), OOM, CRIT,
-      "host RAM allocation failed (C++ std::bad_alloc)", H.HINT_HOST_OOM, ("terminate called",)),
+      "host RAM allocation failed (C++ std::bad_alloc)", H.HINT_HOST_OOM, ("terminate called", "error: std::bad_alloc")),
     R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
       "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
       ("oom-kill", "oom_kill")),
@@ -445,7 +462,7 @@ RULES: tuple[TextRule, ...] = (
     R("win-paging-file", _rx(r"\[WinError 1455\]|The paging file is too small for this operation to complete"), OOM, CRIT,
       "host memory ran out (Windows WinError 1455: the paging file is too small -- the commit limit was reached)",
       H.HINT_HOST_OOM + "; on Windows each DataLoader worker loads torch's CUDA DLLs again: fewer workers, or a "
-      "larger, system-managed page file", ("winerror 1455", "error: the paging file")),
+      "larger, system-managed page file", ("winerror 1455", "error: the paging file", "paging file is too small")),
     R("cupy-oom", _rx(r"[Oo]ut of memory (?:to allocate \d+ bytes \(total \d+ bytes\)"
                       r"|allocating [\d,]+ bytes(?: \(allocated so far: [\d,]+ bytes)?)"), OOM, CRIT,
       "CUDA OOM (CuPy OutOfMemoryError: out of memory allocating on the GPU)", H.HINT_CUDA_OOM, ("out of memory",)),
@@ -474,16 +491,6 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-call-oom", _rx(r"\bCUDA failure 2: out of memory ; GPU=(?P<gpu>-?\d+) ;"), OOM, CRIT,
       "CUDA OOM on GPU {gpu} (CUDA failure 2: out of memory, CNTK / ONNX Runtime CudaCall)", H.HINT_ACCEL_OOM,
       ("out of memory ; gpu=",)),
-    # ONNX Runtime's arena (microsoft/onnxruntime onnxruntime/core/framework/bfc_arena.cc at
-    # 009aae13a310efcf231562e8458a83ed7ff55c01: BFCArena::Extend's ORT_MAKE_STATUS "Failed to allocate memory for
-    # requested buffer of size ", thrown by AllocateRawInternal -- bfc_arena.cc:376 in the pastes -- after its
-    # LOGS ERROR "BFC Arena ran out of memory trying to allocate N") (pasted microsoft/onnxruntime#22702,
-    # hacksider/Deep-Live-Cam#547)
-    R("ort-arena-oom", _rx(r"BFCArena::AllocateRawInternal\b.{0,160}?Failed to allocate memory for requested buffer of "
-                           r"size (?P<n>\d+)|BFC Arena ran out of memory trying to allocate (?P<n2>\d+)"), OOM, CRIT,
-      lambda m, line: f"out of memory (ONNX Runtime's BFCArena could not allocate {_bytes(m.group('n') or m.group('n2'))})",
-      H.HINT_ACCEL_OOM,
-      ("failed to allocate memory for requested", "bfc arena ran out of memory")),
     # MindSpore's dynamic memory pool refuses a block past the device's size
     # (mindspore/ccsrc/backend/common/mem_reuse/mem_dynamic_allocator.cc:392, the path and line the pasted
     # mindspore-lab/mindone#820 prints; DynamicMemPoolBestFit::AddMemBlockAndMemBufByEagerFree's MS_LOG(ERROR)
@@ -492,6 +499,11 @@ RULES: tuple[TextRule, ...] = (
     R("mindspore-pool-oom", _rx(r"plus alloc size : (?P<n>\d+) is more than total mem size : (?P<t>\d+)"), OOM, CRIT,
       lambda m, line: f"MindSpore out of device memory (a {int(m.group('n')) / 2**30:.1f} GiB request is past the "
                       f"pool's {int(m.group('t')) / 2**30:.1f} GiB)", H.HINT_ACCEL_OOM, ("total mem size",)),
+    # MLX's allocator when the device (Metal: unified memory; CUDA) gives no buffer: '[malloc_or_wait] Unable to
+    # allocate N bytes.' until 2025 (mlx/allocator.cpp), then '[malloc]' / '[malloc_async]' (oom_family.py cites them)
+    R("mlx-malloc-oom", _rx(r"\[(?:malloc_or_wait|malloc|malloc_async)\] Unable to allocate (?P<n>\d+) bytes"), OOM, CRIT,
+      lambda m, line: f"MLX out of memory (its allocator could not allocate {int(m.group('n')) / 2**30:.2f} GiB)",
+      H.HINT_ACCEL_OOM, ("unable to allocate",)),
     R("jittor-oom", _rx(r"(?P<dev>GPU|CPU) ?memory is overflow, please reduce your batch_size"), OOM, CRIT,
       "{dev} out of memory (Jittor: memory is overflow)", H.HINT_ACCEL_OOM, ("memory is overflow",)),
     R("tpu-hbm-oom", _rx(r"Ran out of memory in memory space (?P<space>hbm|vmem)", re.I),
@@ -528,16 +540,35 @@ RULES: tuple[TextRule, ...] = (
       OOM, CRIT, "Kubernetes evicted the pod: the node was low on memory (kubelet eviction)", H.HINT_HOST_OOM
       + "; set the pod's memory request to what it uses so it is not first to be evicted", ("low on resource: memory",
                                                                                                 "memorypressure")),
-    R("vllm-kv-too-small", _rx(r"max seq len \((?P<need>\d+)\) is larger than the maximum number of tokens that can be "
-                               r"stored in KV cache(?: \((?P<have>\d+)\))?"), OOM, CRIT,
+    R("vllm-kv-too-small", _rx(r"max seq len \((?P<need>\d+)\)(?: is larger than the maximum number of tokens that can be "
+                               r"stored in KV cache(?: \((?P<have>\d+)\))?|, \((?P<need_gb>[\d.]+) Gi?B KV cache is ?"
+                               r"needed, which is larger than the available KV [Cc]ache memory(?: \((?P<avail_gb>[\d.]+) Gi?B\))?)"),
+      OOM, CRIT,
       lambda m, line: ("not enough GPU memory for vLLM's KV cache: one sequence of max_model_len "
                        f"{m.group('need')} tokens does not fit"
-                       + (f" (the memory left after the weights holds {m.group('have')} tokens)" if m.group("have") else "")),
+                       + (f" (the memory left after the weights holds {m.group('have')} tokens)" if m.group("have") else "")
+                       + (f" (it needs {m.group('need_gb')} GiB of KV cache"
+                          + (f", {m.group('avail_gb')} GiB is available)" if m.group("avail_gb") else ")")
+                          if m.group("need_gb") else "")),
       H.HINT_ACCEL_OOM + "; vLLM: raise gpu_memory_utilization or lower max_model_len", ("kv cache",)),
     R("vllm-kv-oom", _rx(r"No available memory for the cache blocks|CUDA out of memory occurred when warming up"
                          r"|Insufficient memory for (?:the )?KV cache|not enough KV cache space"), OOM, CRIT,
       "inference engine out of GPU memory (KV cache / warm-up)", H.HINT_ACCEL_OOM,
       ("cache blocks", "warming up", "kv cache")),
+    # sglang's memory pool: after the weights load, the --mem-fraction-static budget leaves no room for any KV
+    # token (python/sglang/srt/model_executor/model_runner.py init_memory_pool, later pool_configurator.py
+    # MemoryPoolConfig; newer releases: 'Loaded weights leave no GPU memory for the KV cache under
+    # --mem-fraction-static=F'; oom_family.py cites them)
+    R("sglang-kv-oom", _rx(r"Not enough memory\. Please try to increase --mem-fraction-static"
+                           r"|Loaded weights leave no GPU memory for the KV cache"), OOM, CRIT,
+      "not enough GPU memory for sglang's KV cache pool after the weights loaded (--mem-fraction-static)",
+      H.HINT_ACCEL_OOM + "; sglang: raise --mem-fraction-static (the share for weights + KV cache), or use more "
+      "GPUs (--tp) or a smaller model", ("not enough memory", "no gpu memory for the kv cache")),
+    # huggingface/accelerate's find_executable_batch_size (src/accelerate/utils/memory.py, also under the
+    # Trainer's auto_find_batch_size): it halves the batch on each out-of-memory error and gives up at zero
+    R("batch-size-zero", _rx(r"No executable batch size found, reached zero"), OOM, CRIT,
+      "out of memory at every batch size: accelerate's find_executable_batch_size halved the batch down to 0 "
+      "(every try raised an out-of-memory error)", H.HINT_ACCEL_OOM, ("no executable batch size",)),
     # -- host memory ----------------------------------------------------------------------
     R("cpu-alloc", _rx(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"
                        r"(?:: you tried to allocate (?P<bytes>\d+) bytes)?"), OOM, CRIT,

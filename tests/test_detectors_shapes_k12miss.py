@@ -65,3 +65,26 @@ def test_nan_records_that_come_first_or_recover_or_are_not_final_are_healthy():
     assert _kinds(_final([nan_, "Eval metrics at step 6:", "  Steps:  mean=0.0, min=0.0, max=0.0"])) == []
     assert _kinds(_final(["After 10000 iterations b = 0.0890, m = 1.4777, error = 112.6148"])) == []
     assert _kinds(_final(["b = nan, m = 2.0, error = 3.5"])) == []  # not every value NaN
+
+
+_RAY_WARN = ("(autoscaler +2m17s) Warning: The following resource request cannot be scheduled right now: "
+             "{'CPU': 1.0, 'GPU': 1.0}. This is likely due to all cluster resources being claimed by actors. "
+             "Consider creating fewer actors or adding more nodes to this Ray cluster.")
+
+
+def test_a_ray_unschedulable_warning_as_the_last_word_of_final_text_is_a_hang():
+    """ray-project/llm-applications#58 (training split): the autoscaler's warning ends the text
+    (ray python/ray/autoscaler/_private/autoscaler.py _report_pending_infeasible)."""
+    lines = _read("ray-project_llm-applications-58.log")
+    (f,) = [f for f in _final(lines) if f.kind == "hang"]
+    assert "cannot be scheduled" in f.summary, f.summary
+    assert _kinds(scan_lines(lines, now_s=0.0, state=ScanState())) == []  # live: the resources may free
+
+
+def test_a_ray_unschedulable_warning_followed_by_progress_is_healthy():
+    """The wait ended: the actor got its GPU and the run went on (wording from the source)."""
+    assert _kinds(_final([_RAY_WARN, "(TrainTrainable pid=4711) Epoch 1/10 loss=0.6931"])) == []
+    older = ("2019-10-25 14:06:08,888\tWARNING worker.py:1382 -- The actor or task with ID 7d58f415c89effffffff01000000 "
+             "is pending and cannot currently be scheduled. It requires {CPU: 1.000000} for execution")
+    assert _kinds(_final([older, "== Status ==", "Number of trials: 1 (1 RUNNING)"])) == []
+    assert _kinds(_final([older])) == ["hang"]

@@ -898,6 +898,18 @@ _LAST_EXCEPTION = re.compile(r"^(?:(?:[a-z_]\w*\.)*(?P<name>[A-Z]?\w*(?:Error|Ex
 final text: the program ended on it, traceback or not (a paste of the last line)."""
 
 
+_RAY_UNSCHEDULABLE = re.compile(r"(?:The following resource request|The actor or task with ID \w+(?: is pending and)?) "
+                                r"cannot (?:be scheduled right now|currently be scheduled)")
+"""Ray's word that a task or actor waits for resources it cannot get: the autoscaler's `Warning: The
+following resource request cannot be scheduled right now: {...}. This is likely due to all cluster
+resources being claimed by actors.` (ray-project/ray python/ray/autoscaler/_private/autoscaler.py
+StandardAutoscaler._report_pending_infeasible at 8f70aec, emitted only while the cluster is full of
+actors, every 30 s) and the driver's `The actor or task with ID ... cannot be scheduled right now` /
+older `... is pending and cannot currently be scheduled` (pasted ray-project/ray#21097, #6016). A
+warning that progress follows was a wait for resources that came; as the LAST line of final text it
+is the program's last word: the actor never ran (pasted ray-project/llm-applications#58)."""
+
+
 def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None,
                    found: Sequence[Finding] = ()) -> list[Finding]:
     """What only text known to be final shows (check-log at end of file; the watch once the
@@ -958,6 +970,14 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                            hint=H.HINT_NCCL_TIMEOUT + "; XLA: the devices/processes that never reached the collective "
                            "(a rank that diverged, died or is still compiling); xla_gpu_executable_warn_stuck_timeout",
                            first_seen_s=t, line=xw.first_line, run_id=run_id))
+    if (_RAY_UNSCHEDULABLE.search(st.last_line) and not st.last_line_explained
+            and not any(f.kind == "hang" for f in found)):
+        out.append(Finding(kind="hang", severity="critical",
+                           summary="a Ray task/actor cannot be scheduled and nothing follows where the text ends: "
+                                   "it waits for resources it never gets", evidence=(st.last_line,),
+                           hint="compare what the task/actor requests (num_gpus, num_cpus, custom resources) with "
+                                "`ray status`: free the resources other actors hold, or add nodes",
+                           first_seen_s=t, line=st.last_line_no, run_id=run_id))
     nr = st.nan_records.at_end(st.last_line_no)
     if nr is not None and not any(f.kind == "nan" for f in found):
         st.nan_records.reported = True

@@ -39,6 +39,8 @@ from controller.judge.evidence import EVIDENCE_LINES, bounded, signal_suffix
 from controller.judge.kernel_asserts import KernelAssertions
 from controller.judge.loss_scale import LossScaleTrajectory, unit_scale
 from controller.judge.metric_values import finite_norm, maybe_non_finite, non_finite_values, zero_loss
+from controller.judge.nan_records import MIN_PAIRS as NAN_RECORD_PAIRS
+from controller.judge.nan_records import NanRecords
 from controller.judge.nccl_backtrace import warn_cause
 from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
@@ -140,6 +142,7 @@ class ScanState:
     loss_scale: LossScaleTrajectory = field(default_factory=LossScaleTrajectory)
     peer_wait: PeerWait = field(default_factory=PeerWait)
     xla_wait: RendezvousWait = field(default_factory=RendezvousWait)
+    nan_records: NanRecords = field(default_factory=NanRecords)
     timer_dump: TimerDump = field(default_factory=TimerDump)
     nonfinite_norms: int = 0          # NaN/Inf gradient-norm records in a row
     finite_norm_seen: bool = False
@@ -309,6 +312,12 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
     restarted = _recovered_restarts(b, texts, candidates)
     _line_rules(b, st, candidates, restarted)
+    if st.nan_records.pending or any(texts[i].count("=") >= NAN_RECORD_PAIRS and "nan" in texts[i].lower()
+                                     for i in candidates):
+        # an all-NaN record is in this batch or open from an earlier one: read every record line, finite or not
+        for i, text in enumerate(texts):
+            if b.reported(i) and text.count("=") >= NAN_RECORD_PAIRS:
+                st.nan_records.feed(text if len(text) <= MATCH_CHARS else text[:MATCH_CHARS], b.line_no0 + b.rep[i].src)
     if lines:
         st.open_at_end = None  # (an empty batch says nothing new about where the text ends)
     if structure - {"usage:"}:
@@ -889,6 +898,18 @@ _LAST_EXCEPTION = re.compile(r"^(?:(?:[a-z_]\w*\.)*(?P<name>[A-Z]?\w*(?:Error|Ex
 final text: the program ended on it, traceback or not (a paste of the last line)."""
 
 
+_RAY_UNSCHEDULABLE = re.compile(r"(?:The following resource request|The actor or task with ID \w+(?: is pending and)?) "
+                                r"cannot (?:be scheduled right now|currently be scheduled)")
+"""Ray's word that a task or actor waits for resources it cannot get: the autoscaler's `Warning: The
+following resource request cannot be scheduled right now: {...}. This is likely due to all cluster
+resources being claimed by actors.` (ray-project/ray python/ray/autoscaler/_private/autoscaler.py
+StandardAutoscaler._report_pending_infeasible at 8f70aec, emitted only while the cluster is full of
+actors, every 30 s) and the driver's `The actor or task with ID ... cannot be scheduled right now` /
+older `... is pending and cannot currently be scheduled` (pasted ray-project/ray#21097, #6016). A
+warning that progress follows was a wait for resources that came; as the LAST line of final text it
+is the program's last word: the actor never ran (pasted ray-project/llm-applications#58)."""
+
+
 def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None = None,
                    found: Sequence[Finding] = ()) -> list[Finding]:
     """What only text known to be final shows (check-log at end of file; the watch once the
@@ -949,6 +970,25 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                            hint=H.HINT_NCCL_TIMEOUT + "; XLA: the devices/processes that never reached the collective "
                            "(a rank that diverged, died or is still compiling); xla_gpu_executable_warn_stuck_timeout",
                            first_seen_s=t, line=xw.first_line, run_id=run_id))
+    if (_RAY_UNSCHEDULABLE.search(st.last_line) and not st.last_line_explained
+            and not any(f.kind == "hang" for f in found)):
+        out.append(Finding(kind="hang", severity="critical",
+                           summary="a Ray task/actor cannot be scheduled and nothing follows where the text ends: "
+                                   "it waits for resources it never gets", evidence=(st.last_line,),
+                           hint="compare what the task/actor requests (num_gpus, num_cpus, custom resources) with "
+                                "`ray status`: free the resources other actors hold, or add nodes",
+                           first_seen_s=t, line=st.last_line_no, run_id=run_id))
+    nr = st.nan_records.at_end(st.last_line_no)
+    if nr is not None and not any(f.kind == "nan" for f in found):
+        st.nan_records.reported = True
+        out.append(Finding(kind="nan", severity="critical", summary=nr[0], evidence=bounded(nr[1]), hint=H.HINT_NAN,
+                           first_seen_s=t, line=nr[2], run_id=run_id))
+    pw = st.peer_wait
+    if pw.barrier_open_at_end(st.last_line_no) and not any(f.kind == "hang" for f in found):
+        pw.reported = True
+        out.append(Finding(kind="hang", severity="critical", summary=pw.barrier_summary(),
+                           evidence=bounded(list(pw.evidence) + [st.last_line]), hint=pw.wording.hint if pw.wording
+                           else "", first_seen_s=t, line=pw.first_line, run_id=run_id))
     td = st.timer_dump
     if not td.reported and td.ends_text(st.last_line, st.last_line_no) and not any(f.kind == "hang" for f in found):
         td.reported = True

@@ -154,6 +154,7 @@ class PeerWait:
     said_s: dict[str, float] = field(default_factory=dict)  # seconds the lines said, summed per thing waited for
     reports: dict[str, int] = field(default_factory=dict)  # reports per thing waited for
     groups: dict[str, str] = field(default_factory=dict)   # the stuck line's groups (summary)
+    last_groups: dict[str, str] = field(default_factory=dict)  # the latest wait line's groups
 
     def feed_status(self, line: str, line_no: int) -> None:
         """A line holding "running for" or "pending" (the caller's cheap test): Tune's status."""
@@ -189,7 +190,7 @@ class PeerWait:
             self.waited_s, self.first_clock_s, self.first_line, self.wording = 0.0, None, line_no, w
             self.said_s, self.reports = {}, {}
             self.evidence = [line]
-        self.last_line = line_no
+        self.last_line, self.last_groups = line_no, groups
         who = groups.get("who", key)
         if who in self.reports or len(self.reports) < 64:
             self.reports[who] = self.reports.get(who, 0) + 1
@@ -209,6 +210,27 @@ class PeerWait:
             self.stuck_line, self.groups = line_no, groups
             if len(self.evidence) < 2:
                 self.evidence.append(line)
+
+    def barrier_open_at_end(self, last_line_no: int) -> bool:
+        """Final text only: the text ENDS inside torch's store-based barrier -- its last line is a
+        `Waiting in store based barrier ... (world_size=W, worker_count=J ...)` with J < W, and some
+        rank reported twice, i.e. waited two whole intervals (WAIT_HANG_S need not have passed;
+        every rank reporting once is one 10-s interval: a late rank, test_detectors_shapes.py). torch prints that line only
+        after a whole logging interval (10 s) passed without every rank joining, and prints `Rank R:
+        Completed store-based barrier for key:K with W nodes.` once they all have
+        (torch/distributed/distributed_c10d.py `_store_based_barrier`, torch 2.13.0 lines 1027-1092;
+        torch 1.7 printed `worker_count=` where it now prints `num_workers_joined=`): a text whose
+        last word is still that wait is a start-up that never completed (pasted
+        Lightning-AI/pytorch-lightning#4420: 7 of 8 ranks, and no completion). A live read may see
+        the completion next, so scan_lines never judges this."""
+        return (not self.reported and self.stuck_line is None and self.wording is not None and self.wording.name == "torch-store-barrier"
+                and self.last_line == last_line_no and max(self.reports.values(), default=0) >= 2
+                and "joined" in self.last_groups)
+
+    def barrier_summary(self) -> str:
+        g = self.last_groups
+        return (f"start-up stuck in the store-based barrier: the text ends waiting with {g.get('joined')} of "
+                f"{g.get('world')} ranks joined (a rank never came up)")
 
     @property
     def stuck(self) -> bool:

@@ -21,3 +21,13 @@ def failure_kinds(findings, kinds: tuple[str, ...] = FAILURE_KINDS) -> list[str]
     """The failure kinds among `findings`, sorted, once each (notes and warnings of other
     kinds -- stale_log, throughput -- left out)."""
     return sorted({f.kind for f in findings if f.kind in kinds})
+
+
+def summaries_by_kind(lines: list[str]) -> dict[str, list[str]]:
+    """The final read's failure findings' summaries, by kind (the shape tests of rounds ten
+    and eleven each had a copy)."""
+    out: dict[str, list[str]] = {}
+    for f in final_read(lines):
+        if f.kind in FAILURE_KINDS:
+            out.setdefault(f.kind, []).append(f.summary)
+    return out

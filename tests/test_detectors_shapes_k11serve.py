@@ -5,16 +5,7 @@ healthy counter-example that must stay quiet; texts from training-split pastes."
 
 from __future__ import annotations
 
-from tests.judge_support import final_read as _final
-
-
-def _by_kind(lines: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for f in _final(lines):
-        if f.kind in ("oom", "crash", "hang", "nan"):
-            out.setdefault(f.kind, []).append(f.summary)
-    return out
-
+from tests.judge_support import summaries_by_kind as _by_kind
 
 # flwrlabs/flower#2157
 RAYLET_OOM = [

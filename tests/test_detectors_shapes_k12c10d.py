@@ -8,17 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.judge_support import final_read as _final
+from tests.judge_support import summaries_by_kind as _by_kind
 
 LOGS = Path(__file__).parent / "data" / "logs"
-
-
-def _by_kind(lines: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for f in _final(lines):
-        if f.kind in ("oom", "crash", "hang", "nan"):
-            out.setdefault(f.kind, []).append(f.summary)
-    return out
 
 
 def _log(name: str) -> list[str]:

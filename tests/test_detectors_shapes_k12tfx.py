@@ -9,21 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.judge_support import final_read as _final
+from tests.judge_support import summaries_by_kind as _by_kind
 
 _LOGS = Path(__file__).parent / "corpus" / "pasted" / "logs"
 
 
 def _lines(name: str) -> list[str]:
     return (_LOGS / f"{name}.log").read_text().splitlines()
-
-
-def _by_kind(lines: list[str]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for f in _final(lines):
-        if f.kind in ("oom", "crash", "hang", "nan"):
-            out.setdefault(f.kind, []).append(f.summary)
-    return out
 
 
 def test_metal_insufficient_memory_is_oom_not_only_a_terminate():

@@ -1280,9 +1280,10 @@ RULES: tuple[TextRule, ...] = (
     # ggml's assertion (ggml-org/ggml include/ggml.h:288 at d99724f2b141fed9e1a9f402213506c081433465: GGML_ASSERT(x)
     # -> GGML_ABORT("GGML_ASSERT(%s) failed"), src/ggml.c:252 ggml_abort prefixes "file:line: " then abort(); older
     # include/ggml/ggml.h:248 at c57aa8e905b9aa46769c2c9ad6a4050b362947f7: "GGML_ASSERT: %s:%d: %s") (pasted
-    # ggml-org/llama.cpp#3606)
+    # ggml-org/llama.cpp#3606). The newer form's path starts where a word does (after a blank, `]` or `|`, or at
+    # the line's start): tried from every character, the lazy path made each start scan up to 300 characters.
     R("ggml-assert", _rx(r"GGML_ASSERT: (?P<file>\S{1,300}?):(?P<line>\d+): (?P<what>\S.{0,200})"
-                         r"|(?P<file2>\S{1,300}?):(?P<line2>\d+): GGML_ASSERT\((?P<what2>.{1,200})\) failed"), CRASH, CRIT,
+                         r"|(?<![^\s\]|])(?P<file2>\S{1,300}?):(?P<line2>\d+): GGML_ASSERT\((?P<what2>.{1,200})\) failed"), CRASH, CRIT,
       lambda m, line: f"ggml assertion failed at {m.group('file') or m.group('file2')}:{m.group('line') or m.group('line2')}: "
                       f"{(m.group('what') or m.group('what2')).rstrip()}", H.HINT_ABORT, ("ggml_assert",)),
     # LLVM libc++abi's default terminate handler (macOS, clang builds): abort_message "libc++abi: " (older Apple:

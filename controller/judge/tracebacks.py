@@ -141,7 +141,7 @@ def read_tracebacks(lines: Sequence[Line], open_at_end: list[Traceback] | None =
         if tb is None and not rich and "Traceback" not in text and "File" not in text and "Exception" not in text \
                 and "Cell In" not in text and not text.startswith(TB_CHAIN) and "Logging error" not in text \
                 and CALL_STACK not in text and ".py in " not in text and "> in " not in text \
-                and "call first" not in text and "Stack of " not in text and "C++ Call" not in text:
+                and "call first" not in text and "~ Stack of " not in text and "C++ Call" not in text:
             continue
         if text.strip() == LOGGING_ERROR:
             pending_ignored[key] = True

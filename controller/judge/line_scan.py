@@ -358,7 +358,7 @@ LINE_WORDS = (
     "restart", "crashloop", "crashed", "overrides", "trap", "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
     "fulfill", "waiting for model", "log is in", "invalid __", "mesh master", "unstuck", "may be stuck",
     "placement group", "not enough gpus", "f tensorflow/", "f external/org_tensorflow/", "1.#ind",
-    "total mem size", "executable batch", "paging file",
+    "total mem size", "executable batch", "paging file", "tasks to connect",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's
 nan/inf, the loss-scale words) contains one of these, so a line holding none is skipped
@@ -989,6 +989,14 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
         out.append(Finding(kind="hang", severity="critical", summary=pw.barrier_summary(),
                            evidence=bounded(list(pw.evidence) + [st.last_line]), hint=pw.wording.hint if pw.wording
                            else "", first_seen_s=t, line=pw.first_line, run_id=run_id))
+    if pw.connect_open_at_end(st.last_line, st.last_line_no) and not any(f.kind == "hang" for f in [*found, *out]):
+        pw.reported = True
+        assert pw.connect_wait is not None
+        out.append(Finding(kind="hang", severity="critical", summary=pw.connect_summary(),
+                           evidence=bounded([pw.connect_wait[3], st.last_line]),
+                           hint="start every task of the cluster (TF_CONFIG / jax.distributed num_processes) and check "
+                                "that each can reach the coordinator's host:port", first_seen_s=t,
+                           line=pw.connect_wait[0], run_id=run_id))
     td = st.timer_dump
     if not td.reported and td.ends_text(st.last_line, st.last_line_no) and not any(f.kind == "hang" for f in found):
         td.reported = True

@@ -122,6 +122,18 @@ WAITS: tuple[WaitWording, ...] = (
 )
 WAIT_WORDS = ("retry", "waiting", "broadcast block", "generation throughput")
 """The caller's cheap test: every WAITS wording holds one of these (lower-case)."""
+_CONNECT_WAIT = re.compile(r"Waiting for (?P<pending>\d+)/(?P<total>\d+) tasks to connect\.")
+"""The XLA/TSL coordination service (TensorFlow's MultiWorkerMirroredStrategy, jax.distributed) after each task
+registers: `Waiting for P/N tasks to connect.` then `Example stragglers:` and at most three task names, one a line
+(openxla/xla xla/tsl/distributed_runtime/coordination/coordination_service.cc, LogConnectStatusLocked, called from
+RegisterTaskAsync after every connection -- the last one logs `Waiting for 0/N` -- at b80f3b7452351a62ce827db0a79d741afb6edbff).
+It is logged once per connection, not while the wait lasts, so only where the text ends tells a wait that never ended."""
+_CONNECT_TAIL = re.compile(r"(?:Example stragglers:|/job:[\w-]+/replica:\d+/task:\d+|Coordination agent has successfully "
+                           r"connected\.)\s*$")
+"""What may follow that line while nothing else happens: the straggler list, and this process's own agent saying it
+connected (coordination_service_agent.cc; real output: tests/data/logs/tf_multiworker_straggler.log)."""
+CONNECT_TAIL_LINES = 5
+"""`Example stragglers:`, three names and the agent's line: the most lines the wait's own report spans."""
 _CLOCK = re.compile(r"(?:^|[\sT\[])(?P<h>[0-2]\d):(?P<m>[0-5]\d):(?P<s>[0-5]\d)(?:[.,]\d+)?\b")
 _DAY_S = 86400.0
 _RUNNING_FOR = re.compile(r"\(running for (?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)")
@@ -155,6 +167,7 @@ class PeerWait:
     reports: dict[str, int] = field(default_factory=dict)  # reports per thing waited for
     groups: dict[str, str] = field(default_factory=dict)   # the stuck line's groups (summary)
     last_groups: dict[str, str] = field(default_factory=dict)  # the latest wait line's groups
+    connect_wait: tuple[int, int, int, str] | None = None  # the coordination service's last report: line, P, N, text
 
     def feed_status(self, line: str, line_no: int) -> None:
         """A line holding "running for" or "pending" (the caller's cheap test): Tune's status."""
@@ -175,6 +188,11 @@ class PeerWait:
         the line as printed, with the logger's clock that `line` (repaired) may have lost;
         `key` its launcher prefix, which tells apart the processes that each report their own
         wait when the line names nothing it waits for (vLLM's engine cores)."""
+        cw = _CONNECT_WAIT.search(line) if "tasks to connect" in line else None
+        if cw is not None:
+            pending, total = int(cw.group("pending")), int(cw.group("total"))
+            self.connect_wait = (line_no, pending, total, line) if pending else None
+            return
         for w in WAITS:
             m = w.pattern.search(line)
             if m is not None:
@@ -226,6 +244,22 @@ class PeerWait:
         return (not self.reported and self.stuck_line is None and self.wording is not None and self.wording.name == "torch-store-barrier"
                 and self.last_line == last_line_no and max(self.reports.values(), default=0) >= 2
                 and "joined" in self.last_groups)
+
+    def connect_open_at_end(self, last_line: str, last_line_no: int) -> bool:
+        """Final text only: the coordination service's last report still counts tasks not connected, and the text
+        ends in that report (its straggler list, the agent's own line): the cluster never formed. A healthy start
+        logs `Waiting for 0/N` once the last task registers and goes on to build its strategy and train; a live
+        read may see the straggler come, so scan_lines never judges this."""
+        cw = self.connect_wait
+        if cw is None or self.reported or not 0 <= last_line_no - cw[0] <= CONNECT_TAIL_LINES:
+            return False
+        return last_line_no == cw[0] or bool(_CONNECT_TAIL.search(last_line))
+
+    def connect_summary(self) -> str:
+        assert self.connect_wait is not None
+        _, pending, total, _ = self.connect_wait
+        return (f"start-up stuck: the coordination service still waits for {pending} of {total} tasks to connect "
+                "where the text ends (a worker never started or cannot reach the coordinator)")
 
     def barrier_summary(self) -> str:
         g = self.last_groups

@@ -288,6 +288,16 @@ def _k8s_age_s(age: str) -> float | None:
     return sum(int(n) * _K8S_UNIT_S[u] for n, u in parts)
 
 
+def _tf_allocator_oom(m: re.Match, line: str) -> str:
+    """Which memory ran out, by the allocator TensorFlow names: `GPU_0_bfc` (a device), `gpu_host_bfc` /
+    `cuda_host_bfc` (pinned host memory for copies), `cpu` / `mklcpu` (host RAM: a CPU-only TensorFlow 2.21.0 asked for a
+    10 TB tensor names `mklcpu`, tests/test_detectors_shapes_lead13.py)."""
+    alloc = m.group("alloc")
+    low = alloc.lower()
+    where = "pinned host memory" if "host" in low else "host memory" if "cpu" in low else "GPU memory"
+    return f"TensorFlow out of {where} (allocator {alloc} could not allocate {m.group('size')})"
+
+
 def _k8s_unschedulable(m: re.Match, line: str) -> str | None:
     """kubectl describe's event list (kubernetes/kubectl pkg/describe/describe.go:4173-4184 at
     dee3483: `Type Reason Age From Message`, an aggregated event's Age `<last> (x<count> over
@@ -397,8 +407,7 @@ RULES: tuple[TextRule, ...] = (
       ("from device",)),
     R("tf-bfc-oom", _rx(r"Allocator \((?P<alloc>\w+)\) ran out of memory trying to allocate (?P<size>[\d.]+ ?\w+)"
                         r"(?!.*caller indicates that this is not a failure)"), OOM, CRIT,
-      "TensorFlow out of GPU memory (allocator {alloc} could not allocate {size})", H.HINT_ACCEL_OOM,
-      ("ran out of memory",)),
+      _tf_allocator_oom, H.HINT_ACCEL_OOM, ("ran out of memory",)),
     R("tf-bfc-oom-old", _rx(r"\bRan out of memory trying to allocate (?P<size>[\d.]+ ?\w+?)\.?\s+See logs for memory state"),
       OOM, CRIT, "TensorFlow out of GPU memory (the BFC allocator could not allocate {size})", H.HINT_ACCEL_OOM,
       ("ran out of memory",)),

@@ -892,6 +892,59 @@ RULES: tuple[TextRule, ...] = (
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,
       "NCCL operations failed or timed out", H.HINT_NCCL_TIMEOUT, ("nccl",), secondary=True),
+    # -- Ascend HCCL (torch_npu, MindSpore, vLLM-Ascend, lmdeploy on NPUs): the CANN error-code table's own wordings,
+    # printed on screen as `EIxxxx: [PID: N] <time> <ErrMessage>` then its Possible Cause / Solution lines
+    # (the HCCL error table hicann/hcomm registers, `hcomm_g_msg` / REG_FORMAT_ERROR_MSG, read in the code index:
+    # `"ErrCode": "EI0002"`, ErrMessage `The wait execution of the Notify register times out. Reason: The Notify
+    # register has not received the Notify record from remote rank: [%s]. ...`, and `EI0006` `Getting socket times
+    # out. Reason: %s`, its Solution naming HCCL_CONNECT_TIMEOUT; hicann/hccl 09300b70 docs/zh/user_guide/
+    # fault_diagnosis/debug_thinking.md:222,226 and task_exec_stage.md:134 name EI0002 a collective's execution
+    # timeout, EI0006 a link-setup timeout).
+    # EI0002: a collective's notify wait ran past HCCL_EXEC_TIMEOUT (default 1800 s) because a peer never posted its
+    # part -- the NPU form of NCCL's watchdog timeout (pasted InternLM/lmdeploy#3354, hiyouga/LlamaFactory#975).
+    # EI0006: building a link or waiting for a peer's data ran past HCCL_CONNECT_TIMEOUT: that rank never came.
+    R("hccl-notify-timeout", _rx(r"The wait execution of the Notify register times out\.?(?: Reason: The Notify "
+                                 r"register has not received the Notify record from remote rank:? ?\[(?P<peer>[^\]]{0,40})\])?"),
+      HANG, CRIT,
+      lambda m, line: ("HCCL collective timed out (EI0002): the notify wait ran past HCCL_EXEC_TIMEOUT"
+                       + (f", remote rank {m.group('peer')} never posted its part"
+                          if (m.group("peer") or "").isdigit() and m.group("peer") != "4294967295" else "")
+                       + " (a rank never joined the collective)"),
+      H.HINT_NCCL_TIMEOUT + "; Ascend: the first rank that failed or stalled (its own log/plog), HCCL_EXEC_TIMEOUT",
+      ("notify register times out",)),
+    R("hccl-socket-timeout", _rx(r"Getting socket times out\. Reason: (?P<why>[^.\n]{1,160})"), HANG, CRIT,
+      "HCCL: getting a socket to a peer timed out (EI0006: {why}): that rank never connected or stopped sending",
+      H.HINT_NCCL_TIMEOUT + "; Ascend: check the peer rank's log, HCCL_CONNECT_TIMEOUT and the NPU links "
+      "(hccn_tool -i N -tls -g)", ("socket times out",)),
+    # HCCL's own log lines of the same two timeouts, as they reach the screen with ASCEND_SLOG_PRINT_TO_STDOUT=1 or in
+    # a pasted plog (hicann/hccl docs/zh/user_guide/fault_diagnosis/param_link_stage.md:127,
+    # hccl_socket_manager.cc `[Wait][LinkEstablish]wait socket establish timeout, role[1] rank[1] timeout[120 s]`;
+    # task_exec_stage.md:154, task_exception_handler.cc `[TaskExecStage][Timeout][Host]Task run failed, ...`, and
+    # transport_manager.cc `[CreateLink][InitChannelStage][Timeout]`): a stage tag [Timeout] is a wait that ran out
+    R("hccl-stage-timeout", _rx(r"wait socket establish timeout(?:, role\[\d+\] rank\[(?P<rank>\d+)\] timeout\[(?P<s>\d+) s\])?"
+                                r"|\[(?P<stage>TaskExecStage|InitChannelStage)\]\[Timeout\]"), HANG, CRIT,
+      lambda m, line: ("HCCL: " + ("a collective's task timed out waiting for its peers ([TaskExecStage][Timeout])"
+                                   if m.group("stage") == "TaskExecStage" else
+                                   "setting up a link to a peer timed out" +
+                                   (f" after {m.group('s')} s" if m.group("s") else "") + " (the peer never connected)")),
+      H.HINT_NCCL_TIMEOUT + "; Ascend: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT, and the peer rank's plog",
+      ("establish timeout", "stage][timeout]")),
+    # torch_npu's ProcessGroupHCCL, the WorkHCCL handleException twin of NCCL's line (Ascend/pytorch
+    # torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:991 at 9e73e708; its watchdog's `Watchdog caught collective
+    # operation timeout: WorkHCCL(...) ran for N milliseconds before timing out.` at :907 is read by nccl-watchdog-words)
+    R("some-hccl", _rx(r"Some HCCL operations have failed or timed out"), HANG, CRIT,
+      "HCCL operations failed or timed out", H.HINT_NCCL_TIMEOUT, ("failed or timed out",), secondary=True),
+    # torch.distributed.rpc: a call whose reply did not come within its rpc_timeout is failed by the agent with
+    # kRpcTimeoutErrorStr (pytorch/pytorch torch/csrc/distributed/rpc/rpc_agent.h:25-26 at 623b9c56, `RPC ran for more
+    # than set timeout ({} ms) and will now be marked with an error`; TensorPipe's agent raises it as
+    # `RuntimeError: RPCErr:1:RPC ran for ...`): the callee never answered -- real output
+    # tests/data/logs/gloo_rpc_timeout.log (torch 2.13.0+cpu, rpc_sync to a worker busy for 8 s, rpc_timeout=3)
+    R("rpc-timeout", _rx(r"RPC ran for more than set timeout(?: \((?P<ms>\d+) ms\))?"), HANG, CRIT,
+      lambda m, line: ("a torch.distributed.rpc call timed out" +
+                       (f" after {int(m.group('ms')) / 1000:g} s" if m.group("ms") else "") +
+                       ": the remote worker never answered (it is stuck, busy or gone)"),
+      "py-spy dump the callee worker: what it runs instead of answering; rpc_timeout in "
+      "TensorPipeRpcBackendOptions or the call's timeout= for calls that are slow on purpose", ("set timeout",)),
     # -- NaN (before generic crash: these also end in exceptions) -------------------------
     R("min-loss-scale", _rx(r"Minimum loss scale reached|Current loss scale already at minimum"), NAN, CRIT,
       "loss scale hit its minimum: gradients overflow every step (loss exploding)", H.HINT_NAN, ("loss scale",)),

@@ -138,3 +138,35 @@ def test_a_late_rank_under_detail_store_tracing_is_quiet():
     lines = _log("gloo_healthy_late_rank_detail.log")
     assert any("wait key_count" in ln for ln in lines)
     assert _by_kind(lines) == {}
+
+
+# --- TensorFlow collective timeouts and Ray collective's rendezvous (built from the cited source wordings) -----
+
+def test_tf_collective_timeouts_are_a_hang():
+    """tensorflow/core/common_runtime/base_collective_executor.cc at c117e91a (ExecuteAsync, CompleteParamsAsync),
+    and StartAbort's wrapper `Collective ops is aborted by: ` around the same status."""
+    for line in ("tensorflow.python.framework.errors_impl.DeadlineExceededError: Collective has timed out during "
+                 "execution.",
+                 "E1203 12:00:00.000000 140 base_collective_executor.cc:249] BaseCollectiveExecutor::StartAbort "
+                 "DEADLINE_EXCEEDED: Collective ops is aborted by: Collective has timed out waiting for other workers."):
+        found = _by_kind([line])
+        assert any("TensorFlow collective timed out" in s for s in found.get("hang", [])), (line, found)
+
+
+def test_tf_collective_timeout_options_are_quiet():
+    healthy = ["options = tf.distribute.experimental.CommunicationOptions(implementation=NCCL, timeout_seconds=600)",
+               "I1203 12:00:00.000000 140 collective_param_resolver_distributed.cc:100] Collective group 1 of size 2 "
+               "resolved; collectives time out after 600 s"]
+    assert _by_kind(healthy) == {}
+
+
+def test_ray_collective_rendezvous_timeout_is_a_hang():
+    """python/ray/util/collective/collective_group/nccl_collective_group.py Rendezvous.meet at ray-project/ray
+    2135df0b; its debug lines while it polls (`Trying to meet at the store`, `Successful rendezvous!`) are quiet."""
+    line = ("(Worker pid=41) RuntimeError: Unable to meet other processes at the rendezvous store. If you are using "
+            "P2P communication, please check if tensors are put in the correct GPU. ")
+    assert any("Ray collective" in s for s in _by_kind([line])["hang"])
+    quiet = ["(Worker pid=41) DEBUG nccl_collective_group.py:70 -- Trying to meet at the store 'abc'",
+             "(Worker pid=41) DEBUG nccl_collective_group.py:75 -- Failed to meet at the store 'abc'.Trying again...",
+             "(Worker pid=41) DEBUG nccl_collective_group.py:82 -- Successful rendezvous!"]
+    assert _by_kind(quiet) == {}

@@ -651,6 +651,18 @@ RULES: tuple[TextRule, ...] = (
       "sglang's scheduler made no progress for {s} s: a forward batch never finished (its watchdog then ends the "
       "server)", H.HINT_NCCL_TIMEOUT + "; sglang: --watchdog-timeout, and the py-spy dump it prints of the schedulers",
       ("watchdog timeout",)),
+    # TensorFlow's collective ops with a timeout (CollectiveOptions timeout_seconds / tf.distribute's
+    # CommunicationOptions.timeout_seconds): the executor's own timer fails a collective that did not finish --
+    # tensorflow/tensorflow tensorflow/core/common_runtime/base_collective_executor.cc at c117e91a, ExecuteAsync
+    # `Status(error::DEADLINE_EXCEEDED, "Collective has timed out during execution.")` and CompleteParamsAsync `...
+    # "Collective has timed out waiting for other workers."` (raised in Python as DeadlineExceededError, often behind
+    # StartAbort's `Collective ops is aborted by: `): a worker never joined the collective
+    R("tf-collective-timeout", _rx(r"Collective has timed out (?P<what>during execution|waiting for other workers)"),
+      HANG, CRIT,
+      lambda m, line: ("a TensorFlow collective timed out " + m.group("what") +
+                       " (its timeout_seconds ran out: a worker never joined)"),
+      H.HINT_NCCL_TIMEOUT + "; TensorFlow: every worker's log (the first that failed or stalled), and "
+      "CommunicationOptions(timeout_seconds=...)", ("timed out",)),
     R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
                              r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \("), HANG, CRIT,
       "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
@@ -945,6 +957,18 @@ RULES: tuple[TextRule, ...] = (
                        ": the remote worker never answered (it is stuck, busy or gone)"),
       "py-spy dump the callee worker: what it runs instead of answering; rpc_timeout in "
       "TensorPipeRpcBackendOptions or the call's timeout= for calls that are slow on purpose", ("set timeout",)),
+    # Ray's collective library (python/ray/util/collective/collective_group/nccl_collective_group.py
+    # Rendezvous.meet / get_nccl_id at ray-project/ray 2135df0b): a non-zero rank polls for rank 0's NCCLUniqueID
+    # store actor for timeout_s (180 s) and then raises `Unable to meet other processes at the rendezvous store.`, or
+    # `Unable to get the NCCLUniqueID from the store.` when the actor is there but rank 0 never put the id: rank 0
+    # never reached the group's first collective
+    R("ray-collective-rendezvous", _rx(r"Unable to meet other processes at the rendezvous store"
+                                       r"|Unable to get the NCCLUniqueID from the store"), HANG, CRIT,
+      "Ray collective: this rank waited its rendezvous timeout (180 s) for rank 0's NCCL id store and gave up "
+      "(rank 0 never reached the group's first collective)",
+      "all ranks must call create_collective_group / init_collective_group with the same group name and world "
+      "size, and rank 0 must reach the first collective (its log says where it stopped)",
+      ("at the rendezvous store", "ncclunique")),
     # -- NaN (before generic crash: these also end in exceptions) -------------------------
     R("min-loss-scale", _rx(r"Minimum loss scale reached|Current loss scale already at minimum"), NAN, CRIT,
       "loss scale hit its minimum: gradients overflow every step (loss exploding)", H.HINT_NAN, ("loss scale",)),

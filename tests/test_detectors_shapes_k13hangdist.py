@@ -170,3 +170,13 @@ def test_ray_collective_rendezvous_timeout_is_a_hang():
              "(Worker pid=41) DEBUG nccl_collective_group.py:75 -- Failed to meet at the store 'abc'.Trying again...",
              "(Worker pid=41) DEBUG nccl_collective_group.py:82 -- Successful rendezvous!"]
     assert _by_kind(quiet) == {}
+
+
+def test_a_restart_whose_gloo_connect_is_refused_is_a_crash():
+    """torchrun --max-restarts 1: rank 1 exits on purpose, the agent restarts the group and the new rank 0's
+    connectFullMesh fails within ~2 s: `Gloo connectFullMesh failed with [.../pair.cc:152] timed out connecting:
+    SO_ERROR: Connection refused` after `retryLimit=3` -- a refused connection, not a long wait. The readers also
+    read the words "timed out" in it as a hang (dist-exception-timeout); that second reading is left open (a peer
+    that never listens also refuses), so only the crash is asserted."""
+    found = _by_kind(_log("gloo_restart_connect_refused.log"))
+    assert any("connectFullMesh failed" in s for s in found["crash"]), found

@@ -660,6 +660,18 @@ RULES: tuple[TextRule, ...] = (
       "sglang's scheduler made no progress for {s} s: a forward batch never finished (its watchdog then ends the "
       "server)", H.HINT_NCCL_TIMEOUT + "; sglang: --watchdog-timeout, and the py-spy dump it prints of the schedulers",
       ("watchdog timeout",)),
+    # TensorFlow's collective ops with a timeout (CollectiveOptions timeout_seconds / tf.distribute's
+    # CommunicationOptions.timeout_seconds): the executor's own timer fails a collective that did not finish --
+    # tensorflow/tensorflow tensorflow/core/common_runtime/base_collective_executor.cc at c117e91a, ExecuteAsync
+    # `Status(error::DEADLINE_EXCEEDED, "Collective has timed out during execution.")` and CompleteParamsAsync `...
+    # "Collective has timed out waiting for other workers."` (raised in Python as DeadlineExceededError, often behind
+    # StartAbort's `Collective ops is aborted by: `): a worker never joined the collective
+    R("tf-collective-timeout", _rx(r"Collective has timed out (?P<what>during execution|waiting for other workers)"),
+      HANG, CRIT,
+      lambda m, line: ("a TensorFlow collective timed out " + m.group("what") +
+                       " (its timeout_seconds ran out: a worker never joined)"),
+      H.HINT_NCCL_TIMEOUT + "; TensorFlow: every worker's log (the first that failed or stalled), and "
+      "CommunicationOptions(timeout_seconds=...)", ("timed out",)),
     R("barrier-timeout", _rx(r"Timed out initializing process group in store based barrier|[Bb]arrier timed out"
                              r"|DEADLINE_EXCEEDED|[Ww]atchdog timeout \("), HANG, CRIT,
       "a collective/barrier timed out (a rank never arrived)", H.HINT_NCCL_TIMEOUT,
@@ -901,6 +913,71 @@ RULES: tuple[TextRule, ...] = (
       H.HINT_NCCL_TIMEOUT, ("heartbeat",), secondary=True),
     R("some-nccl", _rx(r"Some NCCL operations have failed or timed out"), HANG, CRIT,
       "NCCL operations failed or timed out", H.HINT_NCCL_TIMEOUT, ("nccl",), secondary=True),
+    # -- Ascend HCCL (torch_npu, MindSpore, vLLM-Ascend, lmdeploy on NPUs): the CANN error-code table's own wordings,
+    # printed on screen as `EIxxxx: [PID: N] <time> <ErrMessage>` then its Possible Cause / Solution lines
+    # (the HCCL error table hicann/hcomm registers, `hcomm_g_msg` / REG_FORMAT_ERROR_MSG, read in the code index:
+    # `"ErrCode": "EI0002"`, ErrMessage `The wait execution of the Notify register times out. Reason: The Notify
+    # register has not received the Notify record from remote rank: [%s]. ...`, and `EI0006` `Getting socket times
+    # out. Reason: %s`, its Solution naming HCCL_CONNECT_TIMEOUT; hicann/hccl 09300b70 docs/zh/user_guide/
+    # fault_diagnosis/debug_thinking.md:222,226 and task_exec_stage.md:134 name EI0002 a collective's execution
+    # timeout, EI0006 a link-setup timeout).
+    # EI0002: a collective's notify wait ran past HCCL_EXEC_TIMEOUT (default 1800 s) because a peer never posted its
+    # part -- the NPU form of NCCL's watchdog timeout (pasted InternLM/lmdeploy#3354, hiyouga/LlamaFactory#975).
+    # EI0006: building a link or waiting for a peer's data ran past HCCL_CONNECT_TIMEOUT: that rank never came.
+    R("hccl-notify-timeout", _rx(r"The wait execution of the Notify register times out\.?(?: Reason: The Notify "
+                                 r"register has not received the Notify record from remote rank:? ?\[(?P<peer>[^\]]{0,40})\])?"),
+      HANG, CRIT,
+      lambda m, line: ("HCCL collective timed out (EI0002): the notify wait ran past HCCL_EXEC_TIMEOUT"
+                       + (f", remote rank {m.group('peer')} never posted its part"
+                          if (m.group("peer") or "").isdigit() and m.group("peer") != "4294967295" else "")
+                       + " (a rank never joined the collective)"),
+      H.HINT_NCCL_TIMEOUT + "; Ascend: the first rank that failed or stalled (its own log/plog), HCCL_EXEC_TIMEOUT",
+      ("notify register times out",)),
+    R("hccl-socket-timeout", _rx(r"Getting socket times out\. Reason: (?P<why>[^.\n]{1,160})"), HANG, CRIT,
+      "HCCL: getting a socket to a peer timed out (EI0006: {why}): that rank never connected or stopped sending",
+      H.HINT_NCCL_TIMEOUT + "; Ascend: check the peer rank's log, HCCL_CONNECT_TIMEOUT and the NPU links "
+      "(hccn_tool -i N -tls -g)", ("socket times out",)),
+    # HCCL's own log lines of the same two timeouts, as they reach the screen with ASCEND_SLOG_PRINT_TO_STDOUT=1 or in
+    # a pasted plog (hicann/hccl docs/zh/user_guide/fault_diagnosis/param_link_stage.md:127,
+    # hccl_socket_manager.cc `[Wait][LinkEstablish]wait socket establish timeout, role[1] rank[1] timeout[120 s]`;
+    # task_exec_stage.md:154, task_exception_handler.cc `[TaskExecStage][Timeout][Host]Task run failed, ...`, and
+    # transport_manager.cc `[CreateLink][InitChannelStage][Timeout]`): a stage tag [Timeout] is a wait that ran out
+    R("hccl-stage-timeout", _rx(r"wait socket establish timeout(?:, role\[\d+\] rank\[(?P<rank>\d+)\] timeout\[(?P<s>\d+) s\])?"
+                                r"|\[(?P<stage>TaskExecStage|InitChannelStage)\]\[Timeout\]"), HANG, CRIT,
+      lambda m, line: ("HCCL: " + ("a collective's task timed out waiting for its peers ([TaskExecStage][Timeout])"
+                                   if m.group("stage") == "TaskExecStage" else
+                                   "setting up a link to a peer timed out" +
+                                   (f" after {m.group('s')} s" if m.group("s") else "") + " (the peer never connected)")),
+      H.HINT_NCCL_TIMEOUT + "; Ascend: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT, and the peer rank's plog",
+      ("establish timeout", "stage][timeout]")),
+    # torch_npu's ProcessGroupHCCL, the WorkHCCL handleException twin of NCCL's line (Ascend/pytorch
+    # torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:991 at 9e73e708; its watchdog's `Watchdog caught collective
+    # operation timeout: WorkHCCL(...) ran for N milliseconds before timing out.` at :907 is read by nccl-watchdog-words)
+    R("some-hccl", _rx(r"Some HCCL operations have failed or timed out"), HANG, CRIT,
+      "HCCL operations failed or timed out", H.HINT_NCCL_TIMEOUT, ("failed or timed out",), secondary=True),
+    # torch.distributed.rpc: a call whose reply did not come within its rpc_timeout is failed by the agent with
+    # kRpcTimeoutErrorStr (pytorch/pytorch torch/csrc/distributed/rpc/rpc_agent.h:25-26 at 623b9c56, `RPC ran for more
+    # than set timeout ({} ms) and will now be marked with an error`; TensorPipe's agent raises it as
+    # `RuntimeError: RPCErr:1:RPC ran for ...`): the callee never answered -- real output
+    # tests/data/logs/gloo_rpc_timeout.log (torch 2.13.0+cpu, rpc_sync to a worker busy for 8 s, rpc_timeout=3)
+    R("rpc-timeout", _rx(r"RPC ran for more than set timeout(?: \((?P<ms>\d+) ms\))?"), HANG, CRIT,
+      lambda m, line: ("a torch.distributed.rpc call timed out" +
+                       (f" after {int(m.group('ms')) / 1000:g} s" if m.group("ms") else "") +
+                       ": the remote worker never answered (it is stuck, busy or gone)"),
+      "py-spy dump the callee worker: what it runs instead of answering; rpc_timeout in "
+      "TensorPipeRpcBackendOptions or the call's timeout= for calls that are slow on purpose", ("set timeout",)),
+    # Ray's collective library (python/ray/util/collective/collective_group/nccl_collective_group.py
+    # Rendezvous.meet / get_nccl_id at ray-project/ray 2135df0b): a non-zero rank polls for rank 0's NCCLUniqueID
+    # store actor for timeout_s (180 s) and then raises `Unable to meet other processes at the rendezvous store.`, or
+    # `Unable to get the NCCLUniqueID from the store.` when the actor is there but rank 0 never put the id: rank 0
+    # never reached the group's first collective
+    R("ray-collective-rendezvous", _rx(r"Unable to meet other processes at the rendezvous store"
+                                       r"|Unable to get the NCCLUniqueID from the store"), HANG, CRIT,
+      "Ray collective: this rank waited its rendezvous timeout (180 s) for rank 0's NCCL id store and gave up "
+      "(rank 0 never reached the group's first collective)",
+      "all ranks must call create_collective_group / init_collective_group with the same group name and world "
+      "size, and rank 0 must reach the first collective (its log says where it stopped)",
+      ("at the rendezvous store", "ncclunique")),
     # -- NaN (before generic crash: these also end in exceptions) -------------------------
     R("min-loss-scale", _rx(r"Minimum loss scale reached|Current loss scale already at minimum"), NAN, CRIT,
       "loss scale hit its minimum: gradients overflow every step (loss exploding)", H.HINT_NAN, ("loss scale",)),

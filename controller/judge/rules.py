@@ -1062,6 +1062,12 @@ RULES: tuple[TextRule, ...] = (
       CRASH, CRIT, "a Kubernetes pod is in CrashLoopBackOff (its container keeps crashing and being restarted)",
       "the crashed run's own output: kubectl logs --previous <pod>; kubectl describe pod <pod> for its exit code",
       ("crashloopbackoff",)),
+    # kubectl get pods' row whose STATUS is OOMKilled (NAME READY STATUS RESTARTS AGE: kubectl shows a
+    # container's terminated reason in STATUS, here the runtime's OOMKilled that container-oomkilled cites;
+    # pasted open-edge-platform/geti_v2#146 `2/3  OOMKilled  16 (5m13s ago)  57m`, hmcts/cnp-flux-config#28772)
+    R("k8s-oomkilled-status", _rx(r"\b\d+/\d+ +OOMKilled +\d+\b"), OOM, CRIT,
+      "a Kubernetes pod's container was OOM-killed (kubectl's STATUS: OOMKilled -- it went past its memory limit)",
+      H.HINT_HOST_OOM + "; in a container: raise the pod's/container's memory limit", ("oomkilled",)),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
                       r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
                       r"|A worker died or was killed while executing"),

@@ -375,4 +375,32 @@ OOM_FAMILY: tuple[Source, ...] = (
     Source("oom-invoked", "Linux kernel", "X invoked oom-killer:", "torvalds/linux", "mm/oom_kill.c", 409,
            "c797bc88f77b51c4ba0b5d782b8284c7ed0233bc",
            "dump_header's pr_warn('%s invoked oom-killer: gfp_mask=%#x(%pGg), nodemask=')"),
+    Source("srun-oom", "Slurm (srun)", "srun: error: NODE: task N: Out Of Memory", "SchedMD/slurm", "src/srun/launch.c",
+           377, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
+           "error(\"%s: %s %s: Out Of Memory\", hosts, task_str, tasks) when the task's status is SIG_OOM, in place of "
+           "'Exited with exit code'; pasted open-mmlab/mmpretrain#473, snakemake/snakemake-executor-plugin-slurm#371"),
+    Source("pbs-job-killed", "PBS / Torque (pbs_mom)", "=>> PBS: job killed: mem 2097152kb exceeded limit 1048576kb",
+           "adaptivecomputing/torque", "src/resmom/mom_main.c", 5845, "34ff845417cc0348dfe0a61a491e5e0f4adf6ef4",
+           "sprintf(kill_msg, \"=>> PBS: job killed: %s\\n\", log_buffer) with the limit message of "
+           "src/resmom/linux/mom_mach.c:2635 ('vmem %llu exceeded limit %lu') or mom_main.c:3864 ('%s job total %lu %s "
+           "exceeded limit %lu %s'); openpbs/openpbs src/resmom/mom_main.c:8831 and :5972/:5987 at cd7ab5ed the same; "
+           "walltime/cput kills are read as a stopped run (host_kills.pbs_job_killed)"),
+    Source("lsf-term", "IBM Spectrum LSF", "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.",
+           note="LSF is closed source: its documented termination reasons (lsf_admin/termination_reasons_lsf.html, "
+                "TERM_MEMLIMIT 'Job killed after reaching LSF memory usage limit') and job reports pasted in "
+                "wheaton5/souporcell#20, BEFH/snakemake-executor-plugin-lsf#4; other TERM_ reasons are a stopped run"),
+    Source("systemd-oom-kill", "systemd / systemd-oomd", "UNIT: A process of this unit has been killed by the OOM killer. "
+           "| Failed with result 'oom-kill'. | Killed /CGROUP due to memory pressure for ...", "systemd/systemd",
+           "src/oom/oomd-manager.c",
+           note="systemd-oomd's log_notice('Killed %s due to memory pressure for %s being %lu.%02lu%% > ...') seen "
+                "through the code index (path and line not counted: the repository is over the fetch limit); the "
+                "unit lines are src/core/unit.c's and the service result string's, not re-read -- wording as journal "
+                "lines quoted in public repositories show it"),
+    Source("oom-reaper", "Linux kernel", "oom_reaper: reaped process N (comm), now anon-rss:0kB, ...", "0day-ci/linux",
+           "mm/oom_kill.c", note="oom_reap_task_mm's pr_info at 00703194cb73bc45de67101d9ff57ccc8f77cd7d (a mirror of "
+           "mainline; line not counted -- the code index serves the file in pages); it reaps only OOM-killer victims"),
+    Source("k8s-oomkilled-status", "Kubernetes (kubectl get pods)", "NAME  0/1  OOMKilled  4 (57s ago)  2m40s",
+           note="kubectl's STATUS column shows a container's terminated reason -- the runtime's OOMKilled "
+                "(container-oomkilled's row); kubectl's printer not re-read; pasted open-edge-platform/geti_v2#146, "
+                "hmcts/cnp-flux-config#28772"),
 )

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.judge import hints as H
+from controller.judge import host_kills
 from controller.judge.evidence import signal_suffix
 from controller.judge.exit_codes import SIGNAL_BY_WORD, death_by_code, death_by_signal
 from controller.judge.nccl_backtrace import TOP as NCCL_THREAD_TOP
@@ -1147,6 +1148,12 @@ RULES: tuple[TextRule, ...] = (
       CRASH, CRIT, "a Kubernetes pod is in CrashLoopBackOff (its container keeps crashing and being restarted)",
       "the crashed run's own output: kubectl logs --previous <pod>; kubectl describe pod <pod> for its exit code",
       ("crashloopbackoff",)),
+    # kubectl get pods' row whose STATUS is OOMKilled (NAME READY STATUS RESTARTS AGE: kubectl shows a
+    # container's terminated reason in STATUS, here the runtime's OOMKilled that container-oomkilled cites;
+    # pasted open-edge-platform/geti_v2#146 `2/3  OOMKilled  16 (5m13s ago)  57m`, hmcts/cnp-flux-config#28772)
+    R("k8s-oomkilled-status", _rx(r"\b\d+/\d+ +OOMKilled +\d+\b"), OOM, CRIT,
+      "a Kubernetes pod's container was OOM-killed (kubectl's STATUS: OOMKilled -- it went past its memory limit)",
+      H.HINT_HOST_OOM + "; in a container: raise the pod's/container's memory limit", ("oomkilled",)),
     R("ray-died", _rx(r"\b(?P<what>ActorDiedError|RayTaskError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b"
                       r"|The actor died unexpectedly before finishing this task|because the actor is already dead"
                       r"|A worker died or was killed while executing"),
@@ -1355,6 +1362,56 @@ RULES: tuple[TextRule, ...] = (
     R("slurm-exit", _rx(r"srun: error: \S+: tasks? [\d,-]+: (?P<what>Exited with exit code [1-9]\d*|Segmentation fault"
                         r"|Killed|Aborted|Bus error|Terminated)"), CRASH, CRIT, "srun: a task ended: {what}",
       H.HINT_LAUNCHER, ("srun: error",)),
+    # srun's report of a task the step's memory cgroup OOM-killed (SchedMD/slurm src/srun/launch.c:377 at
+    # 284c3b95f08a2dc2478499837b03355e1b9c5c75: error("%s: %s %s: Out Of Memory", hosts, task_str, tasks) when
+    # the task's status is SIG_OOM); printed instead of slurm-exit's "Exited with exit code"
+    R("srun-oom", _rx(r"srun: error: \S+: tasks? [\d,-]+: Out Of Memory\b"), OOM, CRIT,
+      "Slurm: a task was OOM-killed (srun: task ...: Out Of Memory -- the step's memory cgroup limit)",
+      H.HINT_HOST_OOM + "; ask Slurm for more (--mem / --mem-per-cpu / --mem-per-gpu) or use less", ("srun: error",)),
+    # pbs_mom's kill notice in the job's stderr (host_kills.pbs_job_killed cites Torque and OpenPBS): memory
+    # limits are an OOM, walltime/cput a stopped run
+    R("pbs-job-killed", _rx(r"PBS: job killed: (?P<res>p?v?mem|walltime|p?cput|ncpus)\b(?: job total)? [^\n]{0,80}?"
+                            r"exceeded limit [^\n]{0,40}"), OOM, CRIT, host_kills.pbs_job_killed, H.HINT_HOST_OOM,
+      ("job killed",)),
+    # LSF's job report (host_kills.lsf_term cites its documented termination reasons)
+    R("lsf-term", _rx(r"\bTERM_(?P<why>[A-Z_]{3,20}): job killed\b[^\n]{0,100}"), OOM, CRIT, host_kills.lsf_term,
+      H.HINT_HOST_OOM, ("job killed",)),
+    # systemd's record of a unit whose process the kernel OOM-killed (systemd/systemd src/core/unit.c
+    # unit_check_oom's "A process of this unit has been killed by the OOM killer." and the service's result
+    # string "oom-kill" in "Failed with result 'oom-kill'." -- not re-read: the repository is too big to fetch
+    # here; wording as journal lines quoted in public repositories show it) and systemd-oomd's own kill
+    # (src/oom/oomd-manager.c log_notice("Killed %s due to memory pressure for %s being %lu.%02lu%% > ...")
+    # and "Killed %s due to swap used (...)", seen through the code index)
+    R("systemd-oom-kill", _rx(r"(?P<unit>[\w@.:-]{1,200}): A process of this unit has been killed by the OOM killer"
+                              r"|(?P<unit2>[\w@.:-]{1,200}): Failed with result 'oom-kill'"
+                              r"|Killed (?P<cg>/\S{1,300}) due to (?:memory pressure for|swap used)"), OOM, CRIT,
+      lambda m, line: (f"systemd-oomd killed {m.group('cg')} (memory pressure / swap use)" if m.group("cg") else
+                       f"systemd: unit {m.group('unit') or m.group('unit2')} was OOM-killed (the kernel's OOM killer)"),
+      H.HINT_HOST_OOM, ("oom killer", "oom-kill", "killed /")),
+    # the kernel's OOM reaper freeing a victim's memory (0day-ci/linux mm/oom_kill.c oom_reap_task_mm at
+    # 00703194cb73bc45de67101d9ff57ccc8f77cd7d: pr_info("oom_reaper: reaped process %d (%s), now anon-rss:...");
+    # it reaps only OOM-killer victims, so a paste holding only this dmesg line still shows the kill
+    R("oom-reaper", _rx(r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>[^)]*)\)"), OOM, CRIT,
+      "kernel OOM killer killed pid {pid} ({comm}) (the OOM reaper freed its memory)", H.HINT_HOST_OOM,
+      ("oom_reaper",)),
+    # bash's job-control notice of a background job's end (host_kills.JOB_REPORT_WORDS; real output
+    # tests/data/logs/bash_job_reports.log): `[1]+  Killed   cmd`, `[1]+  Exit 3   cmd`; `Done` is a clean end
+    R("job-report-death", _rx(r"^\s*\[(?P<job>\d{1,3})\][+-]?\s+(?:(?P<what>" + "|".join(host_kills.JOB_REPORT_WORDS)
+                              + r")(?::\s*\d+)?|Exit (?P<code>[1-9]\d{0,2}))\s{2,}(?P<core>\(core dumped\) )?(?P<cmd>\S.*)$"),
+      CRASH, CRIT, host_kills.job_report_death, H.HINT_CRASH,
+      ("killed", "segmentation", "aborted", "bus error", "illegal", "floating", "terminated", "hangup", "exit")),
+    # GNU time's status line (host_kills.gnu_time_status; real output tests/data/logs/gnu_time_reports.log)
+    R("gnu-time-status", _rx(r"^\s*Command (?:terminated by signal (?P<sig>\d{1,2})|exited with non-zero status (?P<code>\d{1,3}))\s*$"),
+      CRASH, CRIT, host_kills.gnu_time_status, H.HINT_CRASH, ("command terminated by signal", "command exited with")),
+    # the VS Code Jupyter extension's cell error when the kernel process died (microsoft/vscode-jupyter
+    # src/platform/common/utils/localize.ts kernelCrashedDueToCodeInCurrentOrPreviousCell at
+    # e9b0ac66c779f1deea05b362bc5133c5ea58d63f: "The Kernel crashed while executing code in the the current cell
+    # or a previous cell. ..." -- the doubled "the" is theirs; other releases print one)
+    R("vscode-kernel-crashed", _rx(r"The Kernel crashed while executing code in (?:the )?(?:the )?current cell or a previous cell"),
+      CRASH, CRIT, "the Jupyter kernel died while running a cell (VS Code: the kernel crashed): the training in it is gone",
+      "a kernel dies without a Python error when native code crashes or host RAM runs out (dmesg shows the OOM "
+      "killer; VS Code's Jupyter output log shows the kernel's last lines): run the code as a script to see how it ends",
+      ("kernel crashed",)),
     R("fatal-line", _rx(r"^(?:fatal|FATAL|Fatal error|FATAL ERROR)\s*:\s*(?P<what>\S.{2,200})"), CRASH, CRIT,
       "fatal: {what}", H.HINT_CRASH, ("fatal",)),
     # the type's name ends at its closing quote -- or where another thread's log line was written into it

@@ -195,3 +195,23 @@ def test_the_users_note_under_the_last_line_is_not_the_programs_last_line():
 def test_a_note_that_it_hangs_is_no_hang_by_itself():
     """The note only lets the line above it be the program's last word; that line must say something."""
     assert _kinds(_final(["epoch 3 loss 0.21", "epoch 4 loss 0.20", "", "... hangs forever"])) == []
+
+
+# -- a test harness's timeout ------------------------------------------------------------------------
+
+def test_ray_release_harness_timeouts_are_hangs():
+    """ray-project/ray#19227, #19226 (release/e2e.py's _check_stop wordings) and #27867 (ray_release's
+    `Cluster command timed out after 3600 seconds.`)."""
+    for name, what in (("ray-project_ray-19227", "in the prepare command stage"),
+                       ("ray-project_ray-19226", "while starting a session"),
+                       ("ray-project_ray-27867", "after 3600 s")):
+        hangs = _hangs(_log(PASTED / f"{name}.log"))
+        assert any("harness's timeout" in s and what in s for s in hangs), (name, hangs)
+
+
+def test_a_harness_timeout_setting_and_a_passing_test_stay_quiet():
+    """The harness's own configuration and a step that finished: the words without the event."""
+    lines = ["[INFO 2021-10-07 11:02:01,100] e2e.py: 1690  Starting process with timeout 3600 (build timeout 1800)",
+             "[INFO 2021-10-07 11:40:12,410] e2e.py: 1761  Final results: {'status': 'finished', 'last_logs': 'ok'}",
+             "[INFO 2021-10-07 11:40:12,411] e2e.py: 2131  Exiting with exit code 0"]
+    assert _kinds(_final(lines)) == []

@@ -52,6 +52,9 @@ def test_a_bar_frozen_for_minutes_then_ctrl_c_is_a_hang():
     (h,) = [f for f in found if f.kind == "hang"]
     assert "stood at 5/400" in h.summary and "KeyboardInterrupt" in h.summary, h.summary
     assert any("5/400 [00:02<" in e for e in h.evidence), h.evidence
+    whole = [(f.kind, f.summary, f.line) for f in found]
+    for seed in range(5):  # read live in small batches: the two redraws may sit in an earlier batch
+        assert _streamed(lines, seed) == whole
 
 
 def test_a_bar_redrawn_after_a_long_evaluation_stays_quiet():
@@ -140,8 +143,11 @@ def _run(minutes_between: int, lines: int, silence_min: int, last: str = "step {
 
 
 def test_a_time_limit_kill_after_two_silent_hours_is_a_hang():
-    (s,) = _hangs(_run(1, 10, 120))
+    lines = _run(1, 30, 120)
+    (s,) = _hangs(lines)
     assert "2:00:01" in s and "due to time limit" in s, s
+    whole = [(f.kind, f.summary, f.line) for f in _final(lines)]
+    assert _streamed(lines, 1) == whole and _streamed(lines, 2) == whole
 
 
 def test_a_time_limit_kill_at_the_runs_own_cadence_stays_a_stop():

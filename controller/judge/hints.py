@@ -18,6 +18,9 @@ HINT_NCCL_TIMEOUT = ("a rank stopped joining collectives (dead/slow rank, deadlo
                      "TORCH_NCCL_TRACE_BUFFER_SIZE help; py-spy dump --pid on each rank")
 HINT_STOPPED_WAIT = ("the program was blocked in that wait when it was stopped: the rank, DataLoader worker or "
                      "task it waited for never answered; py-spy dump --pid on every rank/worker shows who is missing")
+HINT_STALL = ("the run stopped making progress long before it was stopped: next time dump its stacks while it stands "
+              "still (py-spy dump --pid, faulthandler.dump_traceback_later) to see where it waits -- a data loader, "
+              "a collective, a task that cannot be scheduled")
 HINT_CRASH = "read the exception and the last frame; fix, then relaunch (dfctl deploy)"
 HINT_LAUNCHER = ("the launcher only reports the death: the dead rank's own last lines (above) say why; "
                  "a signal means native code or the kernel ended it")

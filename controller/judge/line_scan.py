@@ -44,6 +44,7 @@ from controller.judge.nan_records import NanRecords
 from controller.judge.nccl_backtrace import warn_cause
 from controller.judge.nccl_reports import read_report
 from controller.judge.peer_wait import WAIT_WORDS, PeerWait
+from controller.judge.progress_stall import STOP_WORDS, Recent, frozen_bar, stop_after_silence
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
 from controller.judge.stack_dumps import WORD as TIMER_DUMP_WORD
@@ -165,6 +166,8 @@ class ScanState:
     last_line: str = ""        # the last non-blank line read (repaired), and its number
     last_line_no: int = 0
     last_line_explained: bool = False  # a reader made a finding of it
+    recent: Recent = field(default_factory=Recent)  # the last lines earlier batches read (progress_stall.py)
+    hang_note: str = ""  # the text ends with the user's note that it hangs (`... hangs forever`): _note_last_line
 
 
 @dataclass
@@ -328,6 +331,7 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         _note_last_line(b, st)
     _loss_scale_finding(b, st)
     _peer_wait_finding(b, st)
+    st.recent.remember(b.rep, b.line_no0, b.base, b.end)
     found = b.found
     if any(f.kind in ("oom", "crash", "hang") and f.severity == "critical" for f in found.values()):
         st.primary_seen = True
@@ -467,6 +471,11 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.finite_norm_seen = True
             st.nonfinite_norms = st.zero_loss_norms = 0
             st.norm_evidence.clear()
+        if any(w in low for w in STOP_WORDS):
+            stall = stop_after_silence(rep, i, line, b.line_no0, st.recent)
+            if stall is not None:
+                h = Hit("hang", "critical", stall.summary, H.HINT_STALL, rule="stop-after-stall")
+                b.found.setdefault((h.kind, h.summary), b.make(h, i, list(stall.evidence)))
         hit = classify(line, low) if triggered(low) else None
         if hit is None:
             hit = _c10d_timeout(b, i, line, low) or ((_pyspy_collective(b, i, line) or _gdb_collective(b, i, line))
@@ -974,7 +983,8 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
             and not any(f.kind == "hang" for f in found)):
         out.append(Finding(kind="hang", severity="critical",
                            summary="a Ray task/actor cannot be scheduled and nothing follows where the text ends: "
-                                   "it waits for resources it never gets", evidence=(st.last_line,),
+                                   "it waits for resources it never gets",
+                           evidence=(st.last_line,) + ((st.hang_note,) if st.hang_note else ()),
                            hint="compare what the task/actor requests (num_gpus, num_cpus, custom resources) with "
                                 "`ray status`: free the resources other actors hold, or add nodes",
                            first_seen_s=t, line=st.last_line_no, run_id=run_id))
@@ -1122,6 +1132,12 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
                        + (f", called from {where}" if where else "") + ": the run was stuck in that wait",
                        H.HINT_STOPPED_WAIT, rule="stopped-in-wait")
             b.found.setdefault((hang.kind, hang.summary), b.make(hang, i, _tb_evidence(rep, tb)))
+        elif tb.short_name == "KeyboardInterrupt":
+            bar = frozen_bar(rep, tb.start, b.line_no0, b.st.recent)
+            if bar is not None:
+                hang = Hit("hang", "critical", f"{bar.summary}, then KeyboardInterrupt (Ctrl-C/SIGINT): the run was "
+                           "stuck", H.HINT_STALL, rule="stop-after-stall")
+                b.found.setdefault((hang.kind, hang.summary), b.make(hang, i, list(bar.evidence) + [rep[i].raw]))
         text = f"{tb.short_name}: {tb.message}" if tb.message else tb.short_name
         if len(text) > 160:
             text = text[:157] + "..."
@@ -1186,20 +1202,35 @@ def _is_fence(text: str) -> bool:
     return t.startswith("```") or t.startswith("~~~")
 
 
+_HANG_NOTE = re.compile(r"^(?:\.{2,}|…|<|\(|\[)\s*(?:and |then |it |just |the program |here )*(?:hangs?|hanging|"
+                        r"hung|stuck|freezes|frozen)\b[^\n]{0,40}$", re.I)
+"""The user's note under a paste that the program stops there (`... hangs forever`, `<stuck here>`:
+pasted ray-project/ray#6016): not a line the program printed, so the line above it is the program's
+last word (what the final readers judge), and the note is kept for the evidence."""
+
+
 def _note_last_line(b: _Batch, st: ScanState) -> None:
-    """The batch's last line of text (not blank once repaired, no markdown fence)."""
+    """The batch's last line of text (not blank once repaired, no markdown fence, not the user's
+    note that it hangs: _HANG_NOTE)."""
+    note = ""
     for j in range(len(b.rep) - 1, -1, -1):
         ln = b.rep[j]
         if ln.src >= b.end:
             continue
         if ln.src < b.base:
-            return
+            break
         text = ln.text.strip()
         if text and not _is_fence(text):
+            if len(text) <= 80 and _HANG_NOTE.match(text):
+                note = note or text
+                continue
             st.last_line, st.last_line_no = text, b.line_no0 + ln.src
             st.last_line_explained = ((j in b.hit_at and _explains(b, j)) or j in b.secondary_at or j in b.ended_at
                                       or j in b.ignored_at)
+            st.hang_note = note
             return
+    if note:
+        st.hang_note = note
 
 
 def _explains(b: _Batch, i: int) -> bool:

@@ -687,6 +687,19 @@ RULES: tuple[TextRule, ...] = (
                        (f" ({m.group('s')} s)" if m.group("s") else "") + ": the test hung (its stack dump shows where)"),
       "read the dumped stack of the test's thread (MainThread): the innermost frame is the call that never "
       "returned (a collective, a queue get, a lock, a socket)", ("timeout",)),
+    # Ray's release-test harness ends a step that ran past its `timeout` (ray-project/ray release/e2e.py at 00732fe,
+    # _check_stop: `Process timed out in the prepare command stage.` / `while running a command.` / `while syncing
+    # files.` / `while starting a session.`; its successor ray_release's command runners: `Cluster command timed out
+    # after 3600 seconds.`, `Command timed out after N seconds.` -- pasted ray-project/ray#19227, #19226, #27867):
+    # the step was still running when its time ran out, so it was stuck or far slower than its budget
+    R("ray-release-timeout", _rx(r"\bProcess timed out (?P<what>in the prepare command stage|while running a command"
+                                 r"|while syncing files|while starting a session)\b|\b(?:Cluster )?[Cc]ommand timed out "
+                                 r"after (?P<s>\d+(?:\.\d+)?) seconds\b"), HANG, CRIT,
+      lambda m, line: ("the test harness's timeout ended the step "
+                       + (f"({m.group('what')})" if m.group("what") else f"after {float(m.group('s')):.0f} s")
+                       + ": it was still running, stuck or far slower than its budget"),
+      "compare the step's last output with its timeout: a step that stopped printing long before is stuck (waiting for "
+      "nodes, a task that cannot be scheduled); one still progressing needs a larger timeout", ("timed out",)),
     # XLA's distributed runtime client (openxla/xla xla/pjrt/distributed/client.h at 001918b7024c, Options::
     # missed_heartbeat_callback, LOG(QFATAL)): `Terminating process because the coordinator detected missing
     # heartbeats. This most likely indicates that another task died ...` (a peer stopped heartbeating) or

@@ -28,7 +28,14 @@ here (tests/data/logs/crashlang_*.log, tests/data/logs/programs/crashlang/):
   its `    at` frames, and (Node >= 17) `Node.js v<version>` as its last line (real output of
   Node v20.20.2 here); the error line above the frames is the report's name.
 - Julia: `ERROR: LoadError: <what>` (a script run by `julia file.jl`) and `Stacktrace:`.
-- R: `Error in <call> : <message>` or `Error: <message>`, then Rscript's `Execution halted`.
+- R: `Error in <call> : <message>` or `Error: <message>`, then Rscript's `Execution halted`
+  (R's src/main/errors.c jump_to_top_ex when not interactive); in the console the error comes
+  straight after the echoed command, whose lines R prompts with `> ` and `+ ` (options prompt /
+  continue): pasted skeydan/Deep-Learning-and-Scientific-Computing-with-R-torch#2.
+- Go, headerless: a paste that starts at a goroutine's header (`goroutine 51 [running]:`, Go >= 1.23's
+  `goroutine 51 gp=0x... m=12 mp=0x... [running]:`) whose first frame is the runtime's crash path
+  (`runtime.throw(`, `runtime.sigpanic()`, `runtime.fatalpanic(`, `panic(`) is a crash too: a
+  SIGQUIT dump or `debug.Stack()` shows goroutines where they run, not in those frames.
 
 Java's OutOfMemoryError, .NET's OutOfMemoryException, Julia's OutOfMemoryError, Go's
 `fatal error: runtime: out of memory` and R's `cannot allocate vector of size` are memory
@@ -43,7 +50,8 @@ from dataclasses import dataclass
 
 from controller.judge.repair import Line
 
-WORDS = ("panicked at", "goroutine", "runtime error", "exception", "node.js v", "loaderror", "execution halted")
+WORDS = ("panicked at", "goroutine", "runtime error", "exception", "node.js v", "loaderror", "execution halted",
+         "error in ")
 """Lower-case words of which a batch must hold one for this reader to run (each is in
 STRUCTURE_WORDS in line_scan.py; "exception" stands for the JVM's and .NET's reports)."""
 
@@ -62,7 +70,10 @@ traceback's numbered lines may come between)."""
 _RUST = re.compile(r"^thread '(?P<thread>[^']{0,200})'(?: \(\d+\))? panicked at "
                    r"(?:'(?P<old>.{0,400}?)', )?(?P<loc>[^\s']{1,300}?\.rs:\d+:\d+):?\s*$")
 _GO_PANIC = re.compile(r"^(?:panic|fatal error): (?P<what>\S.{0,300}?)\s*$")
-_GO_GOROUTINE = re.compile(r"^goroutine \d+ \[[\w ,.:-]{1,80}\]:\s*$")
+_GO_GOROUTINE = re.compile(r"^goroutine \d+ (?:gp=0x[0-9a-f]+ m=\S+ (?:mp=0x[0-9a-f]+ )?)?\[[\w ,.:-]{1,80}\]:\s*$")
+_GO_CRASH_FRAME = re.compile(r"^(?:runtime\.(?:throw|fatalthrow|fatalpanic|sigpanic)|panic)\(")
+GO_FRAME_LINES = 3
+"""Lines after a goroutine header in which its crash-path frame must be (the first frame, its file line)."""
 _JVM = re.compile(r"^Exception in thread \"(?P<thread>[^\"]{1,200})\" (?P<cls>[A-Za-z_$][\w$]*(?:\.[\w$]+)+)"
                   r"(?::\s*(?P<msg>.*))?$")
 _JVM_CAUSE = re.compile(r"^Caused by: (?P<cls>[A-Za-z_$][\w$]*(?:\.[\w$]+)+)(?::\s*(?P<msg>.*))?$")
@@ -75,6 +86,7 @@ _NODE_ERROR = re.compile(r"^(?:Uncaught )?(?P<cls>[A-Z]\w*(?:Error|Exception)|Er
 _JULIA = re.compile(r"^ERROR: LoadError: (?P<what>\S.{0,300})$")
 _R_ERROR = re.compile(r"^Error(?: in (?P<call>.{1,200}?))? ?: *(?P<msg>\S.{0,300})?$")
 _R_HALTED = "Execution halted"
+_R_PROMPT = ("> ", "+ ")
 
 _OOM_CLASSES = ("OutOfMemoryError", "OutOfMemoryException")
 
@@ -179,9 +191,27 @@ def _r(lines: Sequence[Line], i: int) -> RuntimeCrash | None:
     return None
 
 
+def _r_console(lines: Sequence[Line], i: int, m: re.Match) -> RuntimeCrash | None:
+    prev = next((j for j in range(i - 1, max(-1, i - 4), -1) if _same(lines, i, j) and lines[j].text.strip()), None)
+    if prev is None or not lines[prev].text.startswith(_R_PROMPT):
+        return None
+    msg = m.group("msg") or ""
+    kind = "oom" if "cannot allocate vector of size" in msg else "crash"
+    where = f" in {_short(m.group('call'), 80)}" if m.group("call") else ""
+    return RuntimeCrash(i, i, kind, f"R error{where}: {_short(msg)} (the console's command failed)")
+
+
+def _go_headerless(lines: Sequence[Line], i: int) -> RuntimeCrash | None:
+    for j in range(i + 1, min(len(lines), i + 1 + GO_FRAME_LINES)):
+        if _same(lines, i, j) and _GO_CRASH_FRAME.match(lines[j].text.strip()):
+            return RuntimeCrash(i, i, "crash", f"Go program crashed (goroutine trace in {lines[j].text.strip()[:60]})")
+    return None
+
+
 def runtime_crashes(lines: Sequence[Line]) -> list[RuntimeCrash]:
     """Each other-runtime crash report in the lines (see the module's docstring)."""
     out: list[RuntimeCrash] = []
+    go_seen = False  # a Go report already read: its goroutine headers are its own
     for i, ln in enumerate(lines):
         text = ln.text
         if not text or len(text) > 2000:
@@ -208,6 +238,13 @@ def runtime_crashes(lines: Sequence[Line]) -> list[RuntimeCrash]:
             found = _node(lines, i)
         elif head == "E" and text.strip() == _R_HALTED:
             found = _r(lines, i)
+        elif head == "E" and text.startswith("Error in "):
+            m = _R_ERROR.match(text)
+            found = _r_console(lines, i, m) if m else None
+        elif head == "g" and text.startswith("goroutine ") and not go_seen:
+            if _GO_GOROUTINE.match(text):
+                found = _go_headerless(lines, i)
         if found is not None:
             out.append(found)
+            go_seen = go_seen or found.summary.startswith("Go ")
     return out

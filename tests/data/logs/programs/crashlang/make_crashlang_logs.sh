@@ -20,6 +20,7 @@ javac -d "$tmp" "$here/TrainCrash.java"
 for m in main thread healthy; do run "java_$m" java -cp "$tmp" TrainCrash "$m"; done
 for m in throw reject healthy; do run "node_$m" node "$here/train_crash.js" "$m"; done
 g++ -O1 -o "$tmp/train_abort" "$here/train_abort.cpp"
+run node_heap_oom node --max-old-space-size=32 "$here/heap_oom.js"
 for m in throw healthy; do run "cxx_$m" "$tmp/train_abort" "$m"; done
 go build -o "$tmp/train_panic_go" "$here/train_panic.go"
 for m in nil index panic deadlock healthy; do run "go_$m" "$tmp/train_panic_go" "$m"; done

@@ -23,11 +23,13 @@ here (tests/data/logs/crashlang_*.log, tests/data/logs/programs/crashlang/):
   `\\tat` frames and `Caused by: <class>: <message>` (Throwable.java CAUSE_CAPTION): the last
   cause named is the root one. A thread other than main dying is a crash of that worker.
 - .NET: `Unhandled exception. <class>: <message>` (.NET 5+), `Unhandled Exception: <class>: ...`
-  (.NET Framework, .NET Core 2/3), inner exceptions after ` ---> `.
+  (.NET Framework, .NET Core 2/3), inner exceptions after ` ---> ` (the runtime's wording as users
+  paste it; not read in dotnet/runtime's source this round).
 - Node: an uncaught exception or rejection prints the throwing line, a caret, the error with
   its `    at` frames, and (Node >= 17) `Node.js v<version>` as its last line (real output of
   Node v20.20.2 here); the error line above the frames is the report's name.
-- Julia: `ERROR: LoadError: <what>` (a script run by `julia file.jl`) and `Stacktrace:`.
+- Julia: `ERROR: LoadError: <what>` (an error escaping a script run by `julia file.jl`, which
+  includes it; the wording as users paste it, not read in Julia's source this round).
 - R: `Error in <call> : <message>` or `Error: <message>`, then Rscript's `Execution halted`
   (R's src/main/errors.c jump_to_top_ex when not interactive); in the console the error comes
   straight after the echoed command, whose lines R prompts with `> ` and `+ ` (options prompt /
@@ -83,7 +85,8 @@ _DOTNET_INNER = re.compile(r"^\s*---> (?P<cls>[A-Za-z_][\w`]*(?:\.[\w`]+)+)(?::\
 _NODE_VERSION = re.compile(r"^Node\.js v\d+\.\d+\.\d+\s*$")
 _NODE_ERROR = re.compile(r"^(?:Uncaught )?(?P<cls>[A-Z]\w*(?:Error|Exception)|Error|\[UnhandledPromiseRejection)"
                          r"(?: \[\w+\])?: (?P<msg>\S.{0,300})$")
-_JULIA = re.compile(r"^ERROR: LoadError: (?P<what>\S.{0,300})$")
+_JULIA = re.compile(r"^(?:ERROR: )?LoadError: (?P<what>\S.{0,300})$")
+"""(repair.py peels `ERROR: ` as a level prefix: the text holds `LoadError: ...`, the raw line the whole)"""
 _R_ERROR = re.compile(r"^Error(?: in (?P<call>.{1,200}?))? ?: *(?P<msg>\S.{0,300})?$")
 _R_HALTED = "Execution halted"
 _R_PROMPT = ("> ", "+ ")
@@ -227,7 +230,7 @@ def runtime_crashes(lines: Sequence[Line]) -> list[RuntimeCrash]:
         elif head == "E" and text.startswith("Exception in thread \""):
             m = _JVM.match(text)
             found = _jvm(lines, i, m) if m else None
-        elif head == "E" and text.startswith("ERROR: LoadError: "):
+        elif head in "EL" and text.startswith(("ERROR: LoadError: ", "LoadError: ")) and "ERROR: LoadError: " in ln.raw:
             m = _JULIA.match(text)
             if m:
                 found = RuntimeCrash(i, i, _kind(m.group("what")), f"Julia error: {_short(m.group('what'))}")

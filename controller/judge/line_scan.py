@@ -47,6 +47,8 @@ from controller.judge.peer_wait import WAIT_WORDS, PeerWait
 from controller.judge.progress_stall import STOP_WORDS, Recent, frozen_bar, stop_after_silence
 from controller.judge.repair import Line, repaired
 from controller.judge.rules import Hit, classify, recoverable, triggered
+from controller.judge.runtime_crashes import WORDS as RUNTIME_WORDS
+from controller.judge.runtime_crashes import runtime_crashes
 from controller.judge.stack_dumps import WORD as TIMER_DUMP_WORD
 from controller.judge.stack_dumps import TimerDump
 from controller.judge.stopped_wait import COLLECTIVES, stopped_wait
@@ -323,10 +325,12 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
                 st.nan_records.feed(text if len(text) <= MATCH_CHARS else text[:MATCH_CHARS], b.line_no0 + b.rep[i].src)
     if lines:
         st.open_at_end = None  # (an empty batch says nothing new about where the text ends)
-    if structure - {"usage:"}:
+    if structure - _NOT_TRACEBACK_WORDS:
         _traceback_findings(b, restarted, record_open=bool(lines) and not context_after)
     if "usage:" in structure:
         _usage_findings(b)
+    if structure & set(RUNTIME_WORDS):
+        _runtime_crash_findings(b)
     if lines:
         _note_last_line(b, st)
     _loss_scale_finding(b, st)
@@ -374,8 +378,11 @@ text; words are still shared: "memory" stands for every "... out of memory", "er
 every "... error" wording, "allocat" for the allocators'."""
 
 
-STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:", "c++ call stacks")
-"""Words that wake the traceback and usage readers (they read whole batches)."""
+STRUCTURE_WORDS = ("traceback", 'file "', "exception", "cell in", ".py in ", "│", "usage:", "c++ call stacks",
+                   *[w for w in RUNTIME_WORDS if w != "exception"])
+"""Words that wake the traceback, usage and other-runtime crash readers (they read whole batches)."""
+_NOT_TRACEBACK_WORDS = {"usage:", *RUNTIME_WORDS} - {"exception"}
+"""Structure words that wake no traceback reading (their own readers' only)."""
 
 _LINE_SIEVE = WordSieve(LINE_WORDS)
 _LINE_SIEVE_NORMS = WordSieve(LINE_WORDS + ("norm",))
@@ -1320,6 +1327,17 @@ def _usage_findings(b: _Batch) -> None:
             continue
         hit = Hit("crash", "critical", f"command line refused: {text[:200]}", H.HINT_USAGE)
         b.add(b.make(hit, err, [b.rep[usage].raw, b.rep[err].raw]), err)
+
+
+def _runtime_crash_findings(b: _Batch) -> None:
+    """Rust panics, Go panics, JVM/.NET/Node/Julia/R uncaught errors (runtime_crashes.py)."""
+    for rc in runtime_crashes(b.rep):
+        if not b.reported(rc.at):
+            continue
+        hint = H.HINT_HOST_OOM if rc.kind == "oom" else H.HINT_CRASH
+        hit = Hit(rc.kind, "critical", rc.summary[:240], hint)
+        ev = [b.rep[j].raw for j in range(rc.start, min(len(b.rep), max(rc.at, rc.start) + 3))]
+        b.add(b.make(hit, rc.at, ev), rc.at)
 
 
 def _loss_scale_finding(b: _Batch, st: ScanState) -> None:

@@ -231,6 +231,11 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="libstdc++'s verbose terminate handler and the standard exception's name; caught by a binding it is "
                 "re-raised with what() = 'std::bad_alloc': pybind11 maps it to MemoryError, torch's C++ wrappers to "
                 "RuntimeError ('RuntimeError: std::bad_alloc', read by its 'error: std::bad_alloc' trigger)"),
+    Source("v8-heap-oom", "Node.js (V8)", "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+           note="real output of Node v20.20.2 here (tests/data/logs/crashlang_node_heap_oom.log, made by "
+                "tests/data/logs/programs/crashlang/heap_oom.js under --max-old-space-size=32); older V8 says "
+                "'Ineffective mark-compacts near heap limit' or 'CALL_AND_RETRY_LAST' before the same words; "
+                "node/V8 source not read this round"),
     Source("slurm-oom", "Slurm", "Detected N oom_kill event(s) in StepId=... (older: oom-kill)", "SchedMD/slurm",
            "src/plugins/task/cgroup/task_cgroup_memory.c", 291, "284c3b95f08a2dc2478499837b03355e1b9c5c75",
            "the cgroup task plugin's error(\"Detected %\"PRIu64\" oom_kill event%s in %ps. Some of the step tasks have "

@@ -435,6 +435,13 @@ RULES: tuple[TextRule, ...] = (
       "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),
     R("bad-alloc", _rx(r"instance of 'std::bad_alloc'|\bstd::bad_alloc\b"), OOM, CRIT,
       "host RAM allocation failed (C++ std::bad_alloc)", H.HINT_HOST_OOM, ("terminate called", "error: std::bad_alloc")),
+    # V8's heap limit in Node (tfjs-node, a JS data pipeline): `FATAL ERROR: Reached heap limit Allocation failed -
+    # JavaScript heap out of memory` (older V8: `Ineffective mark-compacts near heap limit ...`, `CALL_AND_RETRY_LAST
+    # ...`), after `<--- Last few GCs --->`; then the process aborts (real output of Node v20.20.2 here:
+    # tests/data/logs/crashlang_node_heap_oom.log, made by tests/data/logs/programs/crashlang/heap_oom.js)
+    R("v8-heap-oom", _rx(r"Allocation failed - JavaScript heap out of memory"), OOM, CRIT,
+      "host memory ran out for the JavaScript heap (V8 reached its heap limit; --max-old-space-size sets it)",
+      H.HINT_HOST_OOM, ("memory",)),
     R("slurm-oom", _rx(r"Detected (?P<n>\d+) oom[-_]kill events?"), OOM, CRIT,
       "Slurm: the job's memory cgroup OOM-killed a process ({n} oom-kill event(s))", H.HINT_HOST_OOM,
       ("oom-kill", "oom_kill")),

@@ -808,11 +808,16 @@ def _table_record(b: _Batch, i: int, line: str) -> bool:
             cols = _two_word_losses(cols)  # fastai v1: `epoch train loss valid loss ...`
         if len(row) < len(cols):
             return False  # a header, but this line is no row of it
+        frame = not csv and len(row) == len(cols) + 1 and row[0].isdigit() and b.rep[j].text[:1] == " "
+        if frame:
+            row = row[1:]  # a pandas DataFrame's index: its header cell is blank
         yolo = cols[0].lower() == "epoch"
-        for name, value in zip(cols, row):
+        for k, (name, value) in enumerate(zip(cols, row)):
             low = name.lower()
             v = value.lower().strip(":,")
             if v not in ("nan", "inf", "-inf", "+inf") or _IGNORED_COLUMN.match(low):
+                continue
+            if frame and value == PANDAS_NA and _frame_missing_cell(b, i, cols, row, k):
                 continue
             if "loss" in low or (yolo and low in _YOLO_LOSS_COLUMNS):
                 hit = Hit("nan", "critical", f"loss is NaN/Inf ({name} = {v}, a table's column)", H.HINT_NAN)
@@ -849,6 +854,34 @@ def _pandas_missing(b: _Batch, i: int, value: str) -> bool:
         if len(cells) != 2 or not cells[0].isdigit():
             return False  # (the series ended without a footer)
     return False
+
+
+FRAME_LOOKAHEAD_LINES = 40
+
+
+def _frame_missing_cell(b: _Batch, i: int, cols: list[str], row: list[str], k: int) -> bool:
+    """Row i of a printed pandas DataFrame (an index column first, under a blank header cell) whose
+    loss column k reads `NaN`, pandas' marker of a missing cell, is a cell that was never logged when
+    another loss column of the row holds a finite value (the row is another split's record) or a row
+    below it in the frame shows the column finite again. Lightning's CSVLogger writes its metrics.csv
+    one row per logging call, so the training rows have no val_loss and the validation rows no
+    train_loss (Lightning-AI/pytorch-lightning src/lightning/fabric/loggers/csv_logs.py at 75e112f,
+    _ExperimentWriter: log_metrics appends one dict per row, save() writes them with a csv.DictWriter
+    over the union of the keys, _record_new_keys :251); the notebook's `pd.read_csv(.../metrics.csv)` prints
+    those holes as NaN. A loss that went NaN stays NaN in every loss column, in every row after it."""
+    for c, other in enumerate(row[:len(cols)]):
+        if c != k and "loss" in cols[c].lower() and _FINITE_CELL.match(other):
+            return True
+    for j in range(i + 1, min(len(b.rep), i + 1 + FRAME_LOOKAHEAD_LINES)):
+        cells = b.rep[j].text.split()
+        if len(cells) != len(cols) + 1 or not cells[0].isdigit():
+            return False
+        if _FINITE_CELL.match(cells[k + 1]):
+            return True
+    return False
+
+
+_FINITE_CELL = re.compile(r"^[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?$")
 
 
 def _two_word_losses(cols: list[str]) -> list[str]:

@@ -22,10 +22,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+WRAPPER = (r"(?:(?:tensor|(?:Device)?Array|array|np\.float(?:16|32|64)|tf\.Tensor)\(\[*"
+           r"|<tf\.Tensor: (?:id=\d+, )?shape=\([\d, ]*\), dtype=\w+, numpy=(?:array\()?\[*)?")
+"""What a printed value may sit inside when the loop prints the framework's object, not a float: torch's
+`tensor(nan, grad_fn=<AddBackward0>)` / `tensor([nan, nan])` (torch/_tensor_str.py _str_intern: `tensor(` +
+the data + its suffixes), NumPy's `array(nan, dtype=float32)` and NumPy 2's scalar repr `np.float32(nan)`
+(numpy/_core/arrayprint.py _array_repr_implementation; NEP 51), JAX's `Array(nan, dtype=float32)` (older
+`DeviceArray(nan, dtype=float32)`), TensorFlow's eager tensor printed with print(), `tf.Tensor(nan,
+shape=(), dtype=float32)`, and as repr, `<tf.Tensor: shape=(), dtype=float32, numpy=nan>` (tensorflow
+python/framework/ops.py, later python/framework/tensor.py, _EagerTensorBase.__str__ / __repr__; TF 2.0's repr
+has an `id=N, ` first). The first member of a printed array is the one read (`[[nan` as `nan`)."""
+NON_FINITE = r"[-+]?\.?(?:nan|inf(?:inity)?)(?:16|32)?|[-+]?1\.#(?:QNAN|SNAN|IND|INF)\d*"
+"""A non-finite value as printed: C/Python/numpy `nan`, `-nan`, `inf`; Java's and JavaScript's (and
+Python json.dumps') `NaN`, `Infinity`, `-Infinity`; YAML's `.nan`, `.inf`, `-.inf` (PyYAML's representer
+for floats, yaml/representer.py represent_float: `.nan`, `.inf`, `-.inf` -- what RLlib's pretty_print of a
+result dict writes); Julia's `NaN32` / `Inf32` (a Float32 shows its type's suffix: JuliaLang/julia test/numbers.jl,
+`@test repr(NaN32) == "NaN32"`, `repr(-Inf32) == "-Inf32"`); the old MSVC runtime's `1.#QNAN0` (below)."""
 _RECORD = re.compile(
     r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|cost|xent|cross[-_ ]?entropy|ppl|perplexity"
-    r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>[_/]\w+)?['\"\]]?\s*(?:[:=：]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
-    r"(?P<val>[-+]?(?:nan|inf(?:inity)?|1\.#(?:QNAN|SNAN|IND|INF)\d*))(?:\.0*)?(?![\w.])",
+    r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>[_/]\w+|(?<=ss)es|\d{1,2}(?![\w.])|(?-i:[A-Z])(?![\w.]))?"
+    r"(?:\[\w{1,12}\]|\(\w{1,12}\))?['\"\]]?\s*(?:[:=：]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?" + WRAPPER +
+    r"(?P<val>" + NON_FINITE + r")(?:\.0*)?(?![\w.])",
     re.I)
 """The suffix takes a path part too: TRL's PPO trainer logs `loss/policy_avg` and `loss/value_avg`
 (huggingface/trl trl/experimental/ppo/ppo_trainer.py:898-899 at f2cd577, `metrics["loss/policy_avg"] =
@@ -38,7 +55,7 @@ nonfinite_signaling_NaN.cpp), so a Windows build of a C/C++ trainer prints `loss
 _IGNORED_KEY = re.compile(r"^(?:best|min|lowest|prev|previous|init|initial|max|target|expected)[ _]"
                           r"|^\w+_cost$|time[ _]cost$", re.I)
 _LOSS_NAMES = ("loss", "cost", "xent", "entropy", "ppl", "perplexity")
-_INF_WORD = re.compile(r"\binf\b", re.I)
+_INF_WORD = re.compile(r"\binf(?:inity|32|16)?\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -48,7 +65,7 @@ class NonFinite:
     is_loss: bool
 
 
-_NUMBER = r"['\"]?\s*(?:[:=]\s*|\s+|\s*\|\s*)\[?['\"]?(?:tensor\()?"
+_NUMBER = r"['\"]?\s*(?:[:=]\s*|\s+|\s*\|\s*)\[?['\"]?" + WRAPPER
 _FINITE_NORM = re.compile(r"(?<![\w.])(?:grad[ _]?norm|gradient[ _]norm|total[ _]norm)" + _NUMBER + r"[-+]?\.?\d", re.I)
 _ZERO_LOSS = re.compile(r"(?<![\w.])(?:[A-Za-z]+[ _])?loss" + _NUMBER + r"[-+]?0(?:\.0*)?(?:[eE][-+]?\d+)?(?![\w.])",
                         re.I)
@@ -72,9 +89,9 @@ def maybe_non_finite(low: str) -> bool:
 
 def _value(v: str) -> str:
     """A printed non-finite value, lower-cased, MSVC's `1.#QNAN0` / `-1.#IND00` read as nan, `1.#INF00` as inf."""
-    low = v.lower()
+    low = v.lower().replace(".", "").rstrip("0123456789") if "#" not in v else v.lower()
     if "#" not in low:
-        return low
+        return "inf" if low == "infinity" else "-inf" if low == "-infinity" else "+inf" if low == "+infinity" else low
     return ("-" if low.startswith("-") else "") + ("inf" if "#inf" in low else "nan")
 
 
@@ -144,9 +161,21 @@ template logs; `loss/min`, `loss_best`): its +/-inf is the value it starts from 
 measured, not a loss. Only inf is skipped: a NaN best means a NaN loss reached it."""
 
 
+_GRAPH_NETS_LOSS = re.compile(r"(?<![\w.])(?P<key>Ltr|Lge\d{0,2})\s+(?P<val>[-+]?(?:nan|inf))(?![\w.])")
+"""The graph_nets demos' training report names its losses by abbreviation: `# 00123, T 12.3, Ltr 0.1234, Lge
+0.2345, Ctr ..., Str ..., Cge ..., Sge ...`, with the legend `Ltr (training loss), Lge (test/generalization
+loss)` printed above it (google-deepmind/graph_nets graph_nets/demos/shortest_path.ipynb cells at adf2516,
+`print("# {:05d}, T {:.1f}, Ltr {:.4f}, Lge {:.4f}, ...` and its legend; sort.ipynb the same; physics.ipynb
+`Lge4`, `Lge9`), a format copied into many graph-network projects (pasted clatfd/GNN-ART-LABEL#3: `T
+14594.9, Ltr nan, Lge nan,`). Case-sensitive: the two capitalised tokens, not any word that starts so."""
+
+
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
     out = []
+    if "Ltr" in line or "Lge" in line:
+        out += [NonFinite(key=m.group("key"), value=m.group("val").lower(), is_loss=True)
+                for m in _GRAPH_NETS_LOSS.finditer(line)]
     if "损失" in line:
         out += [NonFinite(key=m.group("key"), value=m.group("val").lower(), is_loss=True)
                 for m in _CJK_LOSS.finditer(line)]

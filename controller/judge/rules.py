@@ -339,8 +339,12 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-error-oom", _rx(r"CUDA (?:driver )?[Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"
                             r"|Triton Error \[CUDA\]: out of memory"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
-    R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
-      "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
+    # cuFFT's enumerator has no STATUS_ (CUFFT_ALLOC_FAILED, printed by torch's CUFFT_CHECK as 'cuFFT error: ...');
+    # a ROCm build of torch hipifies the cuBLAS/cuSPARSE/cuSOLVER/cuFFT names to hip* (oom_family.py cites both)
+    R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT|HIPBLAS|HIPSPARSE|HIPSOLVER|HIPFFT)_(?:STATUS_)?"
+                          r"ALLOC_FAILED\b"), OOM, CRIT,
+      lambda m, line: (f"{'ROCm' if m.group('lib').startswith('HIP') else 'CUDA'} OOM: {m.group('lib')} could not "
+                       f"allocate its workspace ({m.group(0)})"), H.HINT_CUDA_OOM,
       ("alloc_failed",)),
     # TensorFlow's GPU kernel launch check (TF_CHECK_OK on GpuLaunchKernel, core/util/gpu_kernel_helper.h),
     # pasted alone as a one-line excerpt (kubeflow/trainer#1158): `Non-OK-status: GpuLaunchKernel (...) status:
@@ -362,6 +366,54 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: (f"{'Intel GPU (XPU) device memory' if m.group('where') == 'DEVICE' else 'host memory'} ran out "
                        f"(Unified Runtime UR_RESULT_ERROR_OUT_OF_{m.group('where')}_MEMORY)"), H.HINT_ACCEL_OOM,
       ("out_of_device_memory", "out_of_host_memory")),
+    # -- round 12 (k13oomsrc): allocation failures of other stacks, each wording read in its source (oom_family.py)
+    # torch_npu's NPU_CHECK_ERROR: '... NPU function error: ..., error code is 207018' with the table's text for
+    # 207018 'The memory on the device is exhausted.', and CANN's own 'EL0004: ... Failed to allocate memory.'
+    # (torch_npu's isCannOOM reads EL0004 as an OOM); its caching allocator's 'NPU out of memory' is other-accel-oom
+    R("npu-acl-oom", _rx(r"error code is 207018\b|The memory on the device is exhausted|\bEL0004: .{0,120}?Failed to "
+                         r"allocate"), OOM, CRIT,
+      "Ascend NPU out of device memory (CANN: error 207018 / EL0004, the memory on the device is exhausted)",
+      H.HINT_ACCEL_OOM, ("error code is 207018", "memory on the device is exhausted", "failed to allocate")),
+    # Vulkan (ggml/llama.cpp, ncnn, ...): ggml-vulkan's catch prints 'ggml_vulkan: Device memory allocation of size N
+    # failed.' and then the vk::SystemError's what(), Vulkan-Hpp's 'vk::Device::allocateMemory: ErrorOutOfDeviceMemory'
+    # (its exception class vk::OutOfDeviceMemoryError; the C name VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    R("vulkan-oom", _rx(r"Device memory allocation of size (?P<n>\d+) failed|\bErrorOutOf(?P<w>Device|Host)Memory\b"
+                        r"|\bOutOf(?P<w2>Device|Host)MemoryError\b|\bVK_ERROR_OUT_OF_(?P<w3>DEVICE|HOST)_MEMORY\b"), OOM, CRIT,
+      lambda m, line: ("host memory ran out (Vulkan: out of host memory)"
+                       if "host" in (m.group("w") or m.group("w2") or m.group("w3") or "").lower() else
+                       "GPU out of memory (Vulkan: " + (f"a device allocation of {int(m.group('n')) / 2**20:.0f} MiB failed"
+                                                        if m.group("n") else "out of device memory") + ")"),
+      H.HINT_ACCEL_OOM + "; llama.cpp/ollama: fewer GPU layers (-ngl), a smaller context (-c) or a smaller quantization",
+      ("memory allocation of size", "outofdevicememory", "outofhostmemory", "out_of_device_memory", "out_of_host_memory")),
+    # a CUDA check macro that prints cudaGetErrorString after its own prefix: CTranslate2's CUDA_CHECK ('CUDA failed
+    # with error out of memory', faster-whisper/WhisperX) and dmlc's CUDA_CALL ('Check failed: ... CUDA: out of
+    # memory': DGL, MXNet's mshadow, TVM)
+    R("cuda-check-oom", _rx(r"CUDA failed with error out of memory|\bCUDA: out of memory"), OOM, CRIT,
+      lambda m, line: f"CUDA OOM ({m.group(0)})", H.HINT_CUDA_OOM, ("out of memory",)),
+    # OpenCV's OutOfMemoryError (modules/core/src/alloc.cpp): CV_Error_(StsNoMem, 'Failed to allocate N bytes'),
+    # printed by cv::Exception as '(-4:Insufficient memory) Failed to allocate N bytes in function ...'
+    R("opencv-oom", _rx(r"\(-4:Insufficient memory\) Failed to allocate (?P<n>\d+) bytes"), OOM, CRIT,
+      lambda m, line: f"host RAM ran out (OpenCV could not allocate {int(m.group('n')) / 2**20:.0f} MiB)", H.HINT_HOST_OOM,
+      ("insufficient memory",)),
+    # Rust's default alloc error hook (library/std/src/alloc.rs): 'memory allocation of N bytes failed', then abort --
+    # the host-side OOM of a Rust extension (tokenizers, safetensors, polars, ...), before 'Aborted (core dumped)'
+    R("rust-alloc-failed", _rx(r"(?:^|[\s:>])memory allocation of (?P<n>\d+) bytes failed\s*$"), OOM, CRIT,
+      lambda m, line: f"host RAM ran out (a Rust allocation of {int(m.group('n')) / 2**30:.2f} GiB failed, then abort)",
+      H.HINT_HOST_OOM, ("memory allocation of",)),
+    # CPython's _PyErr_NormalizeException when a MemoryError recurs while it normalises one (Python/errors.c)
+    R("py-fatal-memoryerror", _rx(r"Cannot recover from MemoryErrors while normalizing exceptions"), OOM, CRIT,
+      "host RAM ran out (Fatal Python error: cannot recover from MemoryErrors)", H.HINT_HOST_OOM,
+      ("memoryerrors",)),
+    # joblib/loky's TerminatedWorkerError names the dead workers' exit codes: SIGKILL(-9) is the OOM killer's signal
+    # (loky/process_executor.py, loky/backend/utils.py _format_exitcodes)
+    R("loky-sigkill", _rx(r"The exit codes of the workers are \{[^}]*\bSIGKILL\(-9\)"), OOM, CRIT,
+      "a joblib/loky worker was killed by SIGKILL (exit code -9): host OOM likely", H.HINT_HOST_OOM,
+      ("exit codes of the workers",)),
+    # dask.distributed's nanny restarts a worker past its memory_terminate_fraction (distributed/worker_memory.py;
+    # older releases: 'Worker exceeded 95% memory budget. Restarting' in nanny.py)
+    R("dask-memory-budget", _rx(r"exceeded (?P<pct>\d+)% memory budget\. Restarting"), OOM, CRIT,
+      "dask's nanny killed a worker: it exceeded {pct}% of its memory limit (host OOM)", H.HINT_HOST_OOM,
+      ("memory budget",)),
     # -- the OOM family of other stacks (OOM_FAMILY below cites where each wording is printed)
     R("paddle-oom", _rx(r"Out of memory error on (?P<dev>GPU|XPU|NPU|MLU|CUSTOM_DEVICE|\w+) (?P<n>\d+)\."
                         r"(?: Cannot allocate (?P<size>[\d.]+ ?[KMGT]?i?B))?"), OOM, CRIT,
@@ -419,7 +471,10 @@ RULES: tuple[TextRule, ...] = (
       OOM, CRIT, lambda m, line: (f"Gaudi (HPU) out of device memory ({m.group('mod')}: a {m.group('what').strip() or 'device'}"
                                   f" allocation of {int(m.group('n') or m.group('n2')) / 2**30:.2f} GiB failed)"), H.HINT_ACCEL_OOM,
       ("allocation of size", "allocation failed for size")),
-    R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"), OOM, CRIT,
+    # (and torch's MapAllocator, shared-memory tensors of DataLoader workers: 'unable to mmap N bytes from file <F>:
+    # Cannot allocate memory (12)', aten/src/ATen/MapAllocator.cpp; oom_family.py cites it)
+    R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"
+                    r"|unable to mmap \d+ bytes from file <[^>]*>: Cannot allocate memory \(12\)"), OOM, CRIT,
       "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
     R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
       "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),

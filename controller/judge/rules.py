@@ -391,10 +391,14 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-check-oom", _rx(r"CUDA failed with error out of memory|\bCUDA: out of memory"), OOM, CRIT,
       lambda m, line: f"CUDA OOM ({m.group(0)})", H.HINT_CUDA_OOM, ("out of memory",)),
     # OpenCV's OutOfMemoryError (modules/core/src/alloc.cpp): CV_Error_(StsNoMem, 'Failed to allocate N bytes'),
-    # printed by cv::Exception as '(-4:Insufficient memory) Failed to allocate N bytes in function ...'
-    R("opencv-oom", _rx(r"\(-4:Insufficient memory\) Failed to allocate (?P<n>\d+) bytes"), OOM, CRIT,
-      lambda m, line: f"host RAM ran out (OpenCV could not allocate {int(m.group('n')) / 2**20:.0f} MiB)", H.HINT_HOST_OOM,
-      ("insufficient memory",)),
+    # printed by cv::Exception as '(-4:Insufficient memory) Failed to allocate N bytes in function ...'; OpenCV 3 wrote
+    # '(-4) Failed to allocate N bytes' and cv::error's 'OpenCV Error: Insufficient memory (Failed to allocate N bytes)'
+    # (pasted opencv/opencv#8349, jetsonhacks/buildOpenCVTX2#26)
+    R("opencv-oom", _rx(r"\(-4(?::Insufficient memory)?\) Failed to allocate (?P<n>\d+) bytes"
+                        r"|Insufficient memory \(Failed to allocate (?P<n2>\d+) bytes\)"), OOM, CRIT,
+      lambda m, line: (f"host RAM ran out (OpenCV could not allocate "
+                       f"{int(m.group('n') or m.group('n2')) / 2**20:.0f} MiB)"), H.HINT_HOST_OOM,
+      ("failed to allocate",)),
     # Rust's default alloc error hook (library/std/src/alloc.rs): 'memory allocation of N bytes failed', then abort --
     # the host-side OOM of a Rust extension (tokenizers, safetensors, polars, ...), before 'Aborted (core dumped)'
     R("rust-alloc-failed", _rx(r"(?:^|[\s:>])memory allocation of (?P<n>\d+) bytes failed\s*$"), OOM, CRIT,

@@ -176,3 +176,28 @@ def test_allocator_advice_config_dumps_and_memory_prints_stay_quiet():
             "distributed.worker.memory - WARNING - Worker is at 85% memory usage. Pausing worker.  Process memory: "
             "3.69 GB -- Worker memory limit: 4.29 GB"]
     assert _kinds(_final(text)) == []
+
+
+# -- Intel GPUs below UR (Level Zero ze_api.h; SYCL PI's 'Native API returns: N (NAME)', intel/llvm common.hpp) --
+
+def test_level_zero_and_sycl_pi_out_of_memory_codes_are_an_oom_and_out_of_resources_is_not():
+    (f,) = _oom(["RuntimeError: Native API failed. Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY) -6 "
+                 "(PI_ERROR_OUT_OF_HOST_MEMORY)"])
+    assert f.summary.startswith("host memory ran out (SYCL PI"), f.summary
+    (g,) = _oom(["level_zero: zeMemAllocDevice returned ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"])
+    assert g.summary.startswith("Intel GPU (XPU) device memory ran out (Level Zero"), g.summary
+    assert "oom" not in _kinds(_final(["RuntimeError: Native API failed. Native API returns: -5 "
+                                       "(PI_ERROR_OUT_OF_RESOURCES) -5 (PI_ERROR_OUT_OF_RESOURCES)"]))
+    assert _kinds(_final(["[ze] device 0: Intel(R) Arc(TM) A770, 16 GiB device memory, max_mem_alloc_size 4 GiB"])) == []
+
+
+# -- cffi's MemoryError is no RAM shortage (python-cffi/cffi src/c/_cffi_backend.c:6394) ---------------------
+
+def test_cffi_write_execute_memoryerror_is_a_crash_not_an_oom():
+    msg = ("MemoryError: Cannot allocate write+execute memory for ffi.callback(). You might be running on a system "
+           "that prevents this. For more information, see https://cffi.readthedocs.io/en/latest/using.html#callbacks")
+    tb = ["Traceback (most recent call last):", '  File "rec.py", line 3, in <module>', "    stream.start()", msg]
+    for text in (tb, [msg]):
+        assert _kinds(_final(text)) == ["crash"], text
+    # a real MemoryError stays an OOM
+    assert _kinds(_final(tb[:3] + ["MemoryError"])) == ["oom"]

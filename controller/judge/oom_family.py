@@ -84,7 +84,14 @@ OOM_FAMILY: tuple[Source, ...] = (
            "oneapi-src/unified-runtime", "include/ur_api.h", None, "aa04ce16b3a06e0f11ff2602d7c5f46c1a3fbd6f",
            "the ur_result_t enumerators ('Insufficient device memory to satisfy call' = 39, host = 38); line not "
            "counted (the code index serves the 650 kB header in pages); SYCL's exception and torch-xpu print the name "
-           "(pasted open-edge-platform/geti_v2#1075); UR_RESULT_ERROR_DEVICE_LOST (20) is not read as an OOM"),
+           "(pasted open-edge-platform/geti_v2#1075); UR_RESULT_ERROR_DEVICE_LOST (20) is not read as an OOM; the rule "
+           "also reads Level Zero's ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY / _DEVICE_MEMORY (0x70000002/3: "
+           "oneapi-src/level-zero include/ze_api.h at c1872469737f807abc0ab8c4b35a263a568a6504, line not counted) and "
+           "oneAPI's older SYCL Plugin Interface text 'Native API failed. Native API returns: -6 "
+           "(PI_ERROR_OUT_OF_HOST_MEMORY)' (intel/llvm sycl/include/sycl/detail/common.hpp at "
+           "002d53d0cee27a638d5da15f838714ca0d58857d: __SYCL_PI_ERROR_REPORT + codeToString, 'N (NAME)'), and "
+           "PI_ERROR_MEM_OBJECT_ALLOCATION_FAILURE / OpenCL's CL_MEM_OBJECT_ALLOCATION_FAILURE (-4); "
+           "PI_ERROR_OUT_OF_RESOURCES (-5), to which the UR adapter maps device OOM too, is not read: it names any resource"),
     Source("paddle-oom", "PaddlePaddle", "Out of memory error on GPU %d. Cannot allocate %s memory on GPU %d",
            "PaddlePaddle/Paddle", "paddle/fluid/memory/allocation/cuda_allocator.cc", 79,
            "8b4344e84ea0ad2b1ac0d3fbfd281a03558c821f",

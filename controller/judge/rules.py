@@ -319,6 +319,9 @@ def _rx(p: str, flags: int = 0) -> re.Pattern:
 
 
 R = TextRule
+_INTEL_GPU_APIS = {"UR_RESULT_ERROR": "Unified Runtime", "ZE_RESULT_ERROR": "Level Zero", "PI_ERROR": "SYCL PI",
+                   "CL": "OpenCL"}
+"""The API layer an Intel GPU out-of-memory code's prefix names (rule ur-oom)."""
 OOM, CRASH, HANG, NAN, RECOMPILE = "oom", "crash", "hang", "nan", "recompile"
 VLLM_PG_HANG_S = 150
 """vLLM still waiting for its placement group at its fourth report (10, 30, 70, 150 s): not coming."""
@@ -362,10 +365,15 @@ RULES: tuple[TextRule, ...] = (
     R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory|MLU out of memory"), OOM, CRIT,
       "accelerator out of memory", H.HINT_ACCEL_OOM, ("out of memory",)),
     # Intel GPUs (torch XPU / IPEX over oneAPI's Unified Runtime): the ur_result_t names of 38 and 39
-    R("ur-oom", _rx(r"UR_RESULT_ERROR_OUT_OF_(?P<where>DEVICE|HOST)_MEMORY"), OOM, CRIT,
-      lambda m, line: (f"{'Intel GPU (XPU) device memory' if m.group('where') == 'DEVICE' else 'host memory'} ran out "
-                       f"(Unified Runtime UR_RESULT_ERROR_OUT_OF_{m.group('where')}_MEMORY)"), H.HINT_ACCEL_OOM,
-      ("out_of_device_memory", "out_of_host_memory")),
+    # (and the layers around it: Level Zero's ZE_RESULT_ERROR_OUT_OF_*_MEMORY, and the SYCL Plugin Interface's
+    # 'Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY)' / '-4 (PI_ERROR_MEM_OBJECT_ALLOCATION_FAILURE)' of
+    # oneAPI before UR; PI_ERROR_OUT_OF_RESOURCES, which UR's device OOM also maps to, is not read: it names any
+    # resource; oom_family.py cites them)
+    R("ur-oom", _rx(r"(?P<api>UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_(?P<where>DEVICE|HOST)_MEMORY"
+                    r"|(?P<api2>PI_ERROR|CL)_MEM_OBJECT_ALLOCATION_FAILURE"), OOM, CRIT,
+      lambda m, line: (f"{'host memory' if m.group('where') == 'HOST' else 'Intel GPU (XPU) device memory'} ran out "
+                       f"({_INTEL_GPU_APIS[m.group('api') or m.group('api2')]} {m.group(0)})"), H.HINT_ACCEL_OOM,
+      ("out_of_device_memory", "out_of_host_memory", "mem_object_allocation_failure")),
     # -- round 12 (k13oomsrc): allocation failures of other stacks, each wording read in its source (oom_family.py)
     # torch_npu's NPU_CHECK_ERROR: '... NPU function error: ..., error code is 207018' with the table's text for
     # 207018 'The memory on the device is exhausted.', and CANN's own 'EL0004: ... Failed to allocate memory.'

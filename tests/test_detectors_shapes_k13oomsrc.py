@@ -201,3 +201,13 @@ def test_cffi_write_execute_memoryerror_is_a_crash_not_an_oom():
         assert _kinds(_final(text)) == ["crash"], text
     # a real MemoryError stays an OOM
     assert _kinds(_final(tb[:3] + ["MemoryError"])) == ["oom"]
+
+
+# -- Paddle Fluid's GpuMaxChunkSize enforce message (paddle/fluid/platform/gpu_info.cc, 2018) ------------------
+
+def test_paddle_insufficient_gpu_memory_to_allocation_is_an_oom():
+    (f,) = _oom(["paddle.fluid.core_avx.EnforceNotMet: Insufficient GPU memory to allocation. at "
+                 "[/paddle/paddle/fluid/platform/gpu_info.cc:262]"])
+    assert "Insufficient GPU memory to allocation" in f.summary
+    assert _kinds(_final(["I0612 10:20:30.123 gpu_info.cc:150] GPU memory to use: 10.5 GiB (fraction_of_gpu_memory_to_use "
+                          "0.92), insufficient memory warnings: 0"])) == []

@@ -99,8 +99,11 @@ OOM_FAMILY: tuple[Source, ...] = (
            "the message's first literal at 79 -- why the summary says ResourceExhaustedError; the pasted logs print "
            "the same file at :86 / :95 (other versions)"),
     Source("paddle-enforce-oom", "PaddlePaddle (Fluid, 2018)", "enforce allocating <= available failed, N > M",
-           note="source not read (Fluid's paddle/fluid/platform/gpu_info.cc of 2018, which the pasted logs name at "
-                ":89 and :119); seen in pasted paddlepaddle/Paddle#8992, #9230, #12749"),
+           note="Fluid's paddle/fluid/platform/gpu_info.cc of 2018 (which the pasted logs name at :89 and :119): "
+                "GpuMaxChunkSize's PADDLE_ENFORCE_LE(allocating, available, \"Insufficient GPU memory to allocation.\"), "
+                "read in the code index's copies (round 12, k13oomsrc), which name no repository commit: line not "
+                "counted; the old enforce prints 'enforce allocating <= available failed, N > M', later formats only "
+                "the message; seen in pasted paddlepaddle/Paddle#8992, #9230, #12749"),
     Source("tf-oom", "TensorFlow", "OOM when allocating tensor with shape[...] and type ... by allocator ...",
            "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", 780,
            "c8e5f66965714c8eb3211ae8099c467872b5901a",

@@ -436,9 +436,14 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: ("TensorFlow ResourceExhaustedError: OOM when allocating tensor"
                        + (f" of shape [{m.group('shape').strip()}]" if m.group("shape").strip() else "")),
       H.HINT_ACCEL_OOM, ("oom when",)),
-    R("paddle-enforce-oom", _rx(r"enforce allocating <= available failed, (?P<want>\d+) > (?P<have>\d+)"), OOM, CRIT,
-      lambda m, line: (f"Paddle out of GPU memory (EnforceNotMet: allocating {int(m.group('want')) / 2**30:.2f} GiB > "
-                       f"{int(m.group('have')) / 2**30:.2f} GiB available)"), H.HINT_ACCEL_OOM, ("enforce allocating",)),
+    # (the same PADDLE_ENFORCE_LE's own message, 'Insufficient GPU memory to allocation.', which later enforce
+    # formats print without the numbers; oom_family.py cites it)
+    R("paddle-enforce-oom", _rx(r"enforce allocating <= available failed, (?P<want>\d+) > (?P<have>\d+)"
+                                r"|Insufficient GPU memory to allocation\b"), OOM, CRIT,
+      lambda m, line: ((f"Paddle out of GPU memory (EnforceNotMet: allocating {int(m.group('want')) / 2**30:.2f} GiB > "
+                        f"{int(m.group('have')) / 2**30:.2f} GiB available)") if m.group("want") else
+                       "Paddle out of GPU memory (EnforceNotMet: Insufficient GPU memory to allocation)"), H.HINT_ACCEL_OOM,
+      ("enforce allocating", "insufficient gpu memory")),
     R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
       "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
       ("ran out of memory",)),

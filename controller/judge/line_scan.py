@@ -106,6 +106,14 @@ CUT_OFF_TRAILING_LINES = 1
 """Lines of other text a traceback cut off at the end may have after its last frame."""
 OOM_EXCEPTIONS = ("OutOfMemoryError", "ResourceExhaustedError", "MemoryError")
 """Exception names that mean memory ran out (torch.cuda / torch / ray, TF and Paddle, Python)."""
+
+NOT_RAM_MEMORYERROR = "Cannot allocate write+execute memory"
+"""A MemoryError that is no shortage of RAM: cffi's ffi.callback() when the system refuses a
+writable+executable page (W^X hardening, SELinux, systemd MemoryDenyWriteExecute, Apple silicon's
+libffi) -- python-cffi/cffi src/c/_cffi_backend.c:6394 @ 45f531087c53e1977de2712056a1d3193eab73bc,
+PyErr_SetString(PyExc_MemoryError, "Cannot allocate write+execute memory for ffi.callback(). You
+might be running on a system that prevents this. ..."). Read as a crash, not an OOM."""
+
 TABLE_LOOKBACK_LINES = 40
 _TABLE_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
 _HEADER_CELL = re.compile(r"^[A-Za-z][\w@./()%-]*(?: (?:[A-Za-z][\w@./()%-]*|/))*$")  # nolearn's `Train / Val`
@@ -981,7 +989,8 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
     last = st.last_line
     em = _LAST_EXCEPTION.match(last) or (len(last) >= 4 and TB_START.startswith(last.rstrip(":")))
     if em and st.open_at_end is None and not st.last_line_explained:
-        memory = isinstance(em, re.Match) and (em.group("name") or "").endswith(OOM_EXCEPTIONS)
+        memory = (isinstance(em, re.Match) and (em.group("name") or "").endswith(OOM_EXCEPTIONS)
+                  and NOT_RAM_MEMORYERROR not in last)
         out.append(Finding(kind="oom" if memory else "crash", severity="critical",
                            summary=f"{last[:160]} (the last line of the log)", evidence=(last,),
                            hint=H.HINT_HOST_OOM if memory else H.HINT_CRASH, first_seen_s=t, line=st.last_line_no,
@@ -1146,7 +1155,7 @@ def _traceback_findings(b: _Batch, restarted: list[int], record_open: bool = Fal
                       H.HINT_CUDA_OOM if tb.short_name == "OutOfMemoryError" else H.HINT_ACCEL_OOM)
             b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
             continue
-        if tb.short_name == "MemoryError":
+        if tb.short_name == "MemoryError" and NOT_RAM_MEMORYERROR not in tb.message:
             hit = Hit("oom", "critical", f"MemoryError{_loc(rep, tb)}: host RAM ran out", H.HINT_HOST_OOM)
             b.add(b.make(hit, i, _tb_evidence(rep, tb)), i)
             continue

@@ -55,8 +55,14 @@ OOM_FAMILY: tuple[Source, ...] = (
            "CUDA_CHECK: CHECK_EQ(error, cudaSuccess) << \" \" << cudaGetErrorString(error); glog writes 'Check failed: ' "
            "(google/glog src/glog/logging.h:554 at 53d58e4531c7c90f71ddab503d915e027432447a) and then '*** Check "
            "failure stack trace: ***' (src/logging.cc:1688); 2 is cudaErrorMemoryAllocation"),
-    Source("alloc-failed", "cuBLAS / cuDNN", "CUBLAS_STATUS_ALLOC_FAILED", note="the libraries' status enum names "
-           "(closed source), printed by torch's CUDABlas checks; generated corpus wording tests"),
+    Source("alloc-failed", "cuBLAS / cuDNN / cuFFT (and their hip* names on ROCm)", "CUBLAS_STATUS_ALLOC_FAILED / "
+           "cuFFT error: CUFFT_ALLOC_FAILED", "pytorch/pytorch", "aten/src/ATen/native/cuda/CuFFTUtils.h", 27,
+           "051e2a50de9cd1384b365db11e4a9f2e825d7066",
+           "torch's _cudaGetErrorEnum returns 'CUFFT_ALLOC_FAILED' (cuFFT's enumerator has no STATUS_), which "
+           "CUFFT_CHECK raises as 'cuFFT error: ...' (line counted by hand in the code index's 1.9 kB copy); the "
+           "cuBLAS/cuDNN/cuSPARSE/cuSOLVER *_STATUS_ALLOC_FAILED names are the libraries' status enums (closed "
+           "source), printed by torch's CUDABlas/cuDNN checks; torch's hipify maps them to HIPBLAS_/HIPSPARSE_/"
+           "HIPSOLVER_/HIPFFT_ names on ROCm (torch/utils/hipify/cuda_to_hip_mappings.py, not re-read this round)"),
     Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h", 18,
            "5067397c2676d5aed50042fc39e5c8ee96eb0027",
            "CUDACHECK: WARN(\"Cuda failure '%s'\", cudaGetErrorString(err)) (also at :28 and :40)"),
@@ -78,7 +84,14 @@ OOM_FAMILY: tuple[Source, ...] = (
            "oneapi-src/unified-runtime", "include/ur_api.h", None, "aa04ce16b3a06e0f11ff2602d7c5f46c1a3fbd6f",
            "the ur_result_t enumerators ('Insufficient device memory to satisfy call' = 39, host = 38); line not "
            "counted (the code index serves the 650 kB header in pages); SYCL's exception and torch-xpu print the name "
-           "(pasted open-edge-platform/geti_v2#1075); UR_RESULT_ERROR_DEVICE_LOST (20) is not read as an OOM"),
+           "(pasted open-edge-platform/geti_v2#1075); UR_RESULT_ERROR_DEVICE_LOST (20) is not read as an OOM; the rule "
+           "also reads Level Zero's ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY / _DEVICE_MEMORY (0x70000002/3: "
+           "oneapi-src/level-zero include/ze_api.h at c1872469737f807abc0ab8c4b35a263a568a6504, line not counted) and "
+           "oneAPI's older SYCL Plugin Interface text 'Native API failed. Native API returns: -6 "
+           "(PI_ERROR_OUT_OF_HOST_MEMORY)' (intel/llvm sycl/include/sycl/detail/common.hpp at "
+           "002d53d0cee27a638d5da15f838714ca0d58857d: __SYCL_PI_ERROR_REPORT + codeToString, 'N (NAME)'), and "
+           "PI_ERROR_MEM_OBJECT_ALLOCATION_FAILURE / OpenCL's CL_MEM_OBJECT_ALLOCATION_FAILURE (-4); "
+           "PI_ERROR_OUT_OF_RESOURCES (-5), to which the UR adapter maps device OOM too, is not read: it names any resource"),
     Source("paddle-oom", "PaddlePaddle", "Out of memory error on GPU %d. Cannot allocate %s memory on GPU %d",
            "PaddlePaddle/Paddle", "paddle/fluid/memory/allocation/cuda_allocator.cc", 79,
            "8b4344e84ea0ad2b1ac0d3fbfd281a03558c821f",
@@ -86,8 +99,11 @@ OOM_FAMILY: tuple[Source, ...] = (
            "the message's first literal at 79 -- why the summary says ResourceExhaustedError; the pasted logs print "
            "the same file at :86 / :95 (other versions)"),
     Source("paddle-enforce-oom", "PaddlePaddle (Fluid, 2018)", "enforce allocating <= available failed, N > M",
-           note="source not read (Fluid's paddle/fluid/platform/gpu_info.cc of 2018, which the pasted logs name at "
-                ":89 and :119); seen in pasted paddlepaddle/Paddle#8992, #9230, #12749"),
+           note="Fluid's paddle/fluid/platform/gpu_info.cc of 2018 (which the pasted logs name at :89 and :119): "
+                "GpuMaxChunkSize's PADDLE_ENFORCE_LE(allocating, available, \"Insufficient GPU memory to allocation.\"), "
+                "read in the code index's copies (round 12, k13oomsrc), which name no repository commit: line not "
+                "counted; the old enforce prints 'enforce allocating <= available failed, N > M', later formats only "
+                "the message; seen in pasted paddlepaddle/Paddle#8992, #9230, #12749"),
     Source("tf-oom", "TensorFlow", "OOM when allocating tensor with shape[...] and type ... by allocator ...",
            "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", 780,
            "c8e5f66965714c8eb3211ae8099c467872b5901a",
@@ -223,7 +239,11 @@ OOM_FAMILY: tuple[Source, ...] = (
                 "lists as the HPU's OOM (src/accelerate/utils/memory.py:112 at 16cb6eb80dd9aa8b4df1a63ef57863e455d53b83) "
                 "and HabanaAI/vllm-fork's calibration README gives as the error of a model that does not fit the cards"),
     Source("enomem", "Linux (errno 12)", "[Errno 12] Cannot allocate memory",
-           note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs"),
+           note="strerror(ENOMEM) as Python's OSError and torch's alloc_cpu print it; seen in pasted logs; torch's "
+                "MapAllocator (shared-memory tensors of DataLoader workers) prints it as 'unable to mmap N bytes from "
+                "file <F>: Cannot allocate memory (12)' (pytorch/pytorch aten/src/ATen/MapAllocator.cpp, TORCH_CHECK(false, "
+                "'unable to mmap ', size_, ' bytes from file <', filename_, '>: ', str_error(errno), ' (', errno, ')'), "
+                "read in the code index at 9de0cafe3cc2d2d70d2c8f24e3af1b5546408eac; line not counted)"),
     Source("numpy-oom", "NumPy", "Unable to allocate %s for an array with shape", "numpy/numpy",
            "numpy/_core/_exceptions.py", 161, "1f90bbb55e65e7de68921bc3f1a2d94492fdf689",
            "_ArrayMemoryError.__str__ (numpy/core/_exceptions.py before NumPy 2)"),
@@ -408,4 +428,57 @@ OOM_FAMILY: tuple[Source, ...] = (
            note="kubectl's STATUS column shows a container's terminated reason -- the runtime's OOMKilled "
                 "(container-oomkilled's row); kubectl's printer not re-read; pasted open-edge-platform/geti_v2#146, "
                 "hmcts/cnp-flux-config#28772"),
+    # -- round 12 (k13oomsrc): wordings read in their sources
+    Source("npu-acl-oom", "Ascend NPU (torch_npu over CANN)", "NPU function error: ..., error code is 207018 / [Error]: The "
+           "memory on the device is exhausted. / EL0004: ... Failed to allocate memory.", "Ascend/pytorch",
+           "torch_npu/csrc/core/npu/NPUErrorCodes.h", 387, "9e73e708ab9350d203475609f36f8a43f6a0c2ab",
+           "the ACL error table's text for 207018 (ACL_ERROR_RT_MEMORY_ALLOCATION's device-memory code), which "
+           "NPU_CHECK_ERROR (torch_npu/csrc/core/npu/NPUException.h:185-198) appends after ', error code is N'; isCannOOM "
+           "(NPUException.cpp:426-436) turns a message holding CANN's 'EL0004' or 'Failed to allocate' into "
+           "OutOfMemoryError; the caching allocator's own 'NPU out of memory. Tried to allocate' (NPUCachingAllocator.cpp:1377, "
+           "'(NPU N; ... total capacity; ... already allocated; ... current active; ... free; ...') is other-accel-oom's"),
+    Source("vulkan-oom", "Vulkan (ggml/llama.cpp, ncnn, ...)", "ggml_vulkan: Device memory allocation of size N failed. / "
+           "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory", "ggml-org/ggml",
+           "src/ggml-vulkan/ggml-vulkan.cpp", 3608, "d99724f2b141fed9e1a9f402213506c081433465",
+           "ggml_vk_create_buffer_device's catch of vk::SystemError prints the size line, then 'ggml_vulkan: ' << e.what() "
+           "(:3609), Vulkan-Hpp's '<call>: ErrorOutOfDeviceMemory' (vk::to_string of VK_ERROR_OUT_OF_DEVICE_MEMORY, whose "
+           "exception class is vk::OutOfDeviceMemoryError; Vulkan-Hpp's header not read here, the names are the "
+           "registry's); ErrorOutOfHostMemory is the host-memory twin"),
+    Source("cuda-check-oom", "CTranslate2 (faster-whisper, WhisperX); DGL / MXNet mshadow / TVM (dmlc CUDA_CALL)",
+           "RuntimeError: CUDA failed with error out of memory / Check failed: e == cudaSuccess || e == "
+           "cudaErrorCudartUnloading: CUDA: out of memory", "OpenNMT/CTranslate2", "src/cuda/utils.h", 72,
+           "0d8bcd362ac75ef860ef161d6f0efad0ae439ff0",
+           "CTranslate2's CUDA_CHECK: THROW_RUNTIME_ERROR(\"CUDA failed with error \" + cudaGetErrorString(code)); dmlc's "
+           "CUDA_CALL, CHECK(e == cudaSuccess || e == cudaErrorCudartUnloading) << \"CUDA: \" << cudaGetErrorString(e), "
+           "is at dmlc/dgl src/runtime/cuda/cuda_common.h:94 @ 3d16000b4170fa741ed9e9667f22ba84d3493026"),
+    Source("opencv-oom", "OpenCV", "cv2.error: OpenCV(4.x) .../alloc.cpp:73: error: (-4:Insufficient memory) Failed to "
+           "allocate N bytes in function 'OutOfMemoryError'", "opencv/opencv", "modules/core/src/alloc.cpp", None,
+           "127d6649a1c83397bf42799ac807af41aa507b30",
+           "OutOfMemoryError(size): CV_Error_(CV_StsNoMem, (\"Failed to allocate %lu bytes\", ...)) when fastMalloc's "
+           "malloc returns null (this old version's line not counted; the code index served it); StsNoMem is -4, whose "
+           "description cv::Exception prints as '(-4:Insufficient memory)'"),
+    Source("rust-alloc-failed", "Rust std (tokenizers, safetensors, polars, ... extensions)", "memory allocation of N "
+           "bytes failed", "rust-lang/rust", "library/std/src/alloc.rs", None, "00e208e3dc795f5301a41b99a26981383dc66e79",
+           "default_alloc_error_hook prints 'memory allocation of {} bytes failed' and rust_oom then calls "
+           "process::abort (so the shell prints 'Aborted (core dumped)' after it); line not counted (the code index "
+           "serves the file in pages)"),
+    Source("py-fatal-memoryerror", "CPython", "Fatal Python error: _PyErr_NormalizeException: Cannot recover from "
+           "MemoryErrors while normalizing exceptions.",
+           note="Python/errors.c _PyErr_NormalizeException's Py_FatalError when a MemoryError recurs past "
+                "Py_NORMALIZE_RECURSION_LIMIT while an exception is normalised (read in the code index's copy, which "
+                "names no commit; CPython's test_exceptions asserts the 'Fatal Python error: "
+                "_PyErr_NormalizeException: ' prefix of 3.9+)"),
+    Source("loky-sigkill", "joblib / loky", "TerminatedWorkerError: A worker process managed by the executor was "
+           "unexpectedly terminated. ... The exit codes of the workers are {SIGKILL(-9)}", "joblib/loky",
+           "loky/process_executor.py", 721, "b153e01c653de3f1d2f8abb602036d5acbff2565",
+           "the executor-management thread's TerminatedWorkerError names each dead worker's exit code, formatted "
+           "'{NAME(code)}' by _format_exitcodes (loky/backend/utils.py:157); SIGKILL(-9) is the kernel OOM killer's "
+           "signal, and the message itself names 'an excessive memory usage' as a cause; a SIGSEGV(-11) stays a crash"),
+    Source("dask-memory-budget", "dask.distributed (nanny)", "Worker tcp://... (pid=N) exceeded 95% memory budget. "
+           "Restarting...", "dask/distributed", "distributed/worker_memory.py", 412,
+           "40fcd99a8cd41c39071a16a546e93a9298f1b64d",
+           "NannyMemoryManager.memory_monitor: past memory_terminate_fraction (distributed.worker.memory.terminate, "
+           "default 0.95) of the memory limit it logs this warning and kills the worker process; the worker's own "
+           "'Unmanaged memory use is high' / pausing warnings are not read"),
+
 )

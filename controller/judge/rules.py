@@ -330,6 +330,9 @@ def _rx(p: str, flags: int = 0) -> re.Pattern:
 
 
 R = TextRule
+_INTEL_GPU_APIS = {"UR_RESULT_ERROR": "Unified Runtime", "ZE_RESULT_ERROR": "Level Zero", "PI_ERROR": "SYCL PI",
+                   "CL": "OpenCL"}
+"""The API layer an Intel GPU out-of-memory code's prefix names (rule ur-oom)."""
 OOM, CRASH, HANG, NAN, RECOMPILE = "oom", "crash", "hang", "nan", "recompile"
 VLLM_PG_HANG_S = 150
 """vLLM still waiting for its placement group at its fourth report (10, 30, 70, 150 s): not coming."""
@@ -350,8 +353,12 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-error-oom", _rx(r"CUDA (?:driver )?[Ee]rror(?: \d+ at \S+?:\d+)?: ?out of memory|cudaErrorMemoryAllocation"
                             r"|Triton Error \[CUDA\]: out of memory"), OOM, CRIT, _cuda_error_oom,
       H.HINT_CUDA_OOM, ("out of memory", "cudaerrormemoryallocation"), recoverable=True),
-    R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT)_STATUS_ALLOC_FAILED\b"), OOM, CRIT,
-      "CUDA OOM: {lib} could not allocate its workspace ({lib}_STATUS_ALLOC_FAILED)", H.HINT_CUDA_OOM,
+    # cuFFT's enumerator has no STATUS_ (CUFFT_ALLOC_FAILED, printed by torch's CUFFT_CHECK as 'cuFFT error: ...');
+    # a ROCm build of torch hipifies the cuBLAS/cuSPARSE/cuSOLVER/cuFFT names to hip* (oom_family.py cites both)
+    R("alloc-failed", _rx(r"\b(?P<lib>CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUFFT|HIPBLAS|HIPSPARSE|HIPSOLVER|HIPFFT)_(?:STATUS_)?"
+                          r"ALLOC_FAILED\b"), OOM, CRIT,
+      lambda m, line: (f"{'ROCm' if m.group('lib').startswith('HIP') else 'CUDA'} OOM: {m.group('lib')} could not "
+                       f"allocate its workspace ({m.group(0)})"), H.HINT_CUDA_OOM,
       ("alloc_failed",)),
     # TensorFlow's GPU kernel launch check (TF_CHECK_OK on GpuLaunchKernel, core/util/gpu_kernel_helper.h),
     # pasted alone as a one-line excerpt (kubeflow/trainer#1158): `Non-OK-status: GpuLaunchKernel (...) status:
@@ -369,10 +376,67 @@ RULES: tuple[TextRule, ...] = (
     R("other-accel-oom", _rx(r"MPS backend out of memory|XPU out of memory|NPU out of memory|MLU out of memory"), OOM, CRIT,
       "accelerator out of memory", H.HINT_ACCEL_OOM, ("out of memory",)),
     # Intel GPUs (torch XPU / IPEX over oneAPI's Unified Runtime): the ur_result_t names of 38 and 39
-    R("ur-oom", _rx(r"UR_RESULT_ERROR_OUT_OF_(?P<where>DEVICE|HOST)_MEMORY"), OOM, CRIT,
-      lambda m, line: (f"{'Intel GPU (XPU) device memory' if m.group('where') == 'DEVICE' else 'host memory'} ran out "
-                       f"(Unified Runtime UR_RESULT_ERROR_OUT_OF_{m.group('where')}_MEMORY)"), H.HINT_ACCEL_OOM,
-      ("out_of_device_memory", "out_of_host_memory")),
+    # (and the layers around it: Level Zero's ZE_RESULT_ERROR_OUT_OF_*_MEMORY, and the SYCL Plugin Interface's
+    # 'Native API returns: -6 (PI_ERROR_OUT_OF_HOST_MEMORY)' / '-4 (PI_ERROR_MEM_OBJECT_ALLOCATION_FAILURE)' of
+    # oneAPI before UR; PI_ERROR_OUT_OF_RESOURCES, which UR's device OOM also maps to, is not read: it names any
+    # resource; oom_family.py cites them)
+    R("ur-oom", _rx(r"(?P<api>UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_(?P<where>DEVICE|HOST)_MEMORY"
+                    r"|(?P<api2>PI_ERROR|CL)_MEM_OBJECT_ALLOCATION_FAILURE"), OOM, CRIT,
+      lambda m, line: (f"{'host memory' if m.group('where') == 'HOST' else 'Intel GPU (XPU) device memory'} ran out "
+                       f"({_INTEL_GPU_APIS[m.group('api') or m.group('api2')]} {m.group(0)})"), H.HINT_ACCEL_OOM,
+      ("out_of_device_memory", "out_of_host_memory", "mem_object_allocation_failure")),
+    # -- round 12 (k13oomsrc): allocation failures of other stacks, each wording read in its source (oom_family.py)
+    # torch_npu's NPU_CHECK_ERROR: '... NPU function error: ..., error code is 207018' with the table's text for
+    # 207018 'The memory on the device is exhausted.', and CANN's own 'EL0004: ... Failed to allocate memory.'
+    # (torch_npu's isCannOOM reads EL0004 as an OOM); its caching allocator's 'NPU out of memory' is other-accel-oom
+    R("npu-acl-oom", _rx(r"error code is 207018\b|The memory on the device is exhausted|\bEL0004: .{0,120}?Failed to "
+                         r"allocate"), OOM, CRIT,
+      "Ascend NPU out of device memory (CANN: error 207018 / EL0004, the memory on the device is exhausted)",
+      H.HINT_ACCEL_OOM, ("error code is 207018", "memory on the device is exhausted", "failed to allocate")),
+    # Vulkan (ggml/llama.cpp, ncnn, ...): ggml-vulkan's catch prints 'ggml_vulkan: Device memory allocation of size N
+    # failed.' and then the vk::SystemError's what(), Vulkan-Hpp's 'vk::Device::allocateMemory: ErrorOutOfDeviceMemory'
+    # (its exception class vk::OutOfDeviceMemoryError; the C name VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    R("vulkan-oom", _rx(r"Device memory allocation of size (?P<n>\d+) failed|\bErrorOutOf(?P<w>Device|Host)Memory\b"
+                        r"|\bOutOf(?P<w2>Device|Host)MemoryError\b|\bVK_ERROR_OUT_OF_(?P<w3>DEVICE|HOST)_MEMORY\b"), OOM, CRIT,
+      lambda m, line: ("host memory ran out (Vulkan: out of host memory)"
+                       if "host" in (m.group("w") or m.group("w2") or m.group("w3") or "").lower() else
+                       "GPU out of memory (Vulkan: " + (f"a device allocation of {int(m.group('n')) / 2**20:.0f} MiB failed"
+                                                        if m.group("n") else "out of device memory") + ")"),
+      H.HINT_ACCEL_OOM + "; llama.cpp/ollama: fewer GPU layers (-ngl), a smaller context (-c) or a smaller quantization",
+      ("memory allocation of size", "outofdevicememory", "outofhostmemory", "out_of_device_memory", "out_of_host_memory")),
+    # a CUDA check macro that prints cudaGetErrorString after its own prefix: CTranslate2's CUDA_CHECK ('CUDA failed
+    # with error out of memory', faster-whisper/WhisperX) and dmlc's CUDA_CALL ('Check failed: ... CUDA: out of
+    # memory': DGL, MXNet's mshadow, TVM)
+    R("cuda-check-oom", _rx(r"CUDA failed with error out of memory|\bCUDA: out of memory"), OOM, CRIT,
+      lambda m, line: f"CUDA OOM ({m.group(0)})", H.HINT_CUDA_OOM, ("out of memory",)),
+    # OpenCV's OutOfMemoryError (modules/core/src/alloc.cpp): CV_Error_(StsNoMem, 'Failed to allocate N bytes'),
+    # printed by cv::Exception as '(-4:Insufficient memory) Failed to allocate N bytes in function ...'; OpenCV 3 wrote
+    # '(-4) Failed to allocate N bytes' and cv::error's 'OpenCV Error: Insufficient memory (Failed to allocate N bytes)'
+    # (pasted opencv/opencv#8349, jetsonhacks/buildOpenCVTX2#26)
+    R("opencv-oom", _rx(r"\(-4(?::Insufficient memory)?\) Failed to allocate (?P<n>\d+) bytes"
+                        r"|Insufficient memory \(Failed to allocate (?P<n2>\d+) bytes\)"), OOM, CRIT,
+      lambda m, line: (f"host RAM ran out (OpenCV could not allocate "
+                       f"{int(m.group('n') or m.group('n2')) / 2**20:.0f} MiB)"), H.HINT_HOST_OOM,
+      ("failed to allocate",)),
+    # Rust's default alloc error hook (library/std/src/alloc.rs): 'memory allocation of N bytes failed', then abort --
+    # the host-side OOM of a Rust extension (tokenizers, safetensors, polars, ...), before 'Aborted (core dumped)'
+    R("rust-alloc-failed", _rx(r"(?:^|[\s:>])memory allocation of (?P<n>\d+) bytes failed\s*$"), OOM, CRIT,
+      lambda m, line: f"host RAM ran out (a Rust allocation of {int(m.group('n')) / 2**30:.2f} GiB failed, then abort)",
+      H.HINT_HOST_OOM, ("memory allocation of",)),
+    # CPython's _PyErr_NormalizeException when a MemoryError recurs while it normalises one (Python/errors.c)
+    R("py-fatal-memoryerror", _rx(r"Cannot recover from MemoryErrors while normalizing exceptions"), OOM, CRIT,
+      "host RAM ran out (Fatal Python error: cannot recover from MemoryErrors)", H.HINT_HOST_OOM,
+      ("memoryerrors",)),
+    # joblib/loky's TerminatedWorkerError names the dead workers' exit codes: SIGKILL(-9) is the OOM killer's signal
+    # (loky/process_executor.py, loky/backend/utils.py _format_exitcodes)
+    R("loky-sigkill", _rx(r"The exit codes of the workers are \{[^}]*\bSIGKILL\(-9\)"), OOM, CRIT,
+      "a joblib/loky worker was killed by SIGKILL (exit code -9): host OOM likely", H.HINT_HOST_OOM,
+      ("exit codes of the workers",)),
+    # dask.distributed's nanny restarts a worker past its memory_terminate_fraction (distributed/worker_memory.py;
+    # older releases: 'Worker exceeded 95% memory budget. Restarting' in nanny.py)
+    R("dask-memory-budget", _rx(r"exceeded (?P<pct>\d+)% memory budget\. Restarting"), OOM, CRIT,
+      "dask's nanny killed a worker: it exceeded {pct}% of its memory limit (host OOM)", H.HINT_HOST_OOM,
+      ("memory budget",)),
     # -- the OOM family of other stacks (OOM_FAMILY below cites where each wording is printed)
     R("paddle-oom", _rx(r"Out of memory error on (?P<dev>GPU|XPU|NPU|MLU|CUSTOM_DEVICE|\w+) (?P<n>\d+)\."
                         r"(?: Cannot allocate (?P<size>[\d.]+ ?[KMGT]?i?B))?"), OOM, CRIT,
@@ -383,9 +447,14 @@ RULES: tuple[TextRule, ...] = (
       lambda m, line: ("TensorFlow ResourceExhaustedError: OOM when allocating tensor"
                        + (f" of shape [{m.group('shape').strip()}]" if m.group("shape").strip() else "")),
       H.HINT_ACCEL_OOM, ("oom when",)),
-    R("paddle-enforce-oom", _rx(r"enforce allocating <= available failed, (?P<want>\d+) > (?P<have>\d+)"), OOM, CRIT,
-      lambda m, line: (f"Paddle out of GPU memory (EnforceNotMet: allocating {int(m.group('want')) / 2**30:.2f} GiB > "
-                       f"{int(m.group('have')) / 2**30:.2f} GiB available)"), H.HINT_ACCEL_OOM, ("enforce allocating",)),
+    # (the same PADDLE_ENFORCE_LE's own message, 'Insufficient GPU memory to allocation.', which later enforce
+    # formats print without the numbers; oom_family.py cites it)
+    R("paddle-enforce-oom", _rx(r"enforce allocating <= available failed, (?P<want>\d+) > (?P<have>\d+)"
+                                r"|Insufficient GPU memory to allocation\b"), OOM, CRIT,
+      lambda m, line: ((f"Paddle out of GPU memory (EnforceNotMet: allocating {int(m.group('want')) / 2**30:.2f} GiB > "
+                        f"{int(m.group('have')) / 2**30:.2f} GiB available)") if m.group("want") else
+                       "Paddle out of GPU memory (EnforceNotMet: Insufficient GPU memory to allocation)"), H.HINT_ACCEL_OOM,
+      ("enforce allocating", "insufficient gpu memory")),
     R("tf-eigen-oom", _rx(r"EigenAllocator for GPU ran out of memory"), OOM, CRIT,
       "TensorFlow out of GPU memory (EigenAllocator ran out of memory: fatal)", H.HINT_ACCEL_OOM,
       ("ran out of memory",)),
@@ -429,7 +498,10 @@ RULES: tuple[TextRule, ...] = (
       OOM, CRIT, lambda m, line: (f"Gaudi (HPU) out of device memory ({m.group('mod')}: a {m.group('what').strip() or 'device'}"
                                   f" allocation of {int(m.group('n') or m.group('n2')) / 2**30:.2f} GiB failed)"), H.HINT_ACCEL_OOM,
       ("allocation of size", "allocation failed for size")),
-    R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"), OOM, CRIT,
+    # (and torch's MapAllocator, shared-memory tensors of DataLoader workers: 'unable to mmap N bytes from file <F>:
+    # Cannot allocate memory (12)', aten/src/ATen/MapAllocator.cpp; oom_family.py cites it)
+    R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"
+                    r"|unable to mmap \d+ bytes from file <[^>]*>: Cannot allocate memory \(12\)"), OOM, CRIT,
       "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
     R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
       "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from controller.follow.logparse import LineParser
 from controller.judge import hints as H
+from controller.judge.distribution_args import HEAD_LOOKBACK_LINES, VALUES_LOOKAHEAD_LINES, nan_argument
 from controller.judge.evidence import EVIDENCE_LINES, bounded, signal_suffix
 from controller.judge.kernel_asserts import KernelAssertions
 from controller.judge.loss_scale import LossScaleTrajectory, unit_scale
@@ -494,7 +495,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         hit = classify(line, low) if triggered(low) else None
         if hit is None:
             hit = _c10d_timeout(b, i, line, low) or ((_pyspy_collective(b, i, line) or _gdb_collective(b, i, line))
-                                                     if "c10d" in low else None)
+                                                     if "c10d" in low else None) \
+                or (_distribution_nan(b, i, line) if "found invalid values" in low else None)
             if hit is None:
                 continue
         evidence = [ln.raw]
@@ -516,6 +518,10 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             continue  # the monitor's echo of a timeout a line above already reported (rules.py nccl-dump-signal)
         if hit.kind in ("nan", "hang") and hit.severity == "critical":
             em = _EXC_IN_LINE.search(line)
+            if em is None and hit.rule == "distribution-nan":
+                # the argument check's message began lines above (a parameter's repr between): its head names it
+                em = next((m for m in (_EXC_IN_LINE.search(rep[j].text) for j in range(i - 1, max(-1, i - 1 - HEAD_LOOKBACK_LINES), -1))
+                           if m is not None), None)
             if em is not None:
                 # the wording is an exception's message: that exception ended the program
                 crash = Hit("crash", "critical", _ended(em.group(1), em.group(2)), H.HINT_CRASH)
@@ -570,6 +576,15 @@ def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
                    f"{m.group('file')}:{m.group('line')}): a rank never answered or never arrived",
                    H.HINT_NCCL_TIMEOUT, rule="c10d-raise-timeout")
     return None
+
+
+def _distribution_nan(b: _Batch, i: int, line: str) -> Hit | None:
+    """torch.distributions' argument check whose printed tensor below holds NaN (distribution_args.py)."""
+    rep = b.rep
+    before = [rep[j].text for j in range(max(0, i - HEAD_LOOKBACK_LINES), i)]
+    following = [rep[j].text for j in range(i + 1, min(len(rep), i + 1 + VALUES_LOOKAHEAD_LINES))]
+    said = nan_argument(line, before, following)
+    return None if said is None else Hit("nan", "critical", said, H.HINT_NAN, rule="distribution-nan")
 
 
 _PYSPY_THREAD = re.compile(r"^\s*Thread (?P<id>\S+) \((?P<st>idle|active|gil)\)(?:: \"(?P<name>[^\"]*)\")?\s*$")

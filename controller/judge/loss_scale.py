@@ -38,7 +38,8 @@ cascade: `reducing loss scale to 6.4e-204`)."""
 
 _SKIP = re.compile(r"OVERFLOW! Rank \d+ Skipping step|Gradient overflow\.\s+Skipping step|overflow detected, "
                    r"setting loss scale|Grad overflow on iteration|Overflow detected\. Skipping step"
-                   r"|found inf/nan grads|skipped the step|loss scale overflow! Skipping step", re.I)
+                   r"|found inf/nan grads|skipped the step|loss scale overflow! Skipping step"
+                   r"|Found inf or nan, current scale is|Found NaN, decreased lg_loss_scale to", re.I)
 _SCALE_NUMBER = r"(?P<v>\d*\.?\d+(?:[eE][-+]?\d+)?)"
 """A scale as printed: `32768.0`, `0.0001220703125`, `1.4582244039112795e-303` -- never the
 sentence's own full stop after it (`reducing loss scale to 256.0.` -- MathLee/LASNet#3)."""
@@ -46,6 +47,24 @@ _NEW_SCALE = re.compile(
     r"(?:reducing (?:loss scale )?to|setting loss scale to:?|loss[ _]scale\s*[:=]?\s*[\d.eE+-]+\s*(?:->|→))"
     r"\s*" + _SCALE_NUMBER, re.I)
 _ATTEMPTED = re.compile(r"Attempted loss scale:\s*" + _SCALE_NUMBER)
+_PADDLE_DECREASE = re.compile(r"current scale is:\s*(?P<cur>\d*\.?\d+(?:[eE][-+]?\d+)?),\s*decrease to:\s*[\d.eE+-]+\*"
+                              r"(?P<ratio>\d*\.?\d+(?:[eE][-+]?\d+)?)")
+"""Paddle's GradScaler prints the new scale as a product: `Found inf or nan, current scale is: 1024.0,
+decrease to: 1024.0*0.5` (PaddlePaddle/Paddle python/paddle/amp/grad_scaler.py AmpScaler._update, `print('Found
+inf or nan, current scale is: {}, decrease to: {}*{}'.format(float(self._scale), float(self._scale),
+float(self._decr_ratio)))`, once per decr_every_n_nan_or_inf overflowing steps); the new scale is cur * ratio.
+Pasted PaddlePaddle/PaddleClas#2457: 3.05e-05 halving to 5.96e-08 line after line, the loss still printed."""
+_LG_SCALE = re.compile(r"(?:decreased lg_loss_scale to|\blg_loss_scale\s*[|:=])\s*(?P<lg>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+"""OpenAI's diffusion trainers keep the scale's base-2 logarithm: `Found NaN, decreased lg_loss_scale to
+{self.lg_loss_scale}` on each overflowing step (openai/improved-diffusion improved_diffusion/train_util.py
+optimize_fp16, initial 20.0; openai/guided-diffusion guided_diffusion/fp16_util.py MixedPrecisionTrainer.optimize),
+and their logger's table prints its mean, `| lg_loss_scale | 19.5 |`. The scale is 2 ** lg: a logarithm at or
+below 0 is a scale of 1 or less (pasted tomeramit/SegDiff#20: `| lg_loss_scale | -0.821 |`)."""
+MAX_LG_SCALE = 1000.0
+"""A base-2 logarithm beyond this is no loss scale (2 ** 1000 overflows a float)."""
+INITIAL_LG_SCALE = 20.0
+"""Where those trainers start (`INITIAL_LOG_LOSS_SCALE = 20.0`, improved_diffusion/train_util.py and its copies):
+a logarithm read at or below 0 has fallen from there, whatever the excerpt shows above it."""
 _SCALE_VALUE = re.compile(r"\bloss[ _]scal(?:e|er)['\"]?\s*[:=]?\s*['\"]?(?P<v>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\b",
                           re.I)
 
@@ -66,6 +85,18 @@ def unit_scale(line: str) -> bool:
         return False
     v = m.group("v")
     return float(v) <= MIN_HEALTHY_SCALE and (float(v) > 0 or "." in v)
+
+
+def _new_scale(line: str) -> float | None:
+    """The scale a skip line says it moves to, in any scaler's wording, or None."""
+    pm = _PADDLE_DECREASE.search(line)
+    if pm is not None:
+        return float(pm.group("cur")) * float(pm.group("ratio"))
+    lm = _LG_SCALE.search(line)
+    if lm is not None and abs(float(lm.group("lg"))) <= MAX_LG_SCALE:
+        return 2.0 ** float(lm.group("lg"))
+    m = _NEW_SCALE.search(line)
+    return float(m.group("v")) if m is not None else None
 
 
 @dataclass
@@ -91,9 +122,10 @@ class LossScaleTrajectory:
             if self.first_skip_line is None:
                 self.first_skip_line = line_no
                 self.evidence.append(line)
-            m = _NEW_SCALE.search(line)
-            if m:
-                value = float(m.group("v"))
+            value = _new_scale(line)
+            if value is not None and "lg_loss_scale" in line:
+                self.highest = max(self.highest or 0.0, 2.0 ** INITIAL_LG_SCALE)
+            if value is not None:
                 a = _ATTEMPTED.search(line)
                 if value <= MIN_HEALTHY_SCALE:
                     # in a row: skipped steps with training progress between them are a low
@@ -103,6 +135,11 @@ class LossScaleTrajectory:
                     if a is not None and float(a.group("v")) <= value:
                         self.skips_below_one = BELOW_ONE_SKIPS  # "reducing" to what it already was: its floor
                 self._reading(value, line, line_no)
+            return
+        lm = _LG_SCALE.search(line) if "lg_loss_scale" in line else None
+        if lm is not None and abs(float(lm.group("lg"))) <= MAX_LG_SCALE:
+            self.highest = max(self.highest or 0.0, 2.0 ** INITIAL_LG_SCALE)
+            self._reading(2.0 ** float(lm.group("lg")), line, line_no, printed=True)
             return
         m = _SCALE_VALUE.search(line)
         if m:

@@ -1119,6 +1119,53 @@ RULES: tuple[TextRule, ...] = (
           "the gradient norm is NaN/Inf (clip_grad_norm_ refused to clip it)"),
       H.HINT_NAN, ("nan in summary", "infinity in summary", "(nan) encountered", "(inf) encountered",
                    "non-finite, so")),
+    # the frameworks' per-op / per-tensor NaN checks, which name the op or tensor that went non-finite:
+    # - TensorFlow's tf.debugging.enable_check_numerics() callback: `!!! Detected Infinity or NaN in output %d of
+    #   %s op "%s" (# of outputs: %d) !!!` (%s: "graph" / "eagerly-executing"; tensorflow/tensorflow
+    #   tensorflow/python/debug/lib/check_numerics_callback.py get_check_numerics_error_message @0304934138cb)
+    # - Paddle's FLAGS_check_nan_inf: `There are NAN or INF (num_nan=%lld, num_inf=%lld, num_zero=%lld) in %s.`
+    #   (thrown at level 0) and `[PRECISION] [ERROR] in %s, numel=%lld, num_nan=%lld, num_inf=%lld, ...` (printed
+    #   only when num_nan > 0 or num_inf > 0; a clean tensor at level 3 prints `[PRECISION] in %s, numel=...`
+    #   without [ERROR] and no counts) -- PaddlePaddle/Paddle paddle/fluid/framework/details/nan_inf_utils_detail.h
+    #   PrintForDifferentLevel @a883f87f; the older `Operator %s output Tensor %s contains Inf.` / `... contains
+    #   NAN.` (paddle/fluid/framework/operator.cc CheckTensorNANOrInf, platform::errors::Fatal; PaddlePaddle/Paddle's
+    #   stored operator.cc is @0d67fd21)
+    # - MMDetection's CheckInvalidLossHook: `runner.logger.info('loss become infinite or NaN!')` as the message of
+    #   a failed `assert torch.isfinite(outputs['loss'])` (open-mmlab/mmdetection mmdet/engine/hooks/
+    #   checkloss_hook.py @19bceba5; the logger's INFO line is all that names it: the AssertionError is bare)
+    # - PyTorch Lightning's detect_nan_parameters (Trainer(terminate_on_nan=True), 1.x): `Detected nan and/or inf
+    #   values in `{name}`.` (Lightning-AI/pytorch-lightning src/lightning/pytorch/utilities/finite_checks.py:42
+    #   @8386c704, removed in 457cd76d)
+    # - Stable-Baselines3's VecCheckNan on the actions the policy chose: `found nan in actions.\r\nOriginated from
+    #   the RL model` (DLR-RM/stable-baselines3 stable_baselines3/common/vec_env/vec_check_nan.py:89 @e05d2dbe);
+    #   NaN in the environment's observations is the environment's data and is not read here
+    # - detectron2's Boxes.clip: `assert torch.isfinite(self.tensor).all(), "Box tensor contains infinite or NaN!"`
+    #   (facebookresearch/detectron2 detectron2/structures/boxes.py Boxes.clip): the boxes a head predicted are
+    #   Inf/NaN -- the model's output diverged (pasted xingyizhou/CenterNet2#65, after 3700 iterations of finite loss)
+    R("op-output-nonfinite", _rx(r"Detected Infinity or NaN in output (?P<slot>\d+) of (?:graph|eagerly-executing) op "
+                                 r"\"(?P<tfop>[^\"]+)\""
+                                 r"|There are NAN or INF \(num_nan=(?P<pn>\d+), num_inf=(?P<pi>\d+)"
+                                 r"|\[PRECISION\] \[ERROR\] in (?P<pwhere>.{1,200}?), numel=\d+, num_nan=(?P<qn>\d+), "
+                                 r"num_inf=(?P<qi>\d+)"
+                                 r"|Operator `?(?P<pop>[\w.]+)`? output Tensor `?(?P<pt>[\w.@]+)`? contains (?P<pwhat>Inf|NAN)\b"
+                                 r"|\bloss become infinite or NaN\b"
+                                 r"|Detected nan and/or inf values in `(?P<lparam>[^`]{1,200})`"
+                                 r"|\bfound (?P<sbwhat>nan|inf) in actions\b"
+                                 r"|\bBox tensor contains infinite or NaN\b"), NAN, CRIT,
+      lambda m, line: (
+          f"TensorFlow's check_numerics: op {m.group('tfop')} output {m.group('slot')} is Inf/NaN" if m.group("tfop") else
+          f"Paddle's NaN/Inf check: {m.group('pn')} NaN and {m.group('pi')} Inf values in an op's output"
+          if m.group("pn") is not None else
+          (f"Paddle's NaN/Inf check: {m.group('qn')} NaN and {m.group('qi')} Inf values in {m.group('pwhere')[:80]}"
+           if int(m.group("qn")) + int(m.group("qi")) else None) if m.group("qn") is not None else
+          f"Paddle's NaN/Inf check: operator {m.group('pop')}'s output {m.group('pt')} contains {m.group('pwhat')}"
+          if m.group("pop") else
+          f"the parameter {m.group('lparam')[:80]} is NaN/Inf (Lightning's detect_nan_parameters)" if m.group("lparam") else
+          f"the policy's actions are {m.group('sbwhat')} (Stable-Baselines3 VecCheckNan)" if m.group("sbwhat") else
+          "the predicted boxes are Inf/NaN (detectron2's Boxes.clip check)" if "Box tensor" in m.group(0) else
+          "loss is NaN/Inf (MMDetection's CheckInvalidLossHook: loss become infinite or NaN)"),
+      H.HINT_NAN, ("detected infinity or nan", "there are nan or inf", "[precision] [error]", "contains inf",
+                   "contains nan", "become infinite or nan", "nan and/or inf", "nan in actions", "inf in actions")),
     R("grad-scale-small", _rx(r"grad_scale is too small|Grad scale is small|Invalid loss, terminating training"), NAN, CRIT,
       "loss is NaN/Inf (the trainer stopped on it: grad scale collapsed / invalid loss)", H.HINT_NAN,
       ("grad_scale is too small", "grad scale is small", "terminating training")),

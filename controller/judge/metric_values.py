@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from controller.judge.gbdt_eval import gbdt_non_finite
+
 _RECORD = re.compile(
     r"(?<![\w.])(?P<key>(?:[A-Za-z][A-Za-z0-9]*[ _/.])?(?:[A-Za-z]+[ _])?(?:loss|cost|xent|cross[-_ ]?entropy|ppl|perplexity"
     r"|grad[ _]?norm|gradient[ _]norm|total[ _]norm))(?P<sfx>[_/]\w+)?['\"\]]?\s*(?:[:=：]\s*|\s+|\s*[|│┃]\s*)\[?['\"]?(?:tensor\()?"
@@ -146,7 +148,9 @@ measured, not a loss. Only inf is skipped: a NaN best means a NaN loss reached i
 
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
-    out = []
+    out = [NonFinite(key=k + " (boosting eval)", value=v, is_loss=True) for k, v in gbdt_non_finite(line)]
+    if out:
+        return out  # a boosting library's eval row (gbdt_eval.py): its cells are its losses
     if "损失" in line:
         out += [NonFinite(key=m.group("key"), value=m.group("val").lower(), is_loss=True)
                 for m in _CJK_LOSS.finditer(line)]

@@ -55,6 +55,23 @@ OOM_FAMILY: tuple[Source, ...] = (
            "CUDA_CHECK: CHECK_EQ(error, cudaSuccess) << \" \" << cudaGetErrorString(error); glog writes 'Check failed: ' "
            "(google/glog src/glog/logging.h:554 at 53d58e4531c7c90f71ddab503d915e027432447a) and then '*** Check "
            "failure stack trace: ***' (src/logging.cc:1688); 2 is cudaErrorMemoryAllocation"),
+    Source("mxnet-storage-oom", "MXNet", "Check failed: e == cudaSuccess || e == cudaErrorCudartUnloading CUDA: out of "
+           "memory / Memory allocation failed out of memory", "apache/mxnet", "src/common/cuda/utils.h", 110,
+           "b84609d3fc73d20929c114eab95faaa56e6c5ede",
+           "CUDA_CALL: CHECK(e == cudaSuccess || e == cudaErrorCudartUnloading) << \"CUDA: \" << cudaGetErrorString(e); "
+           "the pooled storage manager's LOG(FATAL) << \"Memory allocation failed \" << err "
+           "(src/storage/pooled_storage_manager.h:212, same commit); 1.x's gpu_device_storage.h:65 LOG(FATAL) << "
+           "\"CUDA: \" (at 7b24137ed45df605defa4ce72ec91554f6e445f0)"),
+    Source("mxnet-cpu-oom", "MXNet", "Failed to allocate CPU Memory", "apache/mxnet", "src/storage/cpu_device_storage.h", 65,
+           "b84609d3fc73d20929c114eab95faaa56e6c5ede", "LOG(FATAL) when the aligned host allocation returns null"),
+    Source("xgboost-device-oom", "XGBoost (CUDA)", "Memory allocation error on worker R: ...", "dmlc/xgboost",
+           "src/common/device_vector.cu", 22, "379b29f0836b9dbc313b993d8e5743bd452d4117",
+           "dh::detail::ThrowOOMError: the message, then '- Free memory: ' and '- Requested memory: ' lines, raised "
+           "through LOG(FATAL) as an XGBoostError"),
+    Source("lightgbm-cuda-oom", "LightGBM (CUDA)", "[LightGBM] [Fatal] [CUDA] out of memory FILE LINE", "microsoft/LightGBM",
+           "include/LightGBM/cuda/cuda_utils.hu", 35, "bae0b7ba953341a32b2a9c5c5c437a1b976f576f",
+           "gpuAssert (CUDASUCCESS_OR_FATAL): Log::Fatal(\"[CUDA] %s %s %d\", cudaGetErrorString(code), file, line); "
+           "Log::Fatal writes '[LightGBM] [Fatal] ' first (include/LightGBM/utils/log.h:132)"),
     Source("alloc-failed", "cuBLAS / cuDNN", "CUBLAS_STATUS_ALLOC_FAILED", note="the libraries' status enum names "
            "(closed source), printed by torch's CUDABlas checks; generated corpus wording tests"),
     Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h", 18,

@@ -72,6 +72,13 @@ OOM_FAMILY: tuple[Source, ...] = (
            "include/LightGBM/cuda/cuda_utils.hu", 35, "bae0b7ba953341a32b2a9c5c5c437a1b976f576f",
            "gpuAssert (CUDASUCCESS_OR_FATAL): Log::Fatal(\"[CUDA] %s %s %d\", cudaGetErrorString(code), file, line); "
            "Log::Fatal writes '[LightGBM] [Fatal] ' first (include/LightGBM/utils/log.h:132)"),
+    Source("catboost-gpu-oom", "CatBoost (GPU)", "Error: Out of memory. Requested N MB; Free M MB (NCudaLib::TOutOfMemoryError)",
+           "catboost/catboost", "catboost/cuda/cuda_lib/memory_pool/stack_like_memory_pool.h", None,
+           "0d257b83a62a5578aebd6cc447cfdd33c0621e87",
+           "TStackLikeMemoryPool::Create: ythrow TOutOfMemoryError() << \"Error: Out of memory. Requested \" ... \" MB; "
+           "Free \" ... \" MB\"; TryDefragment's \"Error: We don't have enough memory for defragmentation\" (same file; "
+           "line not counted: the index's text was read from an offset); the pastes name it at :294, :303 and :305 across "
+           "versions, older ones without ' MB' (pasted catboost/catboost#302, #405, #2750)"),
     Source("alloc-failed", "cuBLAS / cuDNN", "CUBLAS_STATUS_ALLOC_FAILED", note="the libraries' status enum names "
            "(closed source), printed by torch's CUDABlas checks; generated corpus wording tests"),
     Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h", 18,

@@ -407,6 +407,14 @@ RULES: tuple[TextRule, ...] = (
     # LightGBM's CUDA build: CUDASUCCESS_OR_FATAL's Log::Fatal("[CUDA] %s %s %d", cudaGetErrorString(code), file, line)
     R("lightgbm-cuda-oom", _rx(r"\[CUDA\] out of memory\b"), OOM, CRIT,
       "CUDA OOM (LightGBM's CUDA call failed: out of memory)", H.HINT_CUDA_OOM, ("out of memory",)),
+    # CatBoost's GPU memory pool (TStackLikeMemoryPool::Create, oom_family.py cites it): `Error: Out of memory. Requested
+    # N MB; Free M MB` thrown as NCudaLib::TOutOfMemoryError, which an uncaught-exception report names as its type
+    R("catboost-gpu-oom", _rx(r"Error: Out of memory\. Requested (?P<want>[\d.]+)(?: MB)?; Free (?P<have>[\d.]+)"
+                              r"|NCudaLib::TOutOfMemoryError|We don't have enough memory for defragmentation"), OOM, CRIT,
+      lambda m, line: ("CUDA OOM (CatBoost's GPU memory pool" + (f": requested {m.group('want')} MB, {m.group('have')} MB free)"
+                                                                if m.group("want") else ")")),
+      H.HINT_CUDA_OOM + "; CatBoost: a smaller depth / border_count / max_ctr_complexity, or gpu_ram_part",
+      ("out of memory", "outofmemoryerror", "enough memory")),
     R("tf-device-alloc-failed", _rx(r"failed to allocate (?P<size>[\d.]+\s?[KMGT]i?B?) \(\d+ bytes\) from device"), OOM, CRIT,
       "TensorFlow could not allocate {size} on the device (CUDA/ROCm out of memory)", H.HINT_ACCEL_OOM,
       ("from device",)),

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from controller.judge.gbdt_eval import gbdt_non_finite
+
 WRAPPER = (r"(?:(?:tensor|(?:Device)?Array|array|np\.float(?:16|32|64)|tf\.Tensor)\(\[*"
            r"|<tf\.Tensor: (?:id=\d+, )?shape=\([\d, ]*\), dtype=\w+, numpy=(?:array\()?\[*)?")
 """What a printed value may sit inside when the loop prints the framework's object, not a float: torch's
@@ -172,7 +174,9 @@ loss)` printed above it (google-deepmind/graph_nets graph_nets/demos/shortest_pa
 
 def non_finite_values(line: str) -> list[NonFinite]:
     """Every loss / gradient-norm value in the line that is NaN or Inf."""
-    out = []
+    out = [NonFinite(key=k + " (boosting eval)", value=v, is_loss=True) for k, v in gbdt_non_finite(line)]
+    if out:
+        return out  # a boosting library's eval row (gbdt_eval.py): its cells are its losses
     if "Ltr" in line or "Lge" in line:
         out += [NonFinite(key=m.group("key"), value=m.group("val").lower(), is_loss=True)
                 for m in _GRAPH_NETS_LOSS.finditer(line)]

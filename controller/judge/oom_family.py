@@ -63,6 +63,32 @@ OOM_FAMILY: tuple[Source, ...] = (
            "cuBLAS/cuDNN/cuSPARSE/cuSOLVER *_STATUS_ALLOC_FAILED names are the libraries' status enums (closed "
            "source), printed by torch's CUDABlas/cuDNN checks; torch's hipify maps them to HIPBLAS_/HIPSPARSE_/"
            "HIPSOLVER_/HIPFFT_ names on ROCm (torch/utils/hipify/cuda_to_hip_mappings.py, not re-read this round)"),
+    Source("mxnet-storage-oom", "MXNet", "Check failed: e == cudaSuccess || e == cudaErrorCudartUnloading CUDA: out of "
+           "memory / Memory allocation failed out of memory", "apache/mxnet", "src/common/cuda/utils.h", 110,
+           "b84609d3fc73d20929c114eab95faaa56e6c5ede",
+           "CUDA_CALL: CHECK(e == cudaSuccess || e == cudaErrorCudartUnloading) << \"CUDA: \" << cudaGetErrorString(e); "
+           "the pooled storage manager's LOG(FATAL) << \"Memory allocation failed \" << err "
+           "(src/storage/pooled_storage_manager.h:212, same commit); 1.x's gpu_device_storage.h:65 LOG(FATAL) << "
+           "\"CUDA: \" (at 7b24137ed45df605defa4ce72ec91554f6e445f0)"),
+    Source("mxnet-cpu-oom", "MXNet", "Failed to allocate CPU Memory", "apache/mxnet", "src/storage/cpu_device_storage.h", 65,
+           "b84609d3fc73d20929c114eab95faaa56e6c5ede", "LOG(FATAL) when the aligned host allocation returns null"),
+    Source("xgboost-device-oom", "XGBoost (CUDA)", "Memory allocation error on worker R: ...", "dmlc/xgboost",
+           "src/common/device_vector.cu", 22, "379b29f0836b9dbc313b993d8e5743bd452d4117",
+           "dh::detail::ThrowOOMError: the message, then '- Free memory: ' and '- Requested memory: ' lines, raised "
+           "through LOG(FATAL) as an XGBoostError"),
+    Source("lightgbm-cuda-oom", "LightGBM (CUDA)", "[LightGBM] [Fatal] [CUDA] out of memory FILE LINE", "microsoft/LightGBM",
+           "include/LightGBM/cuda/cuda_utils.hu", 35, "bae0b7ba953341a32b2a9c5c5c437a1b976f576f",
+           "gpuAssert (CUDASUCCESS_OR_FATAL): Log::Fatal(\"[CUDA] %s %s %d\", cudaGetErrorString(code), file, line); "
+           "Log::Fatal writes '[LightGBM] [Fatal] ' first (include/LightGBM/utils/log.h:132)"),
+    Source("catboost-gpu-oom", "CatBoost (GPU)", "Error: Out of memory. Requested N MB; Free M MB (NCudaLib::TOutOfMemoryError)",
+           "catboost/catboost", "catboost/cuda/cuda_lib/memory_pool/stack_like_memory_pool.h", None,
+           "0d257b83a62a5578aebd6cc447cfdd33c0621e87",
+           "TStackLikeMemoryPool::Create: ythrow TOutOfMemoryError() << \"Error: Out of memory. Requested \" ... \" MB; "
+           "Free \" ... \" MB\"; TryDefragment's \"Error: We don't have enough memory for defragmentation\" (same file; "
+           "line not counted: the index's text was read from an offset); the pastes name it at :294, :303 and :305 across "
+           "versions, older ones without ' MB' (pasted catboost/catboost#302, #405, #2750)"),
+    Source("alloc-failed", "cuBLAS / cuDNN", "CUBLAS_STATUS_ALLOC_FAILED", note="the libraries' status enum names "
+           "(closed source), printed by torch's CUDABlas checks; generated corpus wording tests"),
     Source("nccl-oom", "NCCL", "Cuda failure 'out of memory'", "NVIDIA/nccl", "src/include/checks.h", 18,
            "5067397c2676d5aed50042fc39e5c8ee96eb0027",
            "CUDACHECK: WARN(\"Cuda failure '%s'\", cudaGetErrorString(err)) (also at :28 and :40)"),

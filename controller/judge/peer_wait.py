@@ -89,6 +89,15 @@ WAITS: tuple[WaitWording, ...] = (
                                                   r"(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<joined>\d+)"),
                 10.0, WAIT_HANG_S, "start-up stuck in the store-based barrier: {joined} of {world} ranks joined after "
                 "{s} s of waiting (a rank never came up)", _PEER_HINT),
+    # LightGBM's socket linkers (microsoft/LightGBM src/network/linkers_socket.cpp:209 @bae0b7ba): a rank that cannot
+    # reach a larger rank warns `Connecting to rank %d failed, waiting for %d milliseconds` and sleeps that long,
+    # 200 ms first, 1.3 times longer each retry (:193-194), for at least 20 retries, then waits on its listener for
+    # the rest: a few retries are a peer still starting, 30 s of them a machine that is not there
+    WaitWording("lightgbm-connect", re.compile(r"Connecting to rank (?P<who>\d+) failed, waiting for (?P<ms>\d+) "
+                                               r"milliseconds"), 0.0, WAIT_HANG_S,
+                "start-up stuck waiting for its peers: LightGBM retried connecting to rank {who} for {s} s (that "
+                "machine never listened)", "check that every machine in `machines`/`machine_list_filename` runs the "
+                "same training with its own rank, that `local_listen_port` is open between them, and firewalls"),
     WaitWording("tf-create-session", re.compile(r"CreateSession still waiting for response from worker: (?P<who>\S+)"),
                 10.0, WAIT_HANG_S, "start-up stuck: the session waited {s} s for {who}, which never answered",
                 "that task never started or cannot be reached: check its log, the cluster spec's host:port and firewalls"),
@@ -121,7 +130,8 @@ WAITS: tuple[WaitWording, ...] = (
                 "every GPU worker is alive (a NCCL/collective call, a stuck compile)"),
 )
 WAIT_WORDS = ("retry", "waiting", "broadcast block", "generation throughput")
-"""The caller's cheap test: every WAITS wording holds one of these (lower-case)."""
+"""The caller's cheap test: every WAITS wording holds one of these (lower-case). (LightGBM's `Connecting to rank
+... failed, waiting for` holds "waiting"; line_scan's LINE_WORDS "connecting to rank" lets the line through.)"""
 _CONNECT_WAIT = re.compile(r"Waiting for (?P<pending>\d+)/(?P<total>\d+) tasks to connect\.")
 """The XLA/TSL coordination service (TensorFlow's MultiWorkerMirroredStrategy, jax.distributed) after each task
 registers: `Waiting for P/N tasks to connect.` then `Example stragglers:` and at most three task names, one a line
@@ -212,8 +222,9 @@ class PeerWait:
         who = groups.get("who", key)
         if who in self.reports or len(self.reports) < 64:
             self.reports[who] = self.reports.get(who, 0) + 1
-            if "s" in groups:
-                self.said_s[who] = self.said_s.get(who, 0.0) + float(groups["s"])
+            if "s" in groups or "ms" in groups:
+                said = float(groups["s"]) if "s" in groups else float(groups["ms"]) / 1000.0
+                self.said_s[who] = self.said_s.get(who, 0.0) + said
         counted = w.period_s * max(self.reports.values())
         c = _program_clock(line, raw)
         clocked = 0.0

@@ -472,6 +472,29 @@ RULES: tuple[TextRule, ...] = (
     R("cuda-driver-oom", _rx(r"CUDA_ERROR_OUT_OF_MEMORY|(?:cudaMalloc|cudaHostAlloc|cuMemAlloc|hipMalloc)\S{0,40}.{0,40}?(?:returned )?out "
                              r"of memory|BFCArena.{0,80}?Failed to allocate memory"), OOM, CRIT,
       _cuda_alloc_oom, H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
+    # MXNet's storage (oom_family.py cites each): CUDA_CALL's CHECK `<< "CUDA: " << cudaGetErrorString(e)`, the
+    # pooled manager's `Memory allocation failed <cudaGetErrorString>` (2.x) and the CPU storage's own words
+    R("mxnet-storage-oom", _rx(r"\bCUDA: out of memory|Memory allocation failed (?:out of memory|cudaErrorMemoryAllocation)"),
+      OOM, CRIT, "CUDA OOM (MXNet's storage could not allocate: out of memory)", H.HINT_CUDA_OOM, ("out of memory",
+                                                                                                   "cudaerrormemoryallocation")),
+    R("mxnet-cpu-oom", _rx(r"Failed to allocate CPU Memory"), OOM, CRIT,
+      "host RAM allocation failed (MXNet's CPU storage: Failed to allocate CPU Memory)", H.HINT_HOST_OOM,
+      ("failed to allocate cpu memory",)),
+    # XGBoost's device allocator (dh::detail::ThrowOOMError): `Memory allocation error on worker R: <what>`, then the
+    # free and requested memory; <what> may be its caching allocator's name, not 'out of memory'
+    R("xgboost-device-oom", _rx(r"Memory allocation error on worker (?P<rank>\d+):"), OOM, CRIT,
+      "CUDA OOM (XGBoost's device allocation failed on worker {rank})", H.HINT_CUDA_OOM, ("memory allocation error",)),
+    # LightGBM's CUDA build: CUDASUCCESS_OR_FATAL's Log::Fatal("[CUDA] %s %s %d", cudaGetErrorString(code), file, line)
+    R("lightgbm-cuda-oom", _rx(r"\[CUDA\] out of memory\b"), OOM, CRIT,
+      "CUDA OOM (LightGBM's CUDA call failed: out of memory)", H.HINT_CUDA_OOM, ("out of memory",)),
+    # CatBoost's GPU memory pool (TStackLikeMemoryPool::Create, oom_family.py cites it): `Error: Out of memory. Requested
+    # N MB; Free M MB` thrown as NCudaLib::TOutOfMemoryError, which an uncaught-exception report names as its type
+    R("catboost-gpu-oom", _rx(r"Error: Out of memory\. Requested (?P<want>[\d.]+)(?: MB)?; Free (?P<have>[\d.]+)"
+                              r"|NCudaLib::TOutOfMemoryError|We don't have enough memory for defragmentation"), OOM, CRIT,
+      lambda m, line: ("CUDA OOM (CatBoost's GPU memory pool" + (f": requested {m.group('want')} MB, {m.group('have')} MB free)"
+                                                                if m.group("want") else ")")),
+      H.HINT_CUDA_OOM + "; CatBoost: a smaller depth / border_count / max_ctr_complexity, or gpu_ram_part",
+      ("out of memory", "outofmemoryerror", "enough memory")),
     R("tf-device-alloc-failed", _rx(r"failed to allocate (?P<size>[\d.]+\s?[KMGT]i?B?) \(\d+ bytes\) from device"), OOM, CRIT,
       "TensorFlow could not allocate {size} on the device (CUDA/ROCm out of memory)", H.HINT_ACCEL_OOM,
       ("from device",)),
@@ -1361,6 +1384,11 @@ RULES: tuple[TextRule, ...] = (
     # (pasted rbgirshick/py-faster-rcnn#830: `Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)`)
     R("glog-check-failed", _rx(r"^Check failed: (?P<what>\S.{0,200})"), CRASH, CRIT,
       "a C++ CHECK failed (glog aborts the process): {what}", H.HINT_ABORT, ("check failed",)),
+    # LightGBM's Log::Fatal writes `[LightGBM] [Fatal] <message>` to stderr, then throws (include/LightGBM/utils/log.h:
+    # 132 @bae0b7ba953341a32b2a9c5c5c437a1b976f576f): the CLI prints `Met Exceptions:` and exits (src/main.cpp:27),
+    # Python raises LightGBMError, R stops (tests/data/logs/gbdt_lgb_badparam.log, produced here)
+    R("lightgbm-fatal", _rx(r"\[LightGBM\] \[Fatal\] (?P<what>\S.{0,200})"), CRASH, CRIT,
+      "LightGBM fatal error: {what}", H.HINT_CRASH, ("[fatal]",)),
     R("glog-fatal", _rx(r"^F(?:\d{4} [\d:.]+ +\d+)? ?[\w/.-]+\.(?:cc|cpp|cu|cuh|hpp|h):\d+\] (?P<what>\S.{0,200})"), CRASH, CRIT,
       "fatal (a C++ check failed, glog F): {what}", H.HINT_ABORT, ("check fail",)),
     R("tf-op-error", _rx(r"Graph execution error:"), CRASH, CRIT,

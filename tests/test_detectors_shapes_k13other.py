@@ -78,7 +78,7 @@ def test_catboost_nan_rows_are_nan_and_finite_rows_quiet():
 @pytest.mark.parametrize(("line", "words"), [
     # MXNet CUDA_CALL (src/common/cuda/utils.h:110) and the pooled manager (pooled_storage_manager.h:212)
     ("mxnet.base.MXNetError: [12:00:00] src/storage/storage.cc:119: Check failed: e == cudaSuccess || "
-     "e == cudaErrorCudartUnloading CUDA: out of memory", "MXNet's storage"),
+     "e == cudaErrorCudartUnloading CUDA: out of memory", "dmlc's CUDA_CALL check -- MXNet"),
     ("[12:00:00] ../src/storage/./pooled_storage_manager.h:212: Memory allocation failed out of memory", "MXNet's storage"),
     ("mxnet.base.MXNetError: [12:00:00] src/storage/./cpu_device_storage.h:65: Failed to allocate CPU Memory",
      "MXNet's CPU storage"),

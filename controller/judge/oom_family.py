@@ -63,13 +63,12 @@ OOM_FAMILY: tuple[Source, ...] = (
            "cuBLAS/cuDNN/cuSPARSE/cuSOLVER *_STATUS_ALLOC_FAILED names are the libraries' status enums (closed "
            "source), printed by torch's CUDABlas/cuDNN checks; torch's hipify maps them to HIPBLAS_/HIPSPARSE_/"
            "HIPSOLVER_/HIPFFT_ names on ROCm (torch/utils/hipify/cuda_to_hip_mappings.py, not re-read this round)"),
-    Source("mxnet-storage-oom", "MXNet", "Check failed: e == cudaSuccess || e == cudaErrorCudartUnloading CUDA: out of "
-           "memory / Memory allocation failed out of memory", "apache/mxnet", "src/common/cuda/utils.h", 110,
-           "b84609d3fc73d20929c114eab95faaa56e6c5ede",
-           "CUDA_CALL: CHECK(e == cudaSuccess || e == cudaErrorCudartUnloading) << \"CUDA: \" << cudaGetErrorString(e); "
-           "the pooled storage manager's LOG(FATAL) << \"Memory allocation failed \" << err "
-           "(src/storage/pooled_storage_manager.h:212, same commit); 1.x's gpu_device_storage.h:65 LOG(FATAL) << "
-           "\"CUDA: \" (at 7b24137ed45df605defa4ce72ec91554f6e445f0)"),
+    Source("mxnet-storage-oom", "MXNet", "Memory allocation failed out of memory", "apache/mxnet",
+           "src/storage/pooled_storage_manager.h", 212, "b84609d3fc73d20929c114eab95faaa56e6c5ede",
+           "the pooled storage manager's LOG(FATAL) << \"Memory allocation failed \" << err; MXNet's CUDA_CALL "
+           "(src/common/cuda/utils.h:110, same commit: CHECK(e == cudaSuccess || e == cudaErrorCudartUnloading) << "
+           "\"CUDA: \" << cudaGetErrorString(e)) and 1.x's gpu_device_storage.h:65 LOG(FATAL) << \"CUDA: \" (at "
+           "7b24137ed45df605defa4ce72ec91554f6e445f0) print dmlc's wording, which cuda-check-oom reads"),
     Source("mxnet-cpu-oom", "MXNet", "Failed to allocate CPU Memory", "apache/mxnet", "src/storage/cpu_device_storage.h", 65,
            "b84609d3fc73d20929c114eab95faaa56e6c5ede", "LOG(FATAL) when the aligned host allocation returns null"),
     Source("xgboost-device-oom", "XGBoost (CUDA)", "Memory allocation error on worker R: ...", "dmlc/xgboost",

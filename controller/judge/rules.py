@@ -408,7 +408,10 @@ RULES: tuple[TextRule, ...] = (
     # with error out of memory', faster-whisper/WhisperX) and dmlc's CUDA_CALL ('Check failed: ... CUDA: out of
     # memory': DGL, MXNet's mshadow, TVM)
     R("cuda-check-oom", _rx(r"CUDA failed with error out of memory|\bCUDA: out of memory"), OOM, CRIT,
-      lambda m, line: f"CUDA OOM ({m.group(0)})", H.HINT_CUDA_OOM, ("out of memory",)),
+      lambda m, line: ("CUDA OOM (CTranslate2's CUDA check: CUDA failed with error out of memory)"
+                       if m.group(0).startswith("CUDA failed") else
+                       "CUDA OOM (dmlc's CUDA_CALL check -- MXNet, DGL, TVM: CUDA: out of memory)"),
+      H.HINT_CUDA_OOM, ("out of memory",)),
     # OpenCV's OutOfMemoryError (modules/core/src/alloc.cpp): CV_Error_(StsNoMem, 'Failed to allocate N bytes'),
     # printed by cv::Exception as '(-4:Insufficient memory) Failed to allocate N bytes in function ...'; OpenCV 3 wrote
     # '(-4) Failed to allocate N bytes' and cv::error's 'OpenCV Error: Insufficient memory (Failed to allocate N bytes)'
@@ -474,7 +477,8 @@ RULES: tuple[TextRule, ...] = (
       _cuda_alloc_oom, H.HINT_CUDA_OOM, ("out_of_memory", "out of memory")),
     # MXNet's storage (oom_family.py cites each): CUDA_CALL's CHECK `<< "CUDA: " << cudaGetErrorString(e)`, the
     # pooled manager's `Memory allocation failed <cudaGetErrorString>` (2.x) and the CPU storage's own words
-    R("mxnet-storage-oom", _rx(r"\bCUDA: out of memory|Memory allocation failed (?:out of memory|cudaErrorMemoryAllocation)"),
+    # (the CUDA_CALL wording is cuda-check-oom's: dmlc's macro, shared by DGL and TVM)
+    R("mxnet-storage-oom", _rx(r"Memory allocation failed (?:out of memory|cudaErrorMemoryAllocation)"),
       OOM, CRIT, "CUDA OOM (MXNet's storage could not allocate: out of memory)", H.HINT_CUDA_OOM, ("out of memory",
                                                                                                    "cudaerrormemoryallocation")),
     R("mxnet-cpu-oom", _rx(r"Failed to allocate CPU Memory"), OOM, CRIT,

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ORDER = ["SUMMARY", "deploy", "watch", "gpu_watch", "detectors", "wandb", "dashboard", "trainer", "load", "rig"]
 QUOTED_BY_HAND = {"detectors-pasted", "detectors-pasted-round3", "detectors-pasted-round4", "detectors-pasted-round7",
-                  "detectors-pasted-round9", "follow_vs_tail"}
+                  "detectors-pasted-round9", "detectors-pasted-round12", "follow_vs_tail"}
 """Results files that a hand-written section of BENCHMARKS.md presents (their tables, with the
 round's reading around them): not appended again as blocks of their own."""
 SEPARATOR = "\n\n---\n\n"

@@ -17,7 +17,7 @@ Side by side in one run:
 Figures go to bench/results/detectors.md. Run: `python -m bench detectors` (add
 `--corpus-only` to skip the 100 MB part; `--pasted-only` for the pasted part's table;
 `--pasted-rounds C1,C2,...,HEAD` for held-out recall of each commit's readers on today's
-pasted part; `--loop-only` for the read loop against PREV_COMMIT, `--also C1,C2` to time more commits
+pasted part; both also count each later held-out sample (index entries' `sample` date) apart; `--loop-only` for the read loop against PREV_COMMIT, `--also C1,C2` to time more commits
 in the same alternation).
 """
 
@@ -253,7 +253,8 @@ for e in entries():
             found = []
         v = judge(e, found)
         fw = ("family " + family(e.framework)) if e.part == "pasted" else ("fw " + e.framework)
-        for sl in (("all",) + (("held-out",) if e.heldout else ())):
+        fresh = ("held-out@" + e.sample,) if e.heldout and e.sample else ()  # (a later sample, also counted apart)
+        for sl in (("all",) + (("held-out",) if e.heldout else ()) + fresh):
             sv = sl + "/" + ("printed" if vname == "orig" else "variants")
             for k in e.expect:
                 for group in ("label " + k, fw):
@@ -312,10 +313,41 @@ def corpus_table(trees: dict[str, Path], parts: tuple[str, ...] = MADE_PARTS) ->
                    + " |")
     out.append("| **false alarms on healthy logs** | "
                + " | ".join(cell(counts[n]["fa"].get(s)) for n in trees for s in slices) + " |")
+    out += sample_table(counts)
     for n in list(trees)[1:]:
         out += ["", f"Misses of the {n} detectors (every one, log: variant: verdict):", ""]
         out += [f"- {name}: " + "; ".join(m[:3]) + (f" (+{len(m) - 3} more)" if len(m) > 3 else "")
                 for name, m in sorted(counts[n]["misses"].items())] or ["- none"]
+    return out
+
+
+def samples_in(counts: dict[str, dict]) -> list[str]:
+    """The later held-out samples (index entries' `sample` dates) that `counts` hold."""
+    return sorted({k.split("/", 1)[0].split("@", 1)[1] for c in counts.values() for k in c["rows"]
+                   if k.startswith("held-out@")})
+
+
+def sample_table(counts: dict[str, dict]) -> list[str]:
+    """Held-out recall as printed on each later sample alone (pasted logs of held-out
+    repositories drawn after the readers were written, by a collector who wrote no rule):
+    how the readers do on the world's newest text, apart from the first held-out set."""
+    samples = samples_in(counts)
+    if not samples:
+        return []
+
+    def cell(pair):
+        hit, tot = pair or (0, 0)
+        return f"{hit}/{tot} ({100 * hit / tot:.0f}%)" if tot else "–"
+    out = ["", "Held out, each later sample alone (as printed):", "",
+           "| sample | " + " | ".join(f"{n}" for n in counts) + " |", "|---|" + "---:|" * len(counts)]
+    for s in samples:
+        groups = sorted({k.split("|", 1)[1] for c in counts.values() for k in c["rows"]
+                         if k.startswith(f"held-out@{s}/printed|label ")})
+        for g in groups:
+            out.append(f"| {s}, {g} | " + " | ".join(cell(c["rows"].get(f"held-out@{s}/printed|{g}"))
+                                                     for c in counts.values()) + " |")
+        out.append(f"| {s}, false alarms on healthy logs | "
+                   + " | ".join(cell(c["fa"].get(f"held-out@{s}/printed")) for c in counts.values()) + " |")
     return out
 
 
@@ -366,7 +398,7 @@ def pasted_rounds(commits: list[str]) -> list[str]:
                                                               for c in commits) + " |")
     out.append("| false alarms, every healthy log | " + " | ".join(cell(counts[c]["fa"].get("all/printed"))
                                                                for c in commits) + " |")
-    return out
+    return out + sample_table({("this tree" if c == "HEAD" else c): counts[c] for c in commits})
 
 
 def main() -> int:

@@ -45,6 +45,7 @@ class Entry:
     heldout: bool
     source: str = ""          # cited: file and line of the wording; pasted: owner/repo#N
     part: str = "generated"   # "generated" | "cited" | "device" | "pasted"
+    sample: str = ""          # pasted: the date of a held-out sample drawn after the readers (index "sample")
 
     @property
     def healthy(self) -> bool:
@@ -83,7 +84,7 @@ def pasted_entries() -> Iterator[Entry]:
             if not path.exists() or "/" not in source.split("#", 1)[0]:
                 continue
             yield Entry(name, str(e.get("framework") or "unknown").lower(), path, _as_tuple(e.get("expect")),
-                        _as_tuple(e.get("must")), pasted_heldout(source), source, "pasted")
+                        _as_tuple(e.get("must")), pasted_heldout(source), source, "pasted", str(e.get("sample") or ""))
 
 
 def entries() -> Iterator[Entry]:

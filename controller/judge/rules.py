@@ -292,7 +292,7 @@ def _k8s_age_s(age: str) -> float | None:
 def _tf_allocator_oom(m: re.Match, line: str) -> str:
     """Which memory ran out, by the allocator TensorFlow names: `GPU_0_bfc` (a device), `gpu_host_bfc` /
     `cuda_host_bfc` (pinned host memory for copies), `cpu` / `mklcpu` (host RAM: a CPU-only TensorFlow 2.21.0 asked for a
-    10 TB tensor names `mklcpu`, tests/test_detectors_shapes_lead13.py)."""
+    10 TB tensor names `mklcpu`, tests/test_detectors_shapes_coordination_wait.py)."""
     alloc = m.group("alloc")
     low = alloc.lower()
     where = "pinned host memory" if "host" in low else "host memory" if "cpu" in low else "GPU memory"

@@ -1,6 +1,6 @@
 """A policy-gradient loop whose policy network's output goes NaN: torch.distributions'
 argument validation (on by default) raises `Expected parameter loc ... but found invalid
-values:` with the NaN tensor printed on the lines below (tests/test_detectors_shapes_k13nanmsg.py)."""
+values:` with the NaN tensor printed on the lines below (tests/test_detectors_shapes_nonfinite_messages.py)."""
 import torch
 
 torch.manual_seed(0)

@@ -1,7 +1,7 @@
 """A healthy run full of nan/inf words: anomaly mode switched on (its start-up warning), an
 attention mask of -inf, nan_to_num, numpy's invalid-value warning on a metric over an empty
 class, a config dump naming the NaN checks; the loss is finite and falls
-(tests/test_detectors_shapes_k13nanmsg.py: must stay quiet)."""
+(tests/test_detectors_shapes_nonfinite_messages.py: must stay quiet)."""
 import numpy as np
 import torch
 

@@ -29,10 +29,12 @@ pytest-timeout's own reports (`+++ Timeout +++` banners around its stack dump, `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.judge.stopped_wait import COLLECTIVES
 from controller.judge.tracebacks import STACK_DUMP
+from controller.records import Finding
 
 _TIMER = re.compile(r"Timeout \((?P<t>\d+:\d\d:\d\d)(?:\.\d+)?\)!\s*$")
 """faulthandler's header; searched, not anchored: pytest prints it behind its `test_x.py ` progress."""
@@ -85,7 +87,7 @@ class TimerDump:
         elif text:
             self.open = False  # the dump is over: the program's (or a launcher's) next line
 
-    def parked_then_exited(self, found) -> bool:
+    def parked_then_exited(self, found: Iterable[Finding]) -> bool:
         """A dumped thread waited in a collective and a process then ended with status 1 (exit=True's
         `_exit(1)`, which the launcher reports): the timer's whole span spent in that wait, then the end."""
         if not self.collective or self.line is None:

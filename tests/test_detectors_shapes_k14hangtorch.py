@@ -120,3 +120,36 @@ def test_a_native_frame_run_must_reach_the_thread_header():
              "    train (train.py:10)"]
     assert _hangs(lines) == []
     assert len(_hangs([lines[0], lines[1], lines[3], lines[4]])) == 1
+
+
+# -- torchrun's agent stopped while joining the rendezvous (real output) ----------------------------
+
+def test_a_ctrl_c_of_the_agent_in_the_rendezvous_join_is_a_hang():
+    """`torchrun --nnodes 2` started on one node; Ctrl-C after 10 s: the agent's traceback ends in
+    dynamic_rendezvous.py next_rendezvous -> the join op's run -> utils.py _delay."""
+    lines = _log(LOGS / "torchrun_rdzv_join_ctrl_c_k14.log")
+    found = _final(lines)
+    assert _kinds(found) == ["crash", "hang"], [f.summary for f in found]
+    (s,) = _hangs(lines)
+    assert "rendezvous join (next_rendezvous, dynamic_rendezvous.py:1171" in s and "KeyboardInterrupt" in s, s
+
+
+def test_a_ctrl_c_of_the_agent_in_its_monitor_loop_stays_a_stop():
+    """The same agent once its workers run: the Ctrl-C lands in `_invoke_run`'s `time.sleep(monitor_interval)`
+    (the frames of tests/data/logs/pyspy_native_barrier_k14.log's SIGTERM): a parent waiting for its children."""
+    lines = _log(LOGS / "torchrun_rdzv_join_ctrl_c_k14.log")
+    cut = next(i for i, x in enumerate(lines) if "in _invoke_run" in x)
+    monitor = ['  File "/work/main/.venv/lib/python3.11/site-packages/torch/distributed/elastic/agent/server/api.py", '
+               'line 923, in _invoke_run',
+               "    time.sleep(monitor_interval)",
+               "KeyboardInterrupt"]
+    assert _hangs(lines[:cut] + monitor) == []
+
+
+def test_a_rendezvous_join_whose_innermost_frame_is_elsewhere_is_not_read():
+    """A frame outside torch/distributed/elastic/rendezvous/ inside the join (a user's rendezvous handler
+    plugin doing its own work) is not the join's own poll."""
+    lines = _log(LOGS / "torchrun_rdzv_join_ctrl_c_k14.log")
+    at = next(i for i, x in enumerate(lines) if "in _delay" in x)
+    plugin = lines[:at] + ['  File "/opt/site/my_rdzv/plugin.py", line 12, in _delay', "    compute()", "KeyboardInterrupt"]
+    assert _hangs(plugin) == []

@@ -326,7 +326,8 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
     restarted = _recovered_restarts(b, texts, candidates)
     _line_rules(b, st, candidates, restarted)
-    if st.timer_dump.open or any(TIMER_DUMP_WORD in texts[i].lower() for i in candidates):
+    if st.timer_dump.open or st.timer_dump.pending:
+        st.timer_dump.pending = False
         _timer_dump_lines(b, st)
     if st.nan_records.pending or any(texts[i].count("=") >= NAN_RECORD_PAIRS and "nan" in texts[i].lower()
                                      for i in candidates):
@@ -493,6 +494,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
             st.peer_wait.feed_status(line, line_no)
         if any(w in low for w in XLA_WAIT_WORDS):
             st.xla_wait.feed(line, line_no, ln.raw)
+        if TIMER_DUMP_WORD in low:
+            st.timer_dump.pending = True  # a timer header in this batch: _timer_dump_lines reads its dump
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
         non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))

@@ -63,6 +63,7 @@ class TimerDump:
     collective: str = ""       # a dumped thread's innermost frame when it is a torch.distributed collective
     frame: str = ""
     last_fed: int = -1         # the last line number fed (batches overlap)
+    pending: bool = False      # a header was seen in the batch being read
 
     def feed(self, line: str, line_no: int, raw: str) -> None:
         m = _TIMER.search(line)

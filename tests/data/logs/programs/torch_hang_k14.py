@@ -62,3 +62,16 @@ elif mode == "barrier_wait":
         log("entering barrier")
         dist.barrier()
     log("after barrier")
+elif mode == "init_only":
+    # started alone with WORLD_SIZE=2 (its peer never comes): init_process_group waits in the store
+    log("init_process_group")
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+    log("initialised")
+
+# (Appended after the runs above, so their line numbers stay as the logs show them.)
+#   torchrun_rdzv_join_ctrl_c_k14.log  timeout -s INT 10 torchrun --nnodes 2 --nproc_per_node 1 --rdzv-backend c10d
+#                                      --rdzv-endpoint 127.0.0.1:29663 --rdzv-id k14 PROG init_only
+#                                      (one node of two: the agent waits in the rendezvous join; SIGINT at 10 s)
+# init_only started alone with RANK=0 WORLD_SIZE=2 prints the DistStoreError `... 1/2 clients joined` the
+# readers already read, and with RANK=1 (no master) one `TCP client failed to connect/validate ... retrying`
+# warning and ignores SIGINT: neither log is kept.

@@ -153,3 +153,25 @@ def test_a_rendezvous_join_whose_innermost_frame_is_elsewhere_is_not_read():
     at = next(i for i, x in enumerate(lines) if "in _delay" in x)
     plugin = lines[:at] + ['  File "/opt/site/my_rdzv/plugin.py", line 12, in _delay', "    compute()", "KeyboardInterrupt"]
     assert _hangs(plugin) == []
+
+
+# -- RETURNN's excepthook line (training-split pastes) ---------------------------------------------
+
+def test_returnns_unhandled_exception_in_the_main_thread_is_a_crash():
+    """rwth-i6/returnn#1484: train steps, then `Unhandled exception <class 'RuntimeError'> in thread
+    <_MainThread(...)>, proc 2834.` and the start of its thread dump -- the traceback never came."""
+    found = _final(_log(PASTED / "rwth-i6_returnn-1484.log"))
+    assert _kinds(found) == ["crash"], [f.summary for f in found]
+    assert any("RuntimeError unhandled in the main thread of proc 2834" in f.summary for f in found)
+
+
+def test_returnns_excepthook_line_for_a_ctrl_c_or_a_side_thread_stays_quiet():
+    """returnn/util/debug.py returns right after the line for a KeyboardInterrupt (a stop), and a side
+    thread's exception has its own wording; neither is this rule's."""
+    base = ["ep 3 train, step 17, ce 0.424, fer 0.088, mem_usage:cuda:0 7.3GB"]
+    ctrl_c = base + ["Unhandled exception <class 'KeyboardInterrupt'> in thread <_MainThread(MainThread, started "
+                     "139628628058112)>, proc 2834."]
+    assert _kinds(_final(ctrl_c)) == []
+    side = base + ["Unhandled exception <class 'RuntimeError'> in thread <Thread(QueueFeederThread, started daemon "
+                   "139622650693184)>, proc 2834."]
+    assert _kinds(_final(side)) == []

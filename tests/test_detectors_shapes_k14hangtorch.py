@@ -175,3 +175,30 @@ def test_returnns_excepthook_line_for_a_ctrl_c_or_a_side_thread_stays_quiet():
     side = base + ["Unhandled exception <class 'RuntimeError'> in thread <Thread(QueueFeederThread, started daemon "
                    "139622650693184)>, proc 2834."]
     assert _kinds(_final(side)) == []
+
+
+# -- TCPStore's client retry warning (real output) -------------------------------------------------
+
+def test_tcpstores_retry_warning_with_its_frames_is_neither_a_timeout_nor_a_raise():
+    """The client's `... - retrying (try=0, timeout=600000ms, delay=3647ms): Interrupted system call` warning
+    carries the socket error's c10::Error frames; `timeout=` is its budget. Followed by training (the real
+    steps of the same program once its master came up), the text is healthy; alone, it is a paste that ends."""
+    warning = _log(LOGS / "tcpstore_client_retry_interrupted_k14.log")
+    assert any("- retrying (try=0, timeout=600000ms" in x for x in warning)
+    assert _kinds(_final(warning)) == []
+    trained = warning + ["rank 1: initialised", "rank 1: step 1 loss 0.0496", "rank 1: step 2 loss 0.2965",
+                         "rank 1: step 3 loss 0.0469", "rank 1: finished"]
+    assert _kinds(_final(trained)) == []
+
+
+def test_a_c10d_timeout_raised_from_the_store_is_still_a_hang_and_its_frames_still_a_raise():
+    """The same origin line under a raised `DistStoreError: Socket Timeout` (no warning prefix, no retry)."""
+    lines = ["torch.distributed.DistStoreError: Socket Timeout",
+             "Exception raised from doWait at ../torch/csrc/distributed/c10d/TCPStore.cpp:550 (most recent call first):",
+             "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in /x/lib/libc10.so)"]
+    found = _final(lines)
+    assert "hang" in _kinds(found), [f.summary for f in found]
+    w = _log(LOGS / "tcpstore_client_retry_interrupted_k14.log")
+    at = next(i for i, x in enumerate(w) if x.startswith("Exception raised from"))
+    raised = ["RuntimeError: connect failed"] + w[at:]  # the frames under a raised error's message
+    assert "crash" in _kinds(_final(raised)), [f.summary for f in _final(raised)]

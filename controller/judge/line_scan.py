@@ -515,6 +515,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
                 or (_distribution_nan(b, i, line) if "found invalid values" in low else None)
             if hit is None:
                 continue
+        if hit.rule == "c10-error-frames" and _warning_backtrace(b, i):
+            continue
         evidence = [ln.raw]
         if hit.rule == "bare-killed":
             hit = _own_teardown(b, i, hit)
@@ -565,6 +567,14 @@ C10D_RAISE_LOOKAHEAD_LINES = 2
 """Lines after an exception's message its origin line may be (a blank line between)."""
 
 
+_C10D_RETRY = re.compile(r" - retrying \(try=\d+, timeout=\d+ms")
+"""TCPStore's client warning that it will try again (`[W ... TCPStore.cpp:340] [c10d] TCP client failed to
+connect/validate to host H:P - retrying (try=0, timeout=600000ms, delay=3647ms): ...`, with the socket
+error's C++ frames below it; real torch 2.13 output: tests/data/logs/tcpstore_client_retry_interrupted_k14.log):
+its `timeout=` is the budget the client has left, not a timeout that happened, and a client that connects on
+a later try trains on."""
+
+
 def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
     """A timeout raised by torch's distributed runtime, told by where it was raised: a
     message that says it timed out (whatever its wording -- TCPStore::doWait throws a bare
@@ -572,7 +582,7 @@ def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
     DistStoreError, "Socket Timeout")`; pasted rwth-i6/returnn#1621) whose origin line below
     names a c10d source file (the store, a process group, its socket layer). The same words
     raised from anywhere else are that code's error, not a peer that never came."""
-    if "time" not in low or not _TIMEOUT_WORD.search(line):
+    if "time" not in low or not _TIMEOUT_WORD.search(line) or _C10D_RETRY.search(line):
         return None
     rep, key = b.rep, b.rep[i].key
     for j in range(i + 1, min(len(rep), i + 1 + C10D_RAISE_LOOKAHEAD_LINES)):
@@ -694,6 +704,26 @@ def _gdb_collective(b: _Batch, i: int, line: str) -> Hit | None:
     return Hit("hang", "critical", f"a rank waits in a collective: gdb's py-bt shows the process inside "
                f"{fn} ({path.rsplit('/', 1)[-1]}:{lineno}){via}", H.HINT_NCCL_TIMEOUT,
                rule="gdb-collective")
+
+
+_GLOG_WARNING = re.compile(r"^\[?W\d{4} \d\d:\d\d:\d\d")
+"""c10's warning prefix (`[W1204 04:19:04.028172676 TCPStore.cpp:340]`, glog's `W1204 ...` without brackets)."""
+WARNING_BACKTRACE_LOOKBACK = 3
+
+
+def _warning_backtrace(b: _Batch, i: int) -> bool:
+    """The c10::Error frames at line i belong to a WARNING that carries the error's backtrace, not to an
+    exception raised: the `Exception raised from ...` line above them continues a c10 warning line
+    (TCPStore's client `[W ... TCPStore.cpp:340] [c10d] TCP client failed to connect/validate ... - retrying`
+    prints the socket error's what() with its frames and tries again: real torch 2.13 output,
+    tests/data/logs/tcpstore_client_retry_interrupted_k14.log)."""
+    rep, key = b.rep, b.rep[i].key
+    seen = [j for j in range(i - 1, max(-1, i - 1 - WARNING_BACKTRACE_LOOKBACK), -1) if rep[j].key == key]
+    for n, j in enumerate(seen):
+        if rep[j].text.startswith("Exception raised from "):
+            above = seen[n + 1] if n + 1 < len(seen) else None
+            return above is not None and bool(_GLOG_WARNING.match(rep[above].text.lstrip()))
+    return False
 
 
 _TEARDOWN = re.compile(r"Received sigquit from a child proces")

@@ -74,4 +74,9 @@ elif mode == "init_only":
 #                                      (one node of two: the agent waits in the rendezvous join; SIGINT at 10 s)
 # init_only started alone with RANK=0 WORLD_SIZE=2 prints the DistStoreError `... 1/2 clients joined` the
 # readers already read, and with RANK=1 (no master) one `TCP client failed to connect/validate ... retrying`
-# warning and ignores SIGINT: neither log is kept.
+# warning and ignores SIGINT: the first log is not kept, the second is (below).
+#   tcpstore_client_retry_interrupted_k14.log  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29662
+#                                      timeout -s INT 8 python PROG init_only, no master started: SIGINT interrupts
+#                                      the client's retry delay (its one `TCP client failed to connect/validate ...
+#                                      - retrying` warning, with the socket error's C++ frames); it ignores the
+#                                      SIGINT and was ended with SIGTERM at about 16 s, printing nothing more

@@ -326,6 +326,9 @@ def scan_lines(lines: Sequence[str], first_line_no: int = 1, now_s: float | None
         candidates, structure = _candidates(texts, True)  # a run of NaN norms starts here: see where it ends
     restarted = _recovered_restarts(b, texts, candidates)
     _line_rules(b, st, candidates, restarted)
+    if st.timer_dump.open or st.timer_dump.pending:
+        st.timer_dump.pending = False
+        _timer_dump_lines(b, st)
     if st.nan_records.pending or any(texts[i].count("=") >= NAN_RECORD_PAIRS and "nan" in texts[i].lower()
                                      for i in candidates):
         # an all-NaN record is in this batch or open from an earlier one: read every record line, finite or not
@@ -458,6 +461,19 @@ def _in_restarted_attempt(i: int, restarted: list[int]) -> bool:
     return False
 
 
+def _timer_dump_lines(b: _Batch, st: ScanState) -> None:
+    """Every line of a batch that holds a faulthandler timer header, or that a dump open from an
+    earlier batch runs into: the dump's thread headers and frames hold no trigger word
+    (stack_dumps.TimerDump reads where each thread waits)."""
+    td = st.timer_dump
+    for i, ln in enumerate(b.rep):
+        line_no = b.line_no0 + ln.src
+        if not b.reported(i) or line_no <= td.last_fed:
+            continue
+        td.last_fed = line_no
+        td.feed(ln.text if len(ln.text) <= MATCH_CHARS else ln.text[:MATCH_CHARS], line_no, ln.raw)
+
+
 def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list[int]) -> None:
     rep = b.rep
     for i in candidates:
@@ -479,7 +495,7 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if any(w in low for w in XLA_WAIT_WORDS):
             st.xla_wait.feed(line, line_no, ln.raw)
         if TIMER_DUMP_WORD in low:
-            st.timer_dump.feed(line, line_no, ln.raw)
+            st.timer_dump.pending = True  # a timer header in this batch: _timer_dump_lines reads its dump
         if not st.compile_trouble and ("flex_attention" in low or "hit config." in low):
             st.compile_trouble = True
         non_finite = maybe_non_finite(low) and (_metric_record(b, st, i, line) or _table_record(b, i, line))
@@ -499,6 +515,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
                 or (_distribution_nan(b, i, line) if "found invalid values" in low else None)
             if hit is None:
                 continue
+        if hit.rule == "c10-error-frames" and _warning_backtrace(b, i):
+            continue
         evidence = [ln.raw]
         if hit.rule == "bare-killed":
             hit = _own_teardown(b, i, hit)
@@ -549,6 +567,14 @@ C10D_RAISE_LOOKAHEAD_LINES = 2
 """Lines after an exception's message its origin line may be (a blank line between)."""
 
 
+_C10D_RETRY = re.compile(r" - retrying \(try=\d+, timeout=\d+ms")
+"""TCPStore's client warning that it will try again (`[W ... TCPStore.cpp:340] [c10d] TCP client failed to
+connect/validate to host H:P - retrying (try=0, timeout=600000ms, delay=3647ms): ...`, with the socket
+error's C++ frames below it; real torch 2.13 output: tests/data/logs/tcpstore_client_retry_interrupted_k14.log):
+its `timeout=` is the budget the client has left, not a timeout that happened, and a client that connects on
+a later try trains on."""
+
+
 def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
     """A timeout raised by torch's distributed runtime, told by where it was raised: a
     message that says it timed out (whatever its wording -- TCPStore::doWait throws a bare
@@ -556,7 +582,7 @@ def _c10d_timeout(b: _Batch, i: int, line: str, low: str) -> Hit | None:
     DistStoreError, "Socket Timeout")`; pasted rwth-i6/returnn#1621) whose origin line below
     names a c10d source file (the store, a process group, its socket layer). The same words
     raised from anywhere else are that code's error, not a peer that never came."""
-    if "time" not in low or not _TIMEOUT_WORD.search(line):
+    if "time" not in low or not _TIMEOUT_WORD.search(line) or _C10D_RETRY.search(line):
         return None
     rep, key = b.rep, b.rep[i].key
     for j in range(i + 1, min(len(rep), i + 1 + C10D_RAISE_LOOKAHEAD_LINES)):
@@ -589,6 +615,16 @@ def _distribution_nan(b: _Batch, i: int, line: str) -> Hit | None:
 
 _PYSPY_THREAD = re.compile(r"^\s*Thread (?P<id>\S+) \((?P<st>idle|active|gil)\)(?:: \"(?P<name>[^\"]*)\")?\s*$")
 _PYSPY_FRAME = re.compile(r"^\s+(?P<fn>[\w<>.]+) \((?P<file>[^()\s]+?\.py)(?::(?P<line>\d+))?\)\s*$")
+_PYSPY_NATIVE = re.compile(r"^\s+(?P<fn>\S.*?) \((?P<lib>[^()\s]+)\)\s*$")
+"""A native frame of `py-spy dump --native` (src/dump.rs: a C/C++ frame prints its symbol, or its
+address `0x7f6b47aa3f16`, then the library in parentheses, `    c10d::Work::wait (libtorch_cpu.so)`);
+they stand above the innermost Python frame (real py-spy 0.4.3 output of a gloo rank parked in
+dist.barrier: tests/data/logs/pyspy_native_barrier_k14.log). A `.py` in the parentheses is a
+Python frame, not a native one."""
+_NATIVE_WAIT = re.compile(r"^(?:c10d::|gloo::|nccl|at::cuda::|cuda)", re.I)
+"""The native frame that names the wait (c10d's Work::wait, a gloo/NCCL/CUDA call) rather than libc's futex."""
+_NATIVE_NAME = re.compile(r"[^<(\s]*")
+"""A C++ frame's name without its template arguments and parameters."""
 PYSPY_FRAMES_LOOKBACK = 64
 """Lines to look across for a py-spy thread's header (another process's lines between) and for
 the first caller outside torch.distributed below its innermost frame (deep stacks)."""
@@ -601,15 +637,27 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
     in torch/distributed/ (pasted huggingface/accelerate#3104: `all_gather_into_tensor
     (torch/distributed/distributed_c10d.py:2709)`). A dump is what one takes of a process
     that stopped; a thread parked in a collective is a rank waiting for the others. A thread
-    that only passes through a collective further up its stack is not read as waiting in it."""
+    that only passes through a collective further up its stack is not read as waiting in it.
+    `py-spy dump --native` puts the C/C++ frames (`c10d::Work::wait (libtorch_cpu.so)`) above
+    the innermost Python frame: they are passed over to the thread's header, and the c10d /
+    gloo / NCCL / CUDA one among them is named (real py-spy 0.4.3 output of a gloo rank in
+    dist.barrier: tests/data/logs/pyspy_native_barrier_k14.log)."""
     m = _PYSPY_FRAME.match(line)
     if m is None or m.group("fn") not in COLLECTIVES or "torch/distributed/" not in m.group("file"):
         return None
     rep, key = b.rep, b.rep[i].key
-    above = next((j for j in range(i - 1, max(-1, i - 1 - PYSPY_FRAMES_LOOKBACK), -1) if rep[j].key == key), None)
-    head = _PYSPY_THREAD.match(rep[above].text) if above is not None else None
+    native: list[str] = []  # `py-spy dump --native`: C/C++ frames above the innermost Python frame
+    head = None
+    for j in range(i - 1, max(-1, i - 1 - PYSPY_FRAMES_LOOKBACK), -1):
+        if rep[j].key != key:
+            continue
+        head = _PYSPY_THREAD.match(rep[j].text)
+        nat = None if head is not None else _PYSPY_NATIVE.match(rep[j].text)
+        if nat is None or ".py" in nat.group("lib"):
+            break
+        native.append(nat.group("fn"))
     if head is None:
-        return None  # no thread header right above: not a dump, or not the thread's innermost frame
+        return None  # no thread header right above: not a dump, or not the thread's innermost Python frame
     caller = ""
     for j in range(i + 1, min(len(rep), i + 1 + PYSPY_FRAMES_LOOKBACK)):
         f = _PYSPY_FRAME.match(rep[j].text) if rep[j].key == key else None
@@ -620,8 +668,11 @@ def _pyspy_collective(b: _Batch, i: int, line: str) -> Hit | None:
             break
     name = f' "{head.group("name")}"' if head.group("name") else ""
     where = f"{m.group('file')}:{m.group('line')}" if m.group("line") else m.group("file")
+    waits = next((f for f in reversed(native) if _NATIVE_WAIT.search(f)), "")  # innermost first
+    name_m = _NATIVE_NAME.match(waits)
+    below = f", blocked in {name_m.group(0)} (native frames)" if waits and name_m else ""
     return Hit("hang", "critical", f"a rank waits in a collective: py-spy shows thread {head.group('id')}{name} "
-               f"({head.group('st')}) inside {m.group('fn')} ({where}){caller}", H.HINT_NCCL_TIMEOUT,
+               f"({head.group('st')}) inside {m.group('fn')} ({where}){caller}{below}", H.HINT_NCCL_TIMEOUT,
                rule="pyspy-collective")
 
 
@@ -653,6 +704,26 @@ def _gdb_collective(b: _Batch, i: int, line: str) -> Hit | None:
     return Hit("hang", "critical", f"a rank waits in a collective: gdb's py-bt shows the process inside "
                f"{fn} ({path.rsplit('/', 1)[-1]}:{lineno}){via}", H.HINT_NCCL_TIMEOUT,
                rule="gdb-collective")
+
+
+_GLOG_WARNING = re.compile(r"^\[?W\d{4} \d\d:\d\d:\d\d")
+"""c10's warning prefix (`[W1204 04:19:04.028172676 TCPStore.cpp:340]`, glog's `W1204 ...` without brackets)."""
+WARNING_BACKTRACE_LOOKBACK = 3
+
+
+def _warning_backtrace(b: _Batch, i: int) -> bool:
+    """The c10::Error frames at line i belong to a WARNING that carries the error's backtrace, not to an
+    exception raised: the `Exception raised from ...` line above them continues a c10 warning line
+    (TCPStore's client `[W ... TCPStore.cpp:340] [c10d] TCP client failed to connect/validate ... - retrying`
+    prints the socket error's what() with its frames and tries again: real torch 2.13 output,
+    tests/data/logs/tcpstore_client_retry_interrupted_k14.log)."""
+    rep, key = b.rep, b.rep[i].key
+    seen = [j for j in range(i - 1, max(-1, i - 1 - WARNING_BACKTRACE_LOOKBACK), -1) if rep[j].key == key]
+    for n, j in enumerate(seen):
+        if rep[j].text.startswith("Exception raised from "):
+            above = seen[n + 1] if n + 1 < len(seen) else None
+            return above is not None and bool(_GLOG_WARNING.match(rep[above].text.lstrip()))
+    return False
 
 
 _TEARDOWN = re.compile(r"Received sigquit from a child proces")
@@ -1072,9 +1143,16 @@ def final_findings(st: ScanState, now_s: float | None = None, run_id: str | None
                                 "that each can reach the coordinator's host:port", first_seen_s=t,
                            line=pw.connect_wait[0], run_id=run_id))
     td = st.timer_dump
+    parked = not td.reported and not td.ends_text(st.last_line, st.last_line_no) and td.parked_then_exited(found)
+    if parked and not any(f.kind == "hang" for f in found):
+        td.reported = True
+        out.append(Finding(kind="hang", severity="critical", summary=td.collective_summary(),
+                           evidence=bounded([td.raw, td.frame]), hint=H.HINT_NCCL_TIMEOUT,
+                           first_seen_s=t, line=td.line, run_id=run_id))
     if not td.reported and td.ends_text(st.last_line, st.last_line_no) and not any(f.kind == "hang" for f in found):
         td.reported = True
-        out.append(Finding(kind="hang", severity="critical", summary=td.summary(),
+        summary = td.summary() + (f" (a thread in the collective {td.collective})" if td.collective else "")
+        out.append(Finding(kind="hang", severity="critical", summary=summary,
                            evidence=bounded([td.raw, st.last_line]),
                            hint="the dumped stacks show where each thread waits (a queue get, a lock, a collective, "
                                 "a socket read): the innermost frames under each `Thread 0x...` header",

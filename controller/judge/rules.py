@@ -1448,6 +1448,15 @@ RULES: tuple[TextRule, ...] = (
     R("c10-terminate", _rx(r"Unhandled exception caught in c10/util/AbortHandler\.h"), CRASH, CRIT,
       "an unhandled C++ exception aborted the process (torch's terminate handler, c10/util/AbortHandler.h: its "
       "native stack follows)", H.HINT_ABORT, ("unhandled exception caught",)),
+    # RETURNN's sys.excepthook (rwth-i6/returnn returnn/util/debug.py:166-168 at b46ff5f: `Unhandled exception %s
+    # in thread %s, proc %i.` with the exception's class, the thread's repr and the pid; for the main thread it
+    # first sets sys.exited -- "we are going to quit now" -- and a KeyboardInterrupt returns right after the line,
+    # a stop, not a failure; pasted rwth-i6/returnn#1484, #1454). Its traceback (better_exchook's, `line:` and
+    # `locals:` under each frame) often comes later or interleaved with the other ranks' lines.
+    R("returnn-unhandled", _rx(r"Unhandled exception <class '(?P<exc>(?!KeyboardInterrupt')[\w.]{1,200})'> in thread "
+                               r"<_MainThread\(MainThread, .{0,200}?\)>, proc (?P<pid>\d+)\."), CRASH, CRIT,
+      "{exc} unhandled in the main thread of proc {pid} (RETURNN's excepthook: the process quits)", H.HINT_CRASH,
+      ("unhandled exception <class",)),
     # Jupyter's notebook when its kernel process dies: the page's dialog (notebook's JS, on the
     # 'status_autorestarting.Kernel' event: "The kernel appears to have died. It will restart automatically.";
     # JupyterLab's "The kernel for <nb> appears to have died"), the server's log (notebook's zmqhandlers.py

@@ -33,6 +33,10 @@ Waits read, each from a pasted training-split log or the framework's source:
   hung test at `idx, data = self._get_data()`, RolnickLab/ami-data-companion#140's py-spy dump
   `_get_data` -> `_try_get_data` -> `get (queue.py)` -> `wait (threading.py)`).
 
+- torchelastic's agent still joining the rendezvous (rendezvous/dynamic_rendezvous.py
+  `next_rendezvous` -> the join op's poll and `_delay`): no worker started, the other nodes had not
+  come (real torchrun output, tests/data/logs/torchrun_rdzv_join_ctrl_c_k14.log; _rendezvous_join).
+
 Deliberately not waits: a launcher or parent that waits for its children (torchelastic's
 agent sleeping in its monitor loop, `mp.spawn`'s `join` polling the children's sentinels --
 pasted wuhuikai/FastFCN#98 --, the deepspeed launcher's `result.wait()` in subprocess.py --
@@ -89,6 +93,32 @@ _PARENTS = ("/torch/distributed/elastic/", "/torch/multiprocessing/spawn.py", "/
 
 
 
+_RENDEZVOUS = "/torch/distributed/elastic/rendezvous/"
+_JOIN_FRAMES = ("next_rendezvous",)
+"""torchelastic's rendezvous handlers' entry point (rendezvous/api.py RendezvousHandler.next_rendezvous;
+dynamic_rendezvous.py, etcd_rendezvous.py, static_tcp_rendezvous.py implement it)."""
+
+
+def _rendezvous_join(parsed: Sequence[tuple[str, str, str] | None]) -> str | None:
+    """The agent stopped while it was still joining the rendezvous: a `next_rendezvous` frame of
+    torch/distributed/elastic/rendezvous/, and every frame inside it in that package too (the join
+    op's poll and delay: dynamic_rendezvous.py _DistributedRendezvousOpExecutor.run, which sleeps
+    in rendezvous/utils.py `_delay` between tries of the join until enough nodes have joined or the
+    join timeout passes). No worker has started yet: the agent is waiting for nodes that have not
+    come (real torchrun 2.13 output, `--nnodes 2` with one node, Ctrl-C after 10 s:
+    tests/data/logs/torchrun_rdzv_join_ctrl_c_k14.log). Unlike the agent's monitor loop after the
+    workers started (a parent waiting for its children, `_PARENTS`), this wait is the job's start."""
+    for k in range(len(parsed) - 1, -1, -1):
+        p = parsed[k]
+        if p is None or _RENDEZVOUS not in p[0]:
+            return None  # a frame inside the join outside the rendezvous package (or none shown)
+        if p[2] in _JOIN_FRAMES:
+            path, line, fn = p
+            return (f"torchelastic's rendezvous join ({fn}, {path.rsplit('/', 1)[-1]}:{line}: the agent was "
+                    "waiting for the other nodes to join)")
+    return None
+
+
 def _wait_kind(path: str, fn: str) -> str:
     if "/torch/distributed/" in path and "/elastic/" not in path and fn in COLLECTIVES:
         return "torch.distributed"
@@ -108,6 +138,9 @@ def stopped_wait(rep: Sequence[Line], frames: Sequence[int], name: str) -> tuple
     if name.rsplit(".", 1)[-1] not in STOP_EXCEPTIONS or not frames:
         return None
     parsed = [python_frame(rep[i].text) for i in frames]
+    joining = _rendezvous_join(parsed)
+    if joining is not None:
+        return joining, ""
     if any(p is not None and any(s in p[0] for s in _PARENTS) for p in parsed):
         return None
     found = -1

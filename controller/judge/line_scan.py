@@ -53,6 +53,8 @@ from controller.judge.runtime_crashes import runtime_crashes
 from controller.judge.stack_dumps import WORD as TIMER_DUMP_WORD
 from controller.judge.stack_dumps import TimerDump
 from controller.judge.stopped_wait import COLLECTIVES, stopped_wait
+from controller.judge.tensor_dumps import MAX_ROWS as TENSOR_DUMP_ROWS
+from controller.judge.tensor_dumps import all_nan_dump
 from controller.judge.tracebacks import (
     GDB_PY_BT,
     TB_START,
@@ -512,7 +514,8 @@ def _line_rules(b: _Batch, st: ScanState, candidates: list[int], restarted: list
         if hit is None:
             hit = _c10d_timeout(b, i, line, low) or ((_pyspy_collective(b, i, line) or _gdb_collective(b, i, line))
                                                      if "c10d" in low else None) \
-                or (_distribution_nan(b, i, line) if "found invalid values" in low else None)
+                or (_distribution_nan(b, i, line) if "found invalid values" in low else None) \
+                or (_nan_tensor_dump(b, i, line) if "nan" in low and ("tensor([" in low or "array([" in low) else None)
             if hit is None:
                 continue
         if hit.rule == "c10-error-frames" and _warning_backtrace(b, i):
@@ -611,6 +614,14 @@ def _distribution_nan(b: _Batch, i: int, line: str) -> Hit | None:
     following = [rep[j].text for j in range(i + 1, min(len(rep), i + 1 + VALUES_LOOKAHEAD_LINES))]
     said = nan_argument(line, before, following)
     return None if said is None else Hit("nan", "critical", said, H.HINT_NAN, rule="distribution-nan")
+
+
+def _nan_tensor_dump(b: _Batch, i: int, line: str) -> Hit | None:
+    """A printed tensor/array whose every value down its rows is NaN (tensor_dumps.py)."""
+    rep = b.rep
+    following = [rep[j].text for j in range(i + 1, min(len(rep), i + 1 + TENSOR_DUMP_ROWS))]
+    said = all_nan_dump(line, following)
+    return None if said is None else Hit("nan", "critical", said, H.HINT_NAN, rule="nan-tensor-dump")
 
 
 _PYSPY_THREAD = re.compile(r"^\s*Thread (?P<id>\S+) \((?P<st>idle|active|gil)\)(?:: \"(?P<name>[^\"]*)\")?\s*$")

@@ -65,6 +65,17 @@ MAX_LG_SCALE = 1000.0
 INITIAL_LG_SCALE = 20.0
 """Where those trainers start (`INITIAL_LOG_LOSS_SCALE = 20.0`, improved_diffusion/train_util.py and its copies):
 a logarithm read at or below 0 has fallen from there, whatever the excerpt shows above it."""
+_APEX_SKIP = re.compile(r"Gradient overflow\.\s+Skipping step, loss scaler \d+ reducing loss scale to", re.I)
+APEX_INITIAL_SCALE = 2.0 ** 16
+"""Where apex's dynamic scaler starts, whatever the excerpt shows above its first skip: amp's LossScaler
+sets `self._loss_scale = min(max_loss_scale, init_scale)` with `init_scale=2.**16` (NVIDIA/apex
+apex/amp/scaler.py:38-47 at e13873de, the last commit before amp was removed; amp.initialize passes only
+min_loss_scale and max_loss_scale, default 2.**24 -- apex/amp/_initialize.py:231-233), halves on each
+overflow (update_scale, scaler.py:204-207) and doubles after 2000 clean steps; handle.py:138-140 prints
+`Gradient overflow.  Skipping step, loss scaler {loss_id} reducing loss scale to {scale}`. So that line
+with a scale of 1 or less has fallen from 65536 -- sixteen halvings more than the doublings -- as the
+lg_loss_scale trainers' logarithm falls from 20 (pasted whai362/PVT#94: one such line, `reducing loss
+scale to 0.03125`)."""
 _SCALE_VALUE = re.compile(r"\bloss[ _]scal(?:e|er)['\"]?\s*[:=]?\s*['\"]?(?P<v>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\b",
                           re.I)
 
@@ -125,6 +136,8 @@ class LossScaleTrajectory:
             value = _new_scale(line)
             if value is not None and "lg_loss_scale" in line:
                 self.highest = max(self.highest or 0.0, 2.0 ** INITIAL_LG_SCALE)
+            elif value is not None and _APEX_SKIP.search(line):
+                self.highest = max(self.highest or 0.0, APEX_INITIAL_SCALE)
             if value is not None:
                 a = _ATTEMPTED.search(line)
                 if value <= MIN_HEALTHY_SCALE:

@@ -380,6 +380,8 @@ LINE_WORDS = (
     "restart", "crashloop", "crashed", "overrides", "trap", "primary job", "unhandled exception", "luajit", "lua: ", "lua5", "exception code",
     "fulfill", "waiting for model", "log is in", "invalid __", "mesh master", "unstuck", "may be stuck",
     "placement group", "not enough gpus", "f tensorflow/", "f external/org_tensorflow/", "1.#ind",
+    "f .\\tensorflow/", "f external/xla/", "f external/tsl/", "f external/local_tsl/", "f xla/", "f tsl/",
+    "received at time",
     "total mem size", "executable batch", "paging file", "tasks to connect", "times out", "connecting to rank",
 )
 """A coarse word list: every word a per-line reader (a rule's trigger, the metric reader's

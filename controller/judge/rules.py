@@ -1255,13 +1255,18 @@ RULES: tuple[TextRule, ...] = (
     R("fatal-python", _rx(r"Fatal Python error: (?P<what>\w[^:]*)"), CRASH, CRIT,
       lambda m, line: f"Fatal Python error: {m.group('what').strip()}",
       "a C extension crashed the interpreter: the lines after it show each thread's stack", ("fatal",)),
+    # (abseil's failure signal handler -- installed by Ray's core worker, TensorFlow, JAX -- writes
+    # `*** SIGABRT received at time=1734086759 on cpu 63 ***` before its `PC: @` frames and re-raises the signal:
+    # abseil/abseil-cpp absl/debugging/failure_signal_handler.cc:267 WriteSignalMessage at 926f1d05a4f8; pasted
+    # ray-project/ray#49252. SIGTERM, which it also catches, is a stop, not a crash, and is not read here.)
     R("signal-handler", _rx(r"\*\*\* (?P<sig>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TERM|KILL)) \(@0x[0-9a-fA-F]+\) received by PID"
                             r"|terminated by signal (?P<sig2>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP))\b"
+                            r"|^\*\*\* (?P<sig3>SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP)) received at time=\d+(?: on cpu \d+)? \*\*\*"
                             r"|Windows fatal exception: (?P<win>access violation|stack overflow|in page error|illegal instruction"
                             r"|float divide by zero|float overflow|int divide by zero|code 0x[0-9a-fA-F]{8})"), CRASH, CRIT,
-      lambda m, line: (f"process killed by {m.group('sig') or m.group('sig2')} (its signal handler's report)"
-                       if m.group("sig") or m.group("sig2") else f"Windows fatal exception: {m.group('win')}"),
-      H.HINT_SEGV, ("received by pid", "terminated by signal", "windows fatal exception")),
+      lambda m, line: (f"process killed by {m.group('sig') or m.group('sig2') or m.group('sig3')} (its signal handler's report)"
+                       if m.group("sig") or m.group("sig2") or m.group("sig3") else f"Windows fatal exception: {m.group('win')}"),
+      H.HINT_SEGV, ("received by pid", "terminated by signal", "windows fatal exception", "received at time")),
     R("segv-words", _rx(r"received (?:signal )?SIGSEGV|SIGSEGV received|Signal 11 \(SIGSEGV\)|caught SIGSEGV"
                         r"|exitcode\s*:\s*-11\b"), CRASH, CRIT, "segmentation fault (SIGSEGV)", H.HINT_SEGV,
       ("sigsegv", "exitcode")),
@@ -1411,9 +1416,15 @@ RULES: tuple[TextRule, ...] = (
     # `%s.%06d: %c %s:%d] %s`, severity letter F, then abort()), any message, not only a CHECK's; the repaired
     # line has lost the timestamp (pasted pythonlessons/TensorFlow-2.x-YOLOv3#105 `2020-12-01 15:51:57.871503:
     # F tensorflow/compiler/tf2tensorrt/stub/nvinfer_stub.cc:49] getInferLibVersion symbol not found.`)
-    R("tf-log-fatal", _rx(r"^F (?P<file>(?:external/org_)?tensorflow/[\w/.-]+\.(?:cc|cpp|cu|h)):\d+\] (?P<what>\S.{0,200})"),
-      CRASH, CRIT, "fatal (TensorFlow LOG(FATAL) in {file}, the process aborts): {what}", H.HINT_ABORT,
-      ("f tensorflow/", "f external/org_tensorflow/")),
+    # The same LogMessage format lives on in TSL/XLA (jaxlib's `F external/xla/xla/service/...cc:1099]
+    # Non-OK-status: ...`, pasted google-deepmind/mujoco_playground#113) and a Windows build's __FILE__ keeps the
+    # MSVC `.\\` prefix (`F .\\tensorflow/core/util/gpu_launch_config.h:129] Check failed: ...`, pasted
+    # deryckt/TIRE#1): the shape is the severity letter F and a tensorflow/xla/tsl source path with its line.
+    R("tf-log-fatal", _rx(r"^F (?P<file>(?:\.\\|external/(?:org_)?)?(?:tensorflow|xla|tsl|local_tsl)/[\w/.-]+\.(?:cc|cpp|cu|h))"
+                          r":\d+\] (?P<what>\S.{0,200})"),
+      CRASH, CRIT, "fatal (TensorFlow/XLA LOG(FATAL) in {file}, the process aborts): {what}", H.HINT_ABORT,
+      ("f tensorflow/", "f external/org_tensorflow/", "f .\\tensorflow/", "f external/xla/", "f external/tsl/",
+       "f external/local_tsl/", "f xla/", "f tsl/")),
     R("launcher-killing", _rx(r"Killing subprocess (?P<pid>\d+)"), CRASH, CRIT,
       "the launcher killed its other workers (subprocess {pid}): a worker had failed", H.HINT_LAUNCHER,
       ("killing subprocess",), secondary=True),

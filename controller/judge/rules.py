@@ -528,8 +528,17 @@ RULES: tuple[TextRule, ...] = (
     # (and torch's MapAllocator, shared-memory tensors of DataLoader workers: 'unable to mmap N bytes from file <F>:
     # Cannot allocate memory (12)', aten/src/ATen/MapAllocator.cpp; oom_family.py cites it)
     R("enomem", _rx(r"\[Errno 12\] Cannot allocate memory|Error code 12 \(Cannot allocate memory\)"
-                    r"|unable to mmap \d+ bytes from file <[^>]*>: Cannot allocate memory \(12\)"), OOM, CRIT,
-      "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM, ("cannot allocate memory",)),
+                    r"|unable to mmap \d+ bytes from file <[^>]*>: Cannot allocate memory \(12\)"
+                    # GMP's default allocator, memory.c __gmp_default_allocate: fprintf (stderr, "GNU MP: Cannot
+                    # allocate memory (size=%lu)\n", ...); abort ();  and perror()'s / Go's "<what>: " + strerror
+                    # (ENOMEM) closing a line (glibc "Cannot allocate memory", Go syscall "cannot allocate memory");
+                    # one word before the colon, and not a warning (llama.cpp's mlock warning goes on)
+                    r"|GNU MP: Cannot allocate memory \(size=\d+\)|^(?!.*[Ww]arning).*(?:^|\s)[\w./-]+: [Cc]annot allocate memory\s*$"
+                    # the kernel's warn_alloc() (linux mm/page_alloc.c "%s: page allocation failure: order:%u", and
+                    # mm/vmalloc.c "vmalloc: allocation failure: %lu bytes") in a pasted dmesg
+                    r"|: page allocation failure: order:\d+|vmalloc: allocation failure: \d+ bytes"), OOM, CRIT,
+      "host RAM ran out (ENOMEM: Cannot allocate memory)", H.HINT_HOST_OOM,
+      ("cannot allocate memory", "allocation failure")),
     R("numpy-oom", _rx(r"Unable to allocate (?P<size>[\d.]+ [KMGTP]i?B) for an array"), OOM, CRIT,
       "host RAM ran out (numpy: unable to allocate {size})", H.HINT_HOST_OOM, ("unable to allocate",)),
     R("bad-alloc", _rx(r"instance of 'std::bad_alloc'|\bstd::bad_alloc\b"), OOM, CRIT,
